@@ -1,0 +1,118 @@
+//! Command-line types: one Args struct per subcommand, a doc comment on every flag (they are the
+//! `--help` text).
+
+use crate::output::OutputFormat;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Take an air-gapped, bare-metal site from empty racks to an OpenShift AI GPU cluster:
+/// mirror images across the air gap, and verify what was mirrored.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bootstrap",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// How results are printed on stdout: text for people, json for machines.
+    #[arg(long, global = true, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+
+    /// Log level for stderr (error, warn, info, debug, trace), or a tracing filter.
+    #[arg(long, global = true, default_value = "warn", env = "BOOTSTRAP_LOG")]
+    pub log: String,
+
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Copy images: registry to disk (file://DIR), disk to registry (--from file://DIR
+    /// docker://HOST), or registry to registry (docker://HOST), verified and recorded.
+    Mirror(MirrorArgs),
+    /// Check a disk mirror (file://DIR) or a registry (--record R docker://HOST[/PREFIX])
+    /// against its mirror record; exit 0 only when everything matches.
+    Verify(VerifyArgs),
+}
+
+/// How to reach registries: credentials and trust.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RegistryArgs {
+    /// Auth file with registry credentials (containers auth.json, docker config.json or an
+    /// OpenShift pull secret). Default: $REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
+    /// ~/.config/containers/auth.json, ~/.docker/config.json, the first that exists.
+    #[arg(long, value_name = "FILE")]
+    pub authfile: Option<PathBuf>,
+
+    /// PEM file of CA certificates to trust for registries, beside the system's.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+
+    /// Speak plain HTTP (no TLS) to this registry host[:port]. Repeat for more hosts.
+    #[arg(long, value_name = "HOST")]
+    pub plain_http: Vec<String>,
+
+    /// Do not verify the TLS certificate of this registry host[:port]. Repeat for more hosts.
+    #[arg(long, value_name = "HOST")]
+    pub insecure_skip_tls_verify: Vec<String>,
+}
+
+/// `bootstrap mirror`.
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    /// ImageSetConfiguration (mirror.openshift.io/v2alpha1) naming what to mirror.
+    #[arg(
+        short = 'c',
+        long,
+        value_name = "FILE",
+        required_unless_present = "from"
+    )]
+    pub config: Option<PathBuf>,
+
+    /// Push a disk mirror (file://DIR written by a mirror to disk) instead of reading registries.
+    #[arg(long, value_name = "file://DIR", conflicts_with = "config")]
+    pub from: Option<String>,
+
+    /// Where to mirror: file://DIR (an OCI layout) or docker://HOST[:PORT][/PREFIX].
+    #[arg(value_name = "DESTINATION")]
+    pub destination: String,
+
+    /// Blobs in flight at once.
+    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
+    pub max_concurrent_blobs: usize,
+
+    /// Where to write the mirror record for a registry destination. Default:
+    /// ./mirror-record-<UTC time>.json. (A disk mirror keeps its record in DIR.)
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    /// When the architecture filter dropped platforms from an index, push to registries an index
+    /// of only the kept platforms (a new digest, recorded beside the source's). Without it the
+    /// source index is pushed verbatim (sparse), which registries such as Distribution 2.x refuse.
+    #[arg(long)]
+    pub rewrite_filtered_indexes: bool,
+
+    /// Registry access.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `bootstrap verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// What to check: file://DIR, or docker://HOST[:PORT][/PREFIX] with --record.
+    #[arg(value_name = "TARGET")]
+    pub target: String,
+
+    /// The mirror record to check a registry against (a disk mirror carries its own).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    /// Registry access.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}

@@ -1,0 +1,9 @@
+//! bootstrap: the library behind the `bootstrap` command. Every command's work lives here;
+//! `main.rs` only parses arguments and dispatches.
+
+pub mod cli;
+pub mod mirror;
+pub mod oci;
+pub mod output;
+pub mod secret;
+pub mod verify;

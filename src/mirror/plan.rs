@@ -1,0 +1,301 @@
+//! From image references to concrete content: each image's manifests (kept verbatim), the
+//! platforms kept by the architecture filter, and the blobs it needs; then the blob graph over
+//! the whole set, so each unique blob is transferred once.
+
+use crate::oci::digest::Digest;
+use crate::oci::layout::OciLayout;
+use crate::oci::manifest::{platform_of, select_entries, Parsed, RawManifest};
+use crate::oci::reference::ImageRef;
+use crate::oci::registry::Registries;
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where images are read from.
+#[derive(Clone)]
+pub enum Source {
+    /// Live registries (mirror to disk, mirror to mirror).
+    Registry(Arc<Registries>),
+    /// An OCI layout a mirror to disk wrote (disk to mirror).
+    Layout(OciLayout),
+}
+
+/// A blob an image needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobDesc {
+    /// Its digest.
+    pub digest: Digest,
+    /// Its size.
+    pub size: u64,
+    /// Its media type (for reports).
+    pub media_type: String,
+}
+
+/// A child manifest kept from an index.
+#[derive(Clone, Debug)]
+pub struct Child {
+    /// The manifest, verbatim.
+    pub manifest: RawManifest,
+    /// The platform the index gives it.
+    pub platform: Option<String>,
+}
+
+/// One image, resolved to its manifests and blobs.
+#[derive(Clone, Debug)]
+pub struct ResolvedImage {
+    /// The reference it was mirrored from.
+    pub source: ImageRef,
+    /// The top manifest, verbatim.
+    pub root: RawManifest,
+    /// For an index, the children kept (in index order).
+    pub children: Vec<Child>,
+    /// Platforms kept.
+    pub platforms: Vec<String>,
+    /// Platforms the index offered that were not kept.
+    pub dropped: Vec<String>,
+    /// Blobs needed, each once.
+    pub blobs: Vec<BlobDesc>,
+}
+
+impl ResolvedImage {
+    /// Bytes of every manifest and blob this image needs.
+    pub fn total_size(&self) -> u64 {
+        self.root.bytes.len() as u64
+            + self
+                .children
+                .iter()
+                .map(|c| c.manifest.bytes.len() as u64)
+                .sum::<u64>()
+            + self.blobs.iter().map(|b| b.size).sum::<u64>()
+    }
+}
+
+impl Source {
+    async fn manifest(&self, image: &ImageRef, reference: &str) -> Result<Option<RawManifest>> {
+        match self {
+            Source::Registry(regs) => {
+                let client = regs.client(&image.registry)?;
+                Ok(Some(
+                    client.get_manifest(&image.repository, reference).await?,
+                ))
+            }
+            Source::Layout(layout) => {
+                let digest: Digest = reference
+                    .parse()
+                    .with_context(|| format!("layout lookup of {image} by {reference}"))?;
+                if layout.blob_size(&digest).is_none() {
+                    return Ok(None);
+                }
+                let bytes = layout.read_verified(&digest)?;
+                Ok(Some(RawManifest::new(bytes, None)))
+            }
+        }
+    }
+
+    /// Reads a small blob (an image config) whole.
+    async fn small_blob(&self, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
+        match self {
+            Source::Registry(regs) => {
+                let client = regs.client(&image.registry)?;
+                let resp = client.get_blob(&image.repository, digest, 0).await?;
+                let bytes = resp
+                    .bytes()
+                    .await
+                    .with_context(|| format!("reading config {digest} of {image}"))?;
+                if Digest::of(&bytes) != *digest {
+                    bail!("config {digest} of {image} does not match its digest");
+                }
+                Ok(bytes)
+            }
+            Source::Layout(layout) => layout.read_verified(digest),
+        }
+    }
+}
+
+/// Resolves one image: fetches its top manifest (by the layout's recorded digest when reading a
+/// layout), filters an index to `architectures`, and collects every blob.
+pub async fn resolve(
+    source: &Source,
+    image: &ImageRef,
+    layout_digest: Option<&Digest>,
+    architectures: &[String],
+) -> Result<ResolvedImage> {
+    let reference = match layout_digest {
+        Some(d) => d.to_string(),
+        None => image.reference(),
+    };
+    let root = source
+        .manifest(image, &reference)
+        .await?
+        .with_context(|| format!("manifest {reference} of {image} is missing from the layout"))?;
+    let mut resolved = ResolvedImage {
+        source: image.clone(),
+        root: root.clone(),
+        children: Vec::new(),
+        platforms: Vec::new(),
+        dropped: Vec::new(),
+        blobs: Vec::new(),
+    };
+    let mut seen = BTreeSet::new();
+    match root.parse().with_context(|| format!("reading {image}"))? {
+        Parsed::Image(m) => {
+            let config = BlobDesc {
+                digest: m.config.digest.parse()?,
+                size: m.config.size.max(0) as u64,
+                media_type: m.config.media_type.clone(),
+            };
+            if let Ok(bytes) = source.small_blob(image, &config.digest).await {
+                resolved.platforms.extend(platform_from_config(&bytes));
+            }
+            add_image_blobs(&mut resolved.blobs, &mut seen, &m)?;
+        }
+        Parsed::Index(index) => {
+            let kept = match source {
+                // A layout holds exactly what an earlier run kept; keep what is present.
+                Source::Layout(_) => index.manifests.iter().collect::<Vec<_>>(),
+                Source::Registry(_) => select_entries(&index, architectures),
+            };
+            let kept_digests: BTreeSet<&str> = kept.iter().map(|e| e.digest.as_str()).collect();
+            for entry in &index.manifests {
+                let platform = platform_of(entry);
+                if !kept_digests.contains(entry.digest.as_str()) {
+                    resolved.dropped.extend(platform);
+                    continue;
+                }
+                let Some(child) = source.manifest(image, &entry.digest).await? else {
+                    resolved.dropped.extend(platform);
+                    continue;
+                };
+                if child.digest.to_string() != entry.digest {
+                    bail!(
+                        "{image}: child manifest {} does not match its digest",
+                        entry.digest
+                    );
+                }
+                match child.parse()? {
+                    Parsed::Image(m) => add_image_blobs(&mut resolved.blobs, &mut seen, &m)?,
+                    Parsed::Index(_) => bail!(
+                        "{image}: index entry {} is itself an index; nested indexes are not supported",
+                        entry.digest
+                    ),
+                }
+                resolved.platforms.extend(platform.clone());
+                resolved.children.push(Child {
+                    manifest: child,
+                    platform,
+                });
+            }
+            if resolved.children.is_empty() {
+                bail!(
+                    "{image} offers platforms {} but mirror.platform.architectures keeps none of them: add one of these architectures",
+                    resolved.dropped.join(", ")
+                );
+            }
+        }
+    }
+    Ok(resolved)
+}
+
+fn add_image_blobs(
+    out: &mut Vec<BlobDesc>,
+    seen: &mut BTreeSet<Digest>,
+    m: &crate::oci::manifest::OciImageManifest,
+) -> Result<()> {
+    for d in std::iter::once(&m.config).chain(m.layers.iter()) {
+        if d.urls.as_ref().is_some_and(|u| !u.is_empty()) {
+            // Foreign (non-distributable) layers live elsewhere; they are not ours to copy.
+            continue;
+        }
+        let digest: Digest = d.digest.parse()?;
+        if seen.insert(digest.clone()) {
+            out.push(BlobDesc {
+                digest,
+                size: d.size.max(0) as u64,
+                media_type: d.media_type.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `os/arch[/variant]` from an image config.
+pub fn platform_from_config(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        architecture: Option<String>,
+        os: Option<String>,
+        variant: Option<String>,
+    }
+    let c: Config = serde_json::from_slice(bytes).ok()?;
+    let mut s = format!("{}/{}", c.os?, c.architecture?);
+    if let Some(v) = c.variant {
+        s.push('/');
+        s.push_str(&v);
+    }
+    Some(s)
+}
+
+/// A blob to move once for the whole set, with every destination repository that needs it.
+#[derive(Clone, Debug)]
+pub struct BlobNode {
+    /// Digest and size.
+    pub blob: BlobDesc,
+    /// Where to read it (the first image that needs it).
+    pub from: ImageRef,
+    /// Destination repositories (paths under the prefix) that need it.
+    pub repositories: BTreeSet<String>,
+}
+
+/// The blob graph of a set: every unique blob once, largest first so the link stays busy with
+/// the long transfers while small ones fill the gaps.
+pub fn blob_graph(images: &[ResolvedImage]) -> Vec<BlobNode> {
+    let mut nodes: BTreeMap<Digest, BlobNode> = BTreeMap::new();
+    for img in images {
+        for b in &img.blobs {
+            nodes
+                .entry(b.digest.clone())
+                .or_insert_with(|| BlobNode {
+                    blob: b.clone(),
+                    from: img.source.clone(),
+                    repositories: BTreeSet::new(),
+                })
+                .repositories
+                .insert(img.source.repository.clone());
+        }
+    }
+    let mut out: Vec<BlobNode> = nodes.into_values().collect();
+    out.sort_by(|a, b| {
+        b.blob
+            .size
+            .cmp(&a.blob.size)
+            .then(a.blob.digest.cmp(&b.blob.digest))
+    });
+    out
+}
+
+/// The index bytes with only the kept children: for registries that refuse an index whose
+/// children are not all present. The result has a new digest, which the record keeps beside the
+/// source's.
+pub fn rewrite_index(image: &ResolvedImage) -> Result<RawManifest> {
+    let mut value: serde_json::Value = serde_json::from_slice(&image.root.bytes)?;
+    let kept: BTreeSet<String> = image
+        .children
+        .iter()
+        .map(|c| c.manifest.digest.to_string())
+        .collect();
+    let manifests = value
+        .get_mut("manifests")
+        .and_then(|m| m.as_array_mut())
+        .context("index has no manifests array")?;
+    manifests.retain(|e| {
+        e.get("digest")
+            .and_then(|d| d.as_str())
+            .is_some_and(|d| kept.contains(d))
+    });
+    let bytes = serde_json::to_vec(&value)?;
+    Ok(RawManifest::new(
+        Bytes::from(bytes),
+        Some(&image.root.media_type),
+    ))
+}

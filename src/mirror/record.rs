@@ -1,0 +1,276 @@
+//! The mirror record: what an auditor reads to know exactly what was mirrored. Written by every
+//! run (into the layout for a disk mirror, into the working directory for a registry), with the
+//! input's hash, times, every image with its digests and platforms, every blob, and totals. A disk
+//! mirror also gets `SHA256SUMS` over every file, checkable with `sha256sum -c`.
+
+use crate::oci::digest::Digest;
+use crate::oci::layout::{write_atomic, PARTIAL_DIR};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The record's file name inside a disk mirror.
+pub const RECORD_FILE: &str = "mirror-record.json";
+/// The checksum file's name inside a disk mirror.
+pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The record format version; bumped when a field changes meaning.
+pub const RECORD_VERSION: u32 = 1;
+
+/// One mirror record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MirrorRecord {
+    /// Format version.
+    pub record_version: u32,
+    /// Every run that contributed to this content, oldest first.
+    pub runs: Vec<RunInfo>,
+    /// Every image, by source reference.
+    pub images: Vec<ImageRecord>,
+    /// Every blob the images reference, each once.
+    pub blobs: Vec<BlobRecord>,
+    /// Sums over the images and blobs above.
+    pub totals: Totals,
+}
+
+/// One run of `bootstrap mirror`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunInfo {
+    /// `bootstrap <version>`.
+    pub tool: String,
+    /// The ImageSetConfiguration used, if any.
+    pub config: Option<ConfigInfo>,
+    /// Where content came from (`docker://...` or `file://...`).
+    pub source: String,
+    /// Where it went.
+    pub destination: String,
+    /// RFC 3339 UTC start time.
+    pub started: String,
+    /// RFC 3339 UTC end time.
+    pub finished: String,
+    /// Images this run mirrored.
+    pub images: usize,
+    /// Bytes this run actually moved (blobs already present are not counted).
+    pub bytes_transferred: u64,
+}
+
+/// The input configuration of a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigInfo {
+    /// The path given on the command line.
+    pub path: String,
+    /// sha256 of the file's bytes.
+    pub sha256: String,
+}
+
+/// One mirrored image.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageRecord {
+    /// The reference as it was mirrored from (`quay.io/a/b:v1` or `...@sha256:...`).
+    pub source: String,
+    /// The repository path kept under the destination prefix (`a/b`).
+    pub path: String,
+    /// The full destination reference.
+    pub destination: String,
+    /// The digest of the top manifest at the destination.
+    pub digest: Digest,
+    /// The source's digest, when the destination's differs (an index rewritten to the kept
+    /// platforms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_digest: Option<Digest>,
+    /// Media type of the top manifest.
+    pub media_type: String,
+    /// Size of the top manifest.
+    pub size: u64,
+    /// Total bytes of the manifests and blobs kept for this image.
+    pub total_size: u64,
+    /// Platforms kept (`linux/amd64`); empty for a manifest that names none.
+    pub platforms: Vec<String>,
+    /// Platforms the source index offered but the configuration filtered out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platforms_dropped: Vec<String>,
+    /// Child manifests kept, for an index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<ManifestRecord>,
+    /// Digests of the blobs this image needs (details in the top-level `blobs`).
+    pub blobs: Vec<Digest>,
+}
+
+/// A child manifest of an index.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ManifestRecord {
+    /// Its digest.
+    pub digest: Digest,
+    /// Its media type.
+    pub media_type: String,
+    /// Its size.
+    pub size: u64,
+    /// Its platform, when the index names one.
+    pub platform: Option<String>,
+}
+
+/// A blob.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlobRecord {
+    /// Its digest.
+    pub digest: Digest,
+    /// Its size.
+    pub size: u64,
+}
+
+/// Sums.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Totals {
+    /// Images.
+    pub images: usize,
+    /// Distinct manifests (top-level and children).
+    pub manifests: usize,
+    /// Distinct blobs.
+    pub blobs: usize,
+    /// Bytes of distinct blobs and manifests.
+    pub bytes: u64,
+}
+
+impl MirrorRecord {
+    /// A record of these images, with one run.
+    pub fn new(run: RunInfo, images: Vec<ImageRecord>, blobs: Vec<BlobRecord>) -> Self {
+        let mut r = MirrorRecord {
+            record_version: RECORD_VERSION,
+            runs: vec![run],
+            images,
+            blobs,
+            totals: Totals::default(),
+        };
+        r.normalise();
+        r
+    }
+
+    /// Reads a record, naming the file on failure.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = fs_err::read_to_string(path)?;
+        serde_json::from_str(&text).with_context(|| {
+            format!(
+                "parsing mirror record {}: it is not a bootstrap mirror record",
+                path.display()
+            )
+        })
+    }
+
+    /// Folds an earlier record of the same layout in: its runs come first, and its images stay
+    /// unless this run mirrored the same source reference again.
+    pub fn merge_earlier(&mut self, earlier: MirrorRecord) {
+        let mut runs = earlier.runs;
+        runs.append(&mut self.runs);
+        self.runs = runs;
+        for img in earlier.images {
+            if !self.images.iter().any(|i| i.source == img.source) {
+                self.images.push(img);
+            }
+        }
+        let mut sizes: BTreeMap<Digest, u64> = earlier
+            .blobs
+            .into_iter()
+            .map(|b| (b.digest, b.size))
+            .collect();
+        sizes.extend(self.blobs.drain(..).map(|b| (b.digest, b.size)));
+        self.blobs = sizes
+            .into_iter()
+            .map(|(digest, size)| BlobRecord { digest, size })
+            .collect();
+        self.normalise();
+    }
+
+    /// Sorts, drops blobs no image references, and recomputes the totals.
+    fn normalise(&mut self) {
+        self.images.sort_by(|a, b| a.source.cmp(&b.source));
+        let referenced: std::collections::BTreeSet<&Digest> =
+            self.images.iter().flat_map(|i| i.blobs.iter()).collect();
+        self.blobs.retain(|b| referenced.contains(&b.digest));
+        self.blobs.sort();
+        self.blobs.dedup();
+        let mut manifests: BTreeMap<&Digest, u64> = BTreeMap::new();
+        for i in &self.images {
+            manifests.insert(&i.digest, i.size);
+            for m in &i.manifests {
+                manifests.insert(&m.digest, m.size);
+            }
+        }
+        self.totals = Totals {
+            images: self.images.len(),
+            manifests: manifests.len(),
+            blobs: self.blobs.len(),
+            bytes: self.blobs.iter().map(|b| b.size).sum::<u64>() + manifests.values().sum::<u64>(),
+        };
+    }
+
+    /// Writes the record atomically, pretty-printed JSON.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let mut bytes = serde_json::to_vec_pretty(self)?;
+        bytes.push(b'\n');
+        write_atomic(path, &bytes)
+            .with_context(|| format!("writing mirror record {}", path.display()))
+    }
+}
+
+/// Writes `SHA256SUMS` over every file of a layout (in `sha256sum` format, paths relative to the
+/// layout). Blob digests are taken from their names: a blob is only ever renamed into place after
+/// its content matched, and `bootstrap verify` re-hashes them. Other files are hashed.
+pub fn write_sums(root: &Path) -> Result<()> {
+    let mut lines = Vec::new();
+    for rel in layout_files(root)? {
+        let hex = match rel.strip_prefix("blobs/sha256/") {
+            Some(h) if h.len() == 64 => h.to_string(),
+            _ => {
+                let bytes = fs_err::read(root.join(&rel))?;
+                Digest::of(&bytes).hex().to_string()
+            }
+        };
+        lines.push(format!("{hex}  {rel}\n"));
+    }
+    write_atomic(&root.join(SUMS_FILE), lines.concat().as_bytes()).context("writing SHA256SUMS")
+}
+
+/// Every file of a layout relative to its root, sorted, without `SHA256SUMS` itself and the
+/// in-progress directory.
+pub fn layout_files(root: &Path) -> Result<Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+        for entry in fs_err::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .expect("walked path is under root")
+                .to_string_lossy()
+                .into_owned();
+            if rel == SUMS_FILE || rel == PARTIAL_DIR || rel.starts_with('.') && !rel.contains('/')
+            {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                walk(root, &path, out)?;
+            } else {
+                out.push(rel);
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Now, as RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc())
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

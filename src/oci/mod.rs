@@ -1,0 +1,10 @@
+//! The OCI vocabulary and wire: digests, references, manifests, credentials, the distribution
+//! API and the OCI image layout on disk.
+
+pub mod auth;
+pub mod digest;
+pub mod layout;
+pub mod manifest;
+pub mod reference;
+pub mod registry;
+pub mod stream;

@@ -1,0 +1,164 @@
+//! Everything a command shows: results to stdout (text or `--output json`), progress and logs to
+//! stderr. On a terminal progress is drawn with indicatif bars (overall bytes, a line per large
+//! blob in flight); otherwise it is plain lines, a few per minute, that read well in CI logs.
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Blobs at least this large get their own progress line.
+pub const LARGE_BLOB: u64 = 64 * 1024 * 1024;
+
+/// Byte counts as people read them.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Progress of one long operation.
+#[derive(Clone)]
+pub struct Progress {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    bars: Option<(MultiProgress, ProgressBar)>,
+    total: u64,
+    done: AtomicU64,
+    last_line: Mutex<Instant>,
+    label: String,
+}
+
+/// A large blob's own bar; finishes (and disappears) on drop.
+pub struct BlobProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl BlobProgress {
+    /// Counts bytes on this blob's bar.
+    pub fn inc(&self, n: u64) {
+        if let Some(b) = &self.bar {
+            b.inc(n);
+        }
+    }
+}
+
+impl Drop for BlobProgress {
+    fn drop(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Progress {
+    /// Progress over `total` bytes; bars only when stderr is a terminal.
+    pub fn new(label: &str, total: u64) -> Self {
+        let bars = std::io::stderr().is_terminal().then(|| {
+            let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+            let bar = multi.add(ProgressBar::new(total));
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                )
+                .expect("static template")
+                .progress_chars("=> "),
+            );
+            bar.set_message(label.to_string());
+            bar.enable_steady_tick(Duration::from_millis(200));
+            (multi, bar)
+        });
+        Progress {
+            inner: Arc::new(Inner {
+                bars,
+                total,
+                done: AtomicU64::new(0),
+                last_line: Mutex::new(Instant::now()),
+                label: label.to_string(),
+            }),
+        }
+    }
+
+    /// Counts transferred bytes.
+    pub fn inc(&self, n: u64) {
+        let done = self.inner.done.fetch_add(n, Ordering::Relaxed) + n;
+        match &self.inner.bars {
+            Some((_, bar)) => bar.inc(n),
+            None => {
+                let mut last = self.inner.last_line.lock().expect("progress lock");
+                if last.elapsed() >= Duration::from_secs(10) {
+                    *last = Instant::now();
+                    eprintln!(
+                        "{}: {} of {} ({}%)",
+                        self.inner.label,
+                        human_bytes(done),
+                        human_bytes(self.inner.total),
+                        done * 100 / self.inner.total.max(1)
+                    );
+                }
+            }
+        }
+    }
+
+    /// A line of its own for a large blob.
+    pub fn blob(&self, name: &str, size: u64) -> BlobProgress {
+        if size < LARGE_BLOB {
+            return BlobProgress { bar: None };
+        }
+        match &self.inner.bars {
+            Some((multi, _)) => {
+                let bar = multi.add(ProgressBar::new(size));
+                bar.set_style(
+                    ProgressStyle::with_template("  {msg} [{bar:30}] {bytes}/{total_bytes}")
+                        .expect("static template")
+                        .progress_chars("=> "),
+                );
+                bar.set_message(name.to_string());
+                BlobProgress { bar: Some(bar) }
+            }
+            None => {
+                eprintln!("{}: {name} ({})", self.inner.label, human_bytes(size));
+                BlobProgress { bar: None }
+            }
+        }
+    }
+
+    /// A log line that does not tear the bars.
+    pub fn println(&self, line: &str) {
+        match &self.inner.bars {
+            Some((multi, _)) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Removes the bars.
+    pub fn finish(&self) {
+        if let Some((_, bar)) = &self.inner.bars {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! `bootstrap verify`: the auditor's check. A disk mirror is re-hashed file by file and checked
+//! against its mirror record, its `index.json` and its `SHA256SUMS`; a registry is checked
+//! against a record (every manifest by digest, every blob by HEAD with its size). Exit 0 only
+//! when everything matches.
+
+use crate::cli::VerifyArgs;
+use crate::mirror::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
+use crate::mirror::{registries, Location};
+use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::layout::OciLayout;
+use crate::oci::reference::RegistryTarget;
+use crate::output::{human_bytes, OutputFormat};
+use anyhow::{Context, Result};
+use futures_util::StreamExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// What a verification found.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// What was checked.
+    pub target: String,
+    /// True when nothing is missing, corrupt or unexpected.
+    pub ok: bool,
+    /// Objects checked (files on disk, or manifests and blobs in a registry).
+    pub checked: usize,
+    /// Bytes re-hashed (disk) or sizes checked (registry).
+    pub bytes: u64,
+    /// What the record lists but the target lacks.
+    pub missing: Vec<String>,
+    /// What is present but does not match its digest, size or record.
+    pub corrupt: Vec<String>,
+    /// What is present but no record lists.
+    pub unexpected: Vec<String>,
+}
+
+impl Report {
+    fn finish(mut self) -> Self {
+        self.missing.sort();
+        self.corrupt.sort();
+        self.unexpected.sort();
+        self.ok = self.missing.is_empty() && self.corrupt.is_empty() && self.unexpected.is_empty();
+        self
+    }
+}
+
+/// Runs `bootstrap verify`.
+pub async fn run(args: VerifyArgs, output: OutputFormat) -> Result<ExitCode> {
+    let report = match Location::parse(&args.target, "the verify target")? {
+        Location::Disk(dir) => {
+            if args.record.is_some() {
+                anyhow::bail!("--record is for registries: a disk mirror is checked against its own {RECORD_FILE}");
+            }
+            verify_layout(&dir).await?
+        }
+        Location::Registry(target) => {
+            let record_path = args.record.as_deref().context(
+                "checking a registry needs the mirror record to check it against: pass --record FILE",
+            )?;
+            let record = MirrorRecord::load(record_path)?;
+            let regs = registries(&args.registry)?;
+            let client = regs.client(&target.registry)?;
+            verify_registry(&client, &target, &record).await?
+        }
+    };
+    print_report(&report, output)?;
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = StreamHasher::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finish())
+}
+
+fn read_sums(root: &Path) -> Result<Option<BTreeMap<String, String>>> {
+    let path = root.join(SUMS_FILE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = fs_err::read_to_string(&path)?;
+    let mut out = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some((hex, name)) = line.split_once("  ") else {
+            anyhow::bail!("{}:{}: not a sha256sum line", path.display(), n + 1);
+        };
+        out.insert(name.to_string(), hex.to_string());
+    }
+    Ok(Some(out))
+}
+
+/// Checks a disk mirror.
+pub async fn verify_layout(root: &Path) -> Result<Report> {
+    let layout = OciLayout::open(root)?;
+    let mut report = Report {
+        target: format!("file://{}", root.display()),
+        ..Default::default()
+    };
+    let record_path = root.join(RECORD_FILE);
+    let record = if record_path.is_file() {
+        Some(MirrorRecord::load(&record_path)?)
+    } else {
+        report
+            .missing
+            .push(format!("{RECORD_FILE} (the mirror record)"));
+        None
+    };
+    let sums = read_sums(root)?;
+    if sums.is_none() {
+        report.missing.push(SUMS_FILE.to_string());
+    }
+    let files = layout_files(root)?;
+    // Re-hash every file, two at a time (the machines this runs on are small; disks are the limit).
+    let hashed: Vec<(String, std::io::Result<(Digest, u64)>)> =
+        futures_util::stream::iter(files.clone())
+            .map(|rel| {
+                let path = root.join(&rel);
+                async move {
+                    let r = tokio::task::spawn_blocking(move || hash_file(&path))
+                        .await
+                        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                    (rel, r)
+                }
+            })
+            .buffered(2)
+            .collect()
+            .await;
+    let mut present: BTreeMap<Digest, u64> = BTreeMap::new();
+    for (rel, result) in hashed {
+        let (digest, size) = match result {
+            Ok(v) => v,
+            Err(e) => {
+                report.corrupt.push(format!("{rel}: unreadable: {e}"));
+                continue;
+            }
+        };
+        report.checked += 1;
+        report.bytes += size;
+        if let Some(hex) = rel.strip_prefix("blobs/sha256/") {
+            if digest.hex() != hex {
+                report
+                    .corrupt
+                    .push(format!("{rel}: content hashes to {digest}"));
+            } else {
+                present.insert(digest.clone(), size);
+            }
+        }
+        if let Some(sums) = &sums {
+            match sums.get(&rel) {
+                Some(h) if h == digest.hex() => {}
+                Some(_) if rel.starts_with("blobs/") => {} // already reported above
+                Some(h) => report.corrupt.push(format!(
+                    "{rel}: content hashes to {digest}, SHA256SUMS says sha256:{h}"
+                )),
+                None => report
+                    .unexpected
+                    .push(format!("{rel}: not listed in SHA256SUMS")),
+            }
+        }
+    }
+    if let Some(sums) = &sums {
+        let on_disk: BTreeSet<&String> = files.iter().collect();
+        for name in sums.keys() {
+            if !on_disk.contains(name) {
+                report
+                    .missing
+                    .push(format!("{name} (listed in SHA256SUMS)"));
+            }
+        }
+    }
+    if let Some(record) = &record {
+        check_layout_against_record(&layout, record, &present, &mut report)?;
+    }
+    Ok(report.finish())
+}
+
+fn check_layout_against_record(
+    layout: &OciLayout,
+    record: &MirrorRecord,
+    present: &BTreeMap<Digest, u64>,
+    report: &mut Report,
+) -> Result<()> {
+    let mut expected: BTreeMap<Digest, (u64, String)> = BTreeMap::new();
+    for b in &record.blobs {
+        expected.insert(b.digest.clone(), (b.size, format!("blob {}", b.digest)));
+    }
+    for img in &record.images {
+        expected.insert(
+            img.digest.clone(),
+            (img.size, format!("manifest of {}", img.source)),
+        );
+        for m in &img.manifests {
+            let what = format!(
+                "manifest {} of {}",
+                m.platform.as_deref().unwrap_or("(no platform)"),
+                img.source
+            );
+            expected.insert(m.digest.clone(), (m.size, what));
+        }
+    }
+    for (digest, (size, what)) in &expected {
+        let rel = format!("blobs/sha256/{}", digest.hex());
+        match present.get(digest) {
+            Some(s) if s == size => {}
+            Some(s) => report.corrupt.push(format!(
+                "{rel}: {what} is {s} bytes, the record says {size}"
+            )),
+            None if layout.blob_size(digest).is_some() => {} // present but corrupt: reported
+            None => report.missing.push(format!("{rel}: {what}")),
+        }
+    }
+    for digest in present.keys() {
+        if !expected.contains_key(digest) {
+            report.unexpected.push(format!(
+                "blobs/sha256/{}: not in the mirror record",
+                digest.hex()
+            ));
+        }
+    }
+    let index = layout.index()?;
+    let by_name: BTreeMap<&str, &Digest> = index
+        .iter()
+        .filter_map(|e| e.ref_name().map(|n| (n, &e.digest)))
+        .collect();
+    for img in &record.images {
+        match by_name.get(img.source.as_str()) {
+            Some(d) if **d == img.digest => {}
+            Some(d) => report.corrupt.push(format!(
+                "index.json: {} points to {d}, the record says {}",
+                img.source, img.digest
+            )),
+            None => report
+                .missing
+                .push(format!("index.json: no entry for {}", img.source)),
+        }
+    }
+    let recorded: BTreeSet<&str> = record.images.iter().map(|i| i.source.as_str()).collect();
+    for name in by_name.keys() {
+        if !recorded.contains(name) {
+            report
+                .unexpected
+                .push(format!("index.json: {name} is not in the mirror record"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a registry against a record: every manifest by digest (and tag), every blob by HEAD.
+pub async fn verify_registry(
+    client: &crate::oci::registry::RegistryClient,
+    target: &RegistryTarget,
+    record: &MirrorRecord,
+) -> Result<Report> {
+    client.ping().await.context("checking the registry")?;
+    let sizes: BTreeMap<&Digest, u64> = record.blobs.iter().map(|b| (&b.digest, b.size)).collect();
+    enum Check {
+        Manifest {
+            repo: String,
+            reference: String,
+            expect: Digest,
+            what: String,
+        },
+        Blob {
+            repo: String,
+            digest: Digest,
+            size: u64,
+        },
+    }
+    let mut checks = Vec::new();
+    for img in &record.images {
+        let repo = target.repository_for(&img.path);
+        if let Some(tag) = crate::oci::reference::ImageRef::parse(&img.source)
+            .ok()
+            .and_then(|r| r.tag)
+        {
+            checks.push(Check::Manifest {
+                repo: repo.clone(),
+                reference: tag.clone(),
+                expect: img.digest.clone(),
+                what: format!("{}/{repo}:{tag}", target.registry),
+            });
+        }
+        checks.push(Check::Manifest {
+            repo: repo.clone(),
+            reference: img.digest.to_string(),
+            expect: img.digest.clone(),
+            what: format!("{}/{repo}@{}", target.registry, img.digest),
+        });
+        for m in &img.manifests {
+            checks.push(Check::Manifest {
+                repo: repo.clone(),
+                reference: m.digest.to_string(),
+                expect: m.digest.clone(),
+                what: format!("{}/{repo}@{}", target.registry, m.digest),
+            });
+        }
+        for b in &img.blobs {
+            checks.push(Check::Blob {
+                repo: repo.clone(),
+                digest: b.clone(),
+                size: sizes.get(b).copied().unwrap_or(0),
+            });
+        }
+    }
+    let mut report = Report {
+        target: target.to_string(),
+        ..Default::default()
+    };
+    let results: Vec<Result<(Option<String>, Option<String>, u64)>> =
+        futures_util::stream::iter(checks)
+            .map(|check| async move {
+                match check {
+                    Check::Manifest {
+                        repo,
+                        reference,
+                        expect,
+                        what,
+                    } => match client.head_manifest(&repo, &reference).await? {
+                        None => Ok((Some(format!("manifest {what}")), None, 0)),
+                        Some(d) if d == expect => Ok((None, None, 0)),
+                        Some(d) => Ok((
+                            None,
+                            Some(format!("manifest {what} is {d}, the record says {expect}")),
+                            0,
+                        )),
+                    },
+                    Check::Blob { repo, digest, size } => {
+                        match client.head_blob(&repo, &digest).await? {
+                            None => Ok((
+                                Some(format!("blob {}/{repo}@{digest}", target.registry)),
+                                None,
+                                0,
+                            )),
+                            Some(s) if s == size => Ok((None, None, s)),
+                            Some(s) => Ok((
+                                None,
+                                Some(format!(
+                                    "blob {}/{repo}@{digest} is {s} bytes, the record says {size}",
+                                    target.registry
+                                )),
+                                s,
+                            )),
+                        }
+                    }
+                }
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+    for r in results {
+        let (missing, corrupt, bytes) = r?;
+        report.checked += 1;
+        report.bytes += bytes;
+        report.missing.extend(missing);
+        report.corrupt.extend(corrupt);
+    }
+    Ok(report.finish())
+}
+
+fn print_report(r: &Report, output: OutputFormat) -> Result<()> {
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(r)?),
+        OutputFormat::Text => {
+            for m in &r.missing {
+                println!("missing: {m}");
+            }
+            for c in &r.corrupt {
+                println!("corrupt: {c}");
+            }
+            for u in &r.unexpected {
+                println!("unexpected: {u}");
+            }
+            println!(
+                "{}: {} ({} checked, {}; {} missing, {} corrupt, {} unexpected)",
+                r.target,
+                if r.ok { "OK" } else { "FAILED" },
+                r.checked,
+                human_bytes(r.bytes),
+                r.missing.len(),
+                r.corrupt.len(),
+                r.unexpected.len()
+            );
+        }
+    }
+    Ok(())
+}
