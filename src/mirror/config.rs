@@ -1,1 +1,2098 @@
-//! placeholder, owned by the config helper
+//! The oc-mirror v2 `ImageSetConfiguration` (`mirror.openshift.io/v2alpha1`), read strictly.
+//!
+//! Sites already describe what crosses the air gap in oc-mirror's format, so `bootstrap mirror`
+//! reads the same file rather than inventing its own. It reads it more strictly than a YAML
+//! library would by default: a misspelt key (`additionalImage:`) silently mirroring nothing is
+//! the worst failure an air-gapped run can have, because it is only noticed on the far side of
+//! the gap. So every key must be one oc-mirror knows (the structs below follow
+//! `internal/pkg/api/v2alpha1` of openshift/oc-mirror field for field), and every error names the
+//! file, line and column, the key or field path involved, and what to write instead.
+//!
+//! Parsing ([`parse`], [`load`]) accepts everything oc-mirror's schema accepts and checks the
+//! rules oc-mirror checks (plus a few shape checks of its own). Whether this version of bootstrap
+//! can *act* on a section is a separate question, answered by
+//! [`ImageSetConfig::unsupported_sections`] and [`ImageSetConfig::ensure_supported`].
+//!
+//! Locations: YAML positions are kept in a side index keyed by field path
+//! (`mirror.additionalImages[1].name`), so the data types stay plain and callers that check a
+//! value further (the image reference parser) can still point at it with
+//! [`ImageSetConfig::location`] and [`ConfigError::at`].
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+/// The only `apiVersion` read: oc-mirror v2's.
+pub const API_VERSION: &str = "mirror.openshift.io/v2alpha1";
+
+/// The only `kind` read.
+pub const KIND: &str = "ImageSetConfiguration";
+
+/// oc-mirror v1's `apiVersion`, recognised only to say how to convert.
+const V1_API_VERSION: &str = "mirror.openshift.io/v1alpha2";
+
+/// Values `mirror.platform.architectures` accepts: the architectures OpenShift release payloads
+/// are built for, as the update service (Cincinnati) names them, plus `multi` (the multi-arch
+/// payload; for bootstrap's image filter it means "keep every platform of an index").
+pub const ARCHITECTURES: &[&str] = &["amd64", "arm64", "ppc64le", "s390x", "multi"];
+
+/// The architecture used when `mirror.platform.architectures` is empty, as oc-mirror's
+/// `DefaultPlatformArchitecture`.
+pub const DEFAULT_ARCHITECTURE: &str = "amd64";
+
+/// Files larger than this are refused before parsing: an ImageSetConfiguration is a few KiB.
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Longest user-supplied value quoted in a message; longer ones are cut.
+const MAX_QUOTED_CHARS: usize = 120;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// A 1-based line and column (counted in characters) in the configuration file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1, in characters.
+    pub column: usize,
+}
+
+impl Location {
+    fn from_yaml(loc: serde_saphyr::Location) -> Option<Self> {
+        if loc.line() == 0 {
+            return None;
+        }
+        Some(Location {
+            line: usize::try_from(loc.line()).unwrap_or(usize::MAX),
+            column: usize::try_from(loc.column()).unwrap_or(usize::MAX),
+        })
+    }
+}
+
+impl fmt::Display for Location {
+    /// `LINE:COLUMN`, ready to follow `file:`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// One thing wrong with a configuration: where, which field, what and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Where in the file, when known.
+    pub location: Option<Location>,
+    /// The field path (`mirror.additionalImages[1].name`), or empty when `message` already says
+    /// where (unknown or missing keys: "... in mirror") or the problem concerns the whole file.
+    pub path: String,
+    /// What is wrong and what to write instead.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(location: Option<Location>, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            location,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Renders `ORIGIN[:LINE:COL]: [PATH: ]MESSAGE`.
+    fn render(&self, origin: &str, out: &mut String) {
+        out.push_str(origin);
+        if let Some(loc) = self.location {
+            out.push_str(&format!(":{loc}"));
+        }
+        out.push_str(": ");
+        if !self.path.is_empty() {
+            out.push_str(&self.path);
+            out.push_str(": ");
+        }
+        out.push_str(&self.message);
+    }
+}
+
+fn render_problems(origin: &str, problems: &[Problem]) -> String {
+    let mut out = String::new();
+    for (i, p) in problems.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        p.render(origin, &mut out);
+    }
+    out
+}
+
+/// Why a configuration cannot be used. `Display` gives one line per problem, each
+/// `file:line:column: [field path: ]message`, e.g.
+/// `isc.yaml:7:5: unknown field 'additionalImage' in mirror (did you mean 'additionalImages'?); expected one of ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read (missing, unreadable, too large, not UTF-8).
+    #[error("reading {origin}: {message}")]
+    Read {
+        /// The file as the user named it.
+        origin: String,
+        /// Why, e.g. `No such file or directory`.
+        message: String,
+    },
+    /// The file is not a valid ImageSetConfiguration: YAML syntax, an unknown or missing key,
+    /// a wrong type, a wrong `apiVersion`/`kind`, or a rule oc-mirror enforces.
+    #[error("{}", render_problems(origin, problems))]
+    Invalid {
+        /// The file as the user named it.
+        origin: String,
+        /// Every problem found (YAML-level errors stop at the first one).
+        problems: Vec<Problem>,
+    },
+    /// The configuration is valid but asks for content this version of bootstrap cannot mirror.
+    #[error("{}", render_problems(origin, problems))]
+    Unsupported {
+        /// The file as the user named it.
+        origin: String,
+        /// One problem per unsupported section.
+        problems: Vec<Problem>,
+    },
+}
+
+impl ConfigError {
+    /// An [`ConfigError::Invalid`] about one field, for checks done outside this module (the
+    /// image reference parser): renders as `origin:line:col: path: message`.
+    pub fn at(
+        origin: &str,
+        location: Option<Location>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            problems: vec![Problem::new(location, path, message)],
+        }
+    }
+
+    /// The problems this error reports (empty for [`ConfigError::Read`]).
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            ConfigError::Read { .. } => &[],
+            ConfigError::Invalid { problems, .. } | ConfigError::Unsupported { problems, .. } => {
+                problems
+            }
+        }
+    }
+
+    fn invalid(origin: &str, problems: Vec<Problem>) -> Self {
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            problems,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schema (oc-mirror internal/pkg/api/v2alpha1: type_config.go, type_config_include.go,
+// type_platform.go). Optional lists, flags and sub-objects accept an explicit null, as oc-mirror
+// (Go's encoding/json) does: `additionalImages:` with every entry commented out is common.
+// ---------------------------------------------------------------------------------------------
+
+/// Deserializes `null` as the type's default (Go's behaviour for slices, bools and structs).
+fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The top level as it is deserialized; [`ImageSetConfig`] adds the location index.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawConfig {
+    api_version: String,
+    kind: String,
+    #[serde(deserialize_with = "nullable")]
+    mirror: Mirror,
+    #[serde(default)]
+    archive_size: Option<i64>,
+}
+
+/// `mirror`: what the image set holds (oc-mirror `Mirror`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Mirror {
+    /// `mirror.platform`: OpenShift/OKD release payloads, and the architecture list.
+    #[serde(default, deserialize_with = "nullable")]
+    pub platform: Platform,
+    /// `mirror.operators`: operator catalogs.
+    #[serde(default, deserialize_with = "nullable")]
+    pub operators: Vec<Operator>,
+    /// `mirror.additionalImages`: individual images, by tag or digest.
+    #[serde(default, deserialize_with = "nullable")]
+    pub additional_images: Vec<AdditionalImage>,
+    /// `mirror.helm`: Helm charts and the images they reference.
+    #[serde(default, deserialize_with = "nullable")]
+    pub helm: Helm,
+    /// `mirror.blockedImages`: images (regular expressions in oc-mirror) to leave out.
+    #[serde(default, deserialize_with = "nullable")]
+    pub blocked_images: Vec<BlockedImage>,
+    /// `mirror.samples`: in the schema, not implemented by oc-mirror.
+    #[serde(default, deserialize_with = "nullable")]
+    pub samples: Vec<SampleImage>,
+}
+
+/// `mirror.platform` (oc-mirror `Platform`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Platform {
+    /// `graph`: also mirror the update graph (Cincinnati) data image.
+    #[serde(default, deserialize_with = "nullable")]
+    pub graph: bool,
+    /// `channels`: release channels to mirror.
+    #[serde(default, deserialize_with = "nullable")]
+    pub channels: Vec<ReleaseChannel>,
+    /// `architectures`: release payload architectures. bootstrap also uses it to filter
+    /// multi-arch indexes of every image it mirrors (oc-mirror applies it to releases only).
+    #[serde(default, deserialize_with = "nullable")]
+    pub architectures: Vec<String>,
+    /// `platforms`: os/architecture pairs (newer oc-mirror; exclusive with `architectures`).
+    #[serde(default, deserialize_with = "nullable")]
+    pub platforms: Vec<PlatformFilter>,
+    /// `release`: one release image by reference (oc-mirror's disk-to-mirror shortcut).
+    #[serde(default)]
+    pub release: Option<String>,
+    /// `kubeVirtContainer`: also mirror the KubeVirt CoreOS container of the payload.
+    #[serde(default, deserialize_with = "nullable")]
+    pub kube_virt_container: bool,
+}
+
+/// `mirror.platform.channels[]` (oc-mirror `ReleaseChannel`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReleaseChannel {
+    /// `name`, e.g. `stable-4.16`.
+    pub name: String,
+    /// `type`: `ocp` (default) or `okd`.
+    #[serde(default, rename = "type", deserialize_with = "nullable")]
+    pub platform_type: PlatformType,
+    /// `minVersion`.
+    #[serde(default)]
+    pub min_version: Option<String>,
+    /// `maxVersion`.
+    #[serde(default)]
+    pub max_version: Option<String>,
+    /// `shortestPath`: only the releases on the shortest upgrade path from min to max.
+    #[serde(default, deserialize_with = "nullable")]
+    pub shortest_path: bool,
+    /// `full`: every release of the channel, not only its head.
+    #[serde(default, deserialize_with = "nullable")]
+    pub full: bool,
+}
+
+/// `mirror.platform.channels[].type`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlatformType {
+    /// OpenShift Container Platform (oc-mirror's default).
+    #[default]
+    Ocp,
+    /// OKD.
+    Okd,
+}
+
+/// `platforms[]` entries (oc-mirror `InstancePlatformFilter`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PlatformFilter {
+    /// `os`, e.g. `linux`.
+    pub os: String,
+    /// `architecture`, e.g. `arm64`.
+    pub architecture: String,
+}
+
+/// `mirror.operators[]` (oc-mirror `Operator`, with its inlined `IncludeConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Operator {
+    /// `catalog`: the catalog image (or `oci://` path).
+    pub catalog: String,
+    /// `targetCatalog`: namespace/name the catalog is mirrored as.
+    #[serde(default)]
+    pub target_catalog: Option<String>,
+    /// `targetTag`: tag the catalog is mirrored with.
+    #[serde(default)]
+    pub target_tag: Option<String>,
+    /// `full`: every bundle, not only channel heads.
+    #[serde(default, deserialize_with = "nullable")]
+    pub full: bool,
+    /// `skipDependencies`: do not add the bundles' dependencies.
+    #[serde(default, deserialize_with = "nullable")]
+    pub skip_dependencies: bool,
+    /// `packages`: which packages (default: all).
+    #[serde(default, deserialize_with = "nullable")]
+    pub packages: Vec<IncludePackage>,
+    /// `targetCatalogSourceTemplate`: path of a CatalogSource template.
+    #[serde(default)]
+    pub target_catalog_source_template: Option<String>,
+    /// `platforms`: os/architecture pairs of the catalog and operator images.
+    #[serde(default, deserialize_with = "nullable")]
+    pub platforms: Vec<PlatformFilter>,
+}
+
+/// `mirror.operators[].packages[]` (oc-mirror `IncludePackage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IncludePackage {
+    /// `name` of the package.
+    pub name: String,
+    /// `channels`: which channels (default: the default channel's head).
+    #[serde(default, deserialize_with = "nullable")]
+    pub channels: Vec<IncludeChannel>,
+    /// `defaultChannel`: override of the package's default channel.
+    #[serde(default)]
+    pub default_channel: Option<String>,
+    /// `minVersion` over all channels.
+    #[serde(default)]
+    pub min_version: Option<String>,
+    /// `maxVersion` over all channels.
+    #[serde(default)]
+    pub max_version: Option<String>,
+}
+
+/// `mirror.operators[].packages[].channels[]` (oc-mirror `IncludeChannel`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IncludeChannel {
+    /// `name` of the channel.
+    pub name: String,
+    /// `minVersion` in this channel.
+    #[serde(default)]
+    pub min_version: Option<String>,
+    /// `maxVersion` in this channel.
+    #[serde(default)]
+    pub max_version: Option<String>,
+}
+
+/// `mirror.helm` (oc-mirror `Helm`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Helm {
+    /// `repositories`: remote chart repositories.
+    #[serde(default, deserialize_with = "nullable")]
+    pub repositories: Vec<HelmRepository>,
+    /// `local`: charts on disk.
+    #[serde(default, deserialize_with = "nullable")]
+    pub local: Vec<HelmChart>,
+}
+
+/// `mirror.helm.repositories[]` (oc-mirror `Repository`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HelmRepository {
+    /// `name` of the repository.
+    pub name: String,
+    /// `url` of the repository.
+    pub url: String,
+    /// `charts` to pull from it.
+    #[serde(default, deserialize_with = "nullable")]
+    pub charts: Vec<HelmChart>,
+}
+
+/// A Helm chart (oc-mirror `Chart`), remote or local.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HelmChart {
+    /// `name` of the chart.
+    pub name: String,
+    /// `version` of the chart.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// `path` on disk (local charts).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// `imagePaths`: extra JSON paths to image references in the rendered chart.
+    #[serde(default, deserialize_with = "nullable")]
+    pub image_paths: Vec<String>,
+    /// `platforms`: os/architecture pairs of the chart's images.
+    #[serde(default, deserialize_with = "nullable")]
+    pub platforms: Vec<PlatformFilter>,
+}
+
+/// `mirror.additionalImages[]` (oc-mirror `AdditionalImage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdditionalImage {
+    /// `name`: the image reference, `registry/repository:tag`, `...@sha256:<hex>` or both.
+    pub name: String,
+    /// `targetRepo`: repository path to mirror the image to.
+    #[serde(default)]
+    pub target_repo: Option<String>,
+    /// `targetTag`: tag to mirror the image with.
+    #[serde(default)]
+    pub target_tag: Option<String>,
+    /// `platforms`: os/architecture pairs to keep of a multi-arch image.
+    #[serde(default, deserialize_with = "nullable")]
+    pub platforms: Vec<PlatformFilter>,
+}
+
+/// `mirror.blockedImages[]` (oc-mirror `BlockedImage`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BlockedImage {
+    /// `name`: a regular expression matched against image references (in oc-mirror).
+    pub name: String,
+}
+
+/// `mirror.samples[]` (oc-mirror `SampleImage`; not implemented by oc-mirror either).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SampleImage {
+    /// `name`.
+    pub name: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parsed configuration and its accessors
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed and validated ImageSetConfiguration.
+#[derive(Clone, Debug)]
+pub struct ImageSetConfig {
+    /// `apiVersion`; always [`API_VERSION`].
+    pub api_version: String,
+    /// `kind`; always [`KIND`].
+    pub kind: String,
+    /// `archiveSize`: oc-mirror's archive segment size in GiB (positive when set). bootstrap
+    /// writes an OCI layout directory, not archives, so it has no effect here.
+    pub archive_size: Option<i64>,
+    /// `mirror`: the content.
+    pub mirror: Mirror,
+    index: Index,
+}
+
+/// One `mirror.additionalImages[]` entry with where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageEntry<'a> {
+    /// Position in `mirror.additionalImages`.
+    pub index: usize,
+    /// The reference as written.
+    pub name: &'a str,
+    /// `mirror.additionalImages[INDEX].name`, for messages.
+    pub path: String,
+    /// Where the name's value is in the file.
+    pub location: Option<Location>,
+}
+
+impl ImageEntry<'_> {
+    /// A [`ConfigError`] pointing at this entry's name:
+    /// `origin:line:col: mirror.additionalImages[1].name: message`.
+    pub fn error(&self, origin: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::at(origin, self.location, self.path.clone(), message)
+    }
+}
+
+/// Why each section is refused, shared by [`ImageSetConfig::unsupported_sections`] and
+/// [`ImageSetConfig::ensure_supported`].
+const LATER: &str = "release payloads, operator catalogs and helm charts arrive in a later release";
+
+impl ImageSetConfig {
+    /// Where the value at `path` is written, e.g. `location("mirror.additionalImages[1].name")`
+    /// or `location("mirror.platform.architectures")`. Paths use the YAML key names, `.` between
+    /// keys and `[N]` for list items; the top level is `""`.
+    pub fn location(&self, path: &str) -> Option<Location> {
+        self.index
+            .get(path)
+            .and_then(|e| Location::from_yaml(e.value))
+    }
+
+    /// Where the key of the mapping entry at `path` is written (the start of its line's key),
+    /// falling back to the value's location for list items and the top level.
+    pub fn key_location(&self, path: &str) -> Option<Location> {
+        self.index
+            .get(path)
+            .and_then(|e| Location::from_yaml(e.key.unwrap_or(e.value)))
+    }
+
+    /// The `mirror.additionalImages` names with their field paths and locations, in file order.
+    pub fn additional_images(&self) -> Vec<ImageEntry<'_>> {
+        self.mirror
+            .additional_images
+            .iter()
+            .enumerate()
+            .map(|(i, img)| {
+                let path = format!("mirror.additionalImages[{i}].name");
+                ImageEntry {
+                    index: i,
+                    name: &img.name,
+                    location: self.location(&path),
+                    path,
+                }
+            })
+            .collect()
+    }
+
+    /// The architectures to keep of multi-arch indexes: `mirror.platform.architectures` as
+    /// written, or `["amd64"]` when it is empty (oc-mirror's default). `multi` means "keep
+    /// every platform"; the caller interprets it.
+    pub fn architectures(&self) -> Vec<String> {
+        if self.mirror.platform.architectures.is_empty() {
+            vec![DEFAULT_ARCHITECTURE.to_string()]
+        } else {
+            self.mirror.platform.architectures.clone()
+        }
+    }
+
+    /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
+    /// in file-schema order: `mirror.platform.channels`, `mirror.platform.release`,
+    /// `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`, `mirror.platform.platforms`,
+    /// `mirror.operators`, `mirror.additionalImages[].targetRepo`,
+    /// `mirror.additionalImages[].targetTag`, `mirror.additionalImages[].platforms`,
+    /// `mirror.helm`, `mirror.blockedImages`, `mirror.samples`. A section counts only when it
+    /// would change what is mirrored (`graph: false` or `operators: []` do not).
+    pub fn unsupported_sections(&self) -> Vec<&'static str> {
+        self.unsupported().into_iter().map(|u| u.section).collect()
+    }
+
+    /// Refuses a configuration that uses any of [`ImageSetConfig::unsupported_sections`], with
+    /// one line per section, e.g. `isc.yaml:14:3: mirror.operators is not supported yet by this
+    /// version of bootstrap (release payloads, operator catalogs and helm charts arrive in a
+    /// later release); remove it or mirror it with oc-mirror`.
+    pub fn ensure_supported(&self, origin: &str) -> Result<(), ConfigError> {
+        let problems: Vec<Problem> = self
+            .unsupported()
+            .into_iter()
+            .map(|u| {
+                Problem::new(
+                    self.key_location(&u.path),
+                    "",
+                    format!(
+                        "{} is not supported yet by this version of bootstrap ({}); {}",
+                        u.path, u.why, u.fix
+                    ),
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Unsupported {
+                origin: origin.to_string(),
+                problems,
+            })
+        }
+    }
+
+    fn unsupported(&self) -> Vec<Unsupported> {
+        let m = &self.mirror;
+        let p = &m.platform;
+        let mut out = Vec::new();
+        let mut add = |section: &'static str, path: String, why: &'static str, fix: &'static str| {
+            out.push(Unsupported {
+                section,
+                path,
+                why,
+                fix,
+            })
+        };
+        let or_oc_mirror = "remove it or mirror it with oc-mirror";
+        if !p.channels.is_empty() {
+            add("mirror.platform.channels", "mirror.platform.channels".into(), LATER, or_oc_mirror);
+        }
+        if p.release.as_deref().is_some_and(|r| !r.is_empty()) {
+            add("mirror.platform.release", "mirror.platform.release".into(), LATER, or_oc_mirror);
+        }
+        if p.graph {
+            add("mirror.platform.graph", "mirror.platform.graph".into(), LATER, or_oc_mirror);
+        }
+        if p.kube_virt_container {
+            add(
+                "mirror.platform.kubeVirtContainer",
+                "mirror.platform.kubeVirtContainer".into(),
+                LATER,
+                or_oc_mirror,
+            );
+        }
+        if !p.platforms.is_empty() {
+            add(
+                "mirror.platform.platforms",
+                "mirror.platform.platforms".into(),
+                "multi-arch indexes are filtered by mirror.platform.architectures only",
+                "list the architectures under mirror.platform.architectures instead (e.g. [arm64])",
+            );
+        }
+        if !m.operators.is_empty() {
+            add("mirror.operators", "mirror.operators".into(), LATER, or_oc_mirror);
+        }
+        let first = |f: fn(&AdditionalImage) -> bool| m.additional_images.iter().position(f);
+        if let Some(i) = first(|a| a.target_repo.as_deref().is_some_and(|s| !s.is_empty())) {
+            add(
+                "mirror.additionalImages[].targetRepo",
+                format!("mirror.additionalImages[{i}].targetRepo"),
+                "images keep their source repository path under the destination prefix",
+                "remove it or mirror that image with oc-mirror",
+            );
+        }
+        if let Some(i) = first(|a| a.target_tag.as_deref().is_some_and(|s| !s.is_empty())) {
+            add(
+                "mirror.additionalImages[].targetTag",
+                format!("mirror.additionalImages[{i}].targetTag"),
+                "images keep their source tag",
+                "remove it or mirror that image with oc-mirror",
+            );
+        }
+        if let Some(i) = first(|a| !a.platforms.is_empty()) {
+            add(
+                "mirror.additionalImages[].platforms",
+                format!("mirror.additionalImages[{i}].platforms"),
+                "mirror.platform.architectures applies to every image; per-image filters are not applied",
+                "remove it and set mirror.platform.architectures",
+            );
+        }
+        if !m.helm.repositories.is_empty() || !m.helm.local.is_empty() {
+            add("mirror.helm", "mirror.helm".into(), LATER, or_oc_mirror);
+        }
+        if !m.blocked_images.is_empty() {
+            add(
+                "mirror.blockedImages",
+                "mirror.blockedImages".into(),
+                "blockedImages are regular expressions and bootstrap cannot apply them yet",
+                "remove it and leave those images out of mirror.additionalImages",
+            );
+        }
+        if !m.samples.is_empty() {
+            add(
+                "mirror.samples",
+                "mirror.samples".into(),
+                "oc-mirror does not implement samples either",
+                "remove it",
+            );
+        }
+        out
+    }
+}
+
+struct Unsupported {
+    section: &'static str,
+    path: String,
+    why: &'static str,
+    fix: &'static str,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading and parsing
+// ---------------------------------------------------------------------------------------------
+
+/// Reads and parses the ImageSetConfiguration at `path` ([`parse`] with the path as origin).
+/// A missing file gives `reading isc.yaml: No such file or directory`.
+pub fn load(path: &Path) -> Result<ImageSetConfig, ConfigError> {
+    let origin = path.display().to_string();
+    let read_err = |message: String| ConfigError::Read {
+        origin: origin.clone(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| read_err(io_message(&e)))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| read_err(io_message(&e)))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(read_err(format!(
+            "larger than {} MiB; an ImageSetConfiguration is a small YAML file: is this the right file?",
+            MAX_FILE_BYTES / (1024 * 1024)
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        read_err(format!(
+            "not UTF-8 text (invalid byte at offset {}); save the file as UTF-8",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    parse(&text, &origin)
+}
+
+/// `std::io::Error`'s message without the ` (os error N)` suffix.
+fn io_message(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
+/// Parses and validates an ImageSetConfiguration. `origin` names the text in errors (the file
+/// path as the user gave it). Checks, in order: YAML syntax; `apiVersion` and `kind`; every key
+/// known and every value of the right type; then oc-mirror's rules and bootstrap's shape checks
+/// (all problems of that last step are reported together). Support for the sections is checked
+/// separately by [`ImageSetConfig::ensure_supported`].
+pub fn parse(text: &str, origin: &str) -> Result<ImageSetConfig, ConfigError> {
+    // Pass 1: a generic tree of the document, only to know the field path at every position.
+    // Duplicate keys pass here so that pass 3 can report them with their path.
+    let mut tree_options = yaml_options();
+    tree_options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    let index = match serde_saphyr::from_str_with_options::<Option<Node>>(text, tree_options) {
+        Ok(Some(root)) => Index::build(&root),
+        Ok(None) | Err(serde_saphyr::Error::Eof { .. }) => {
+            return Err(ConfigError::invalid(
+                origin,
+                vec![Problem::new(
+                    None,
+                    "",
+                    format!("holds no YAML document; an ImageSetConfiguration starts with `apiVersion: {API_VERSION}` and `kind: {KIND}`"),
+                )],
+            ))
+        }
+        Err(e) => return Err(yaml_error(origin, &e, &Index::default())),
+    };
+    match index.get("") {
+        Some(root) if root.shape != Shape::Map => {
+            return Err(ConfigError::invalid(
+                origin,
+                vec![Problem::new(
+                    Location::from_yaml(root.value),
+                    "",
+                    format!(
+                        "expected a mapping with apiVersion, kind and mirror at the top level, found {}",
+                        root.found()
+                    ),
+                )],
+            ))
+        }
+        _ => {}
+    }
+
+    // Pass 2: apiVersion and kind first, so an oc-mirror v1 file or another kind is named as
+    // such rather than reported as a list of unknown keys.
+    let header: Header = serde_saphyr::from_str_with_options(text, yaml_options())
+        .map_err(|e| yaml_error(origin, &e, &index))?;
+    check_header(origin, &header, &index)?;
+
+    // Pass 3: the strict schema.
+    let raw: RawConfig = serde_saphyr::from_str_with_options(text, yaml_options())
+        .map_err(|e| yaml_error(origin, &e, &index))?;
+    let config = ImageSetConfig {
+        api_version: raw.api_version,
+        kind: raw.kind,
+        archive_size: raw.archive_size,
+        mirror: raw.mirror,
+        index,
+    };
+
+    // Pass 4: rules.
+    let problems = validate(&config);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::invalid(origin, problems))
+    }
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    // Messages are reshaped into one line per problem; no rustc-style snippet.
+    options.with_snippet = false;
+    options
+}
+
+/// Only `apiVersion` and `kind`; every other key is ignored in this pass.
+#[derive(Deserialize)]
+struct Header {
+    #[serde(default, rename = "apiVersion")]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+fn check_header(origin: &str, header: &Header, index: &Index) -> Result<(), ConfigError> {
+    let at = |path: &str| {
+        index
+            .get(path)
+            .and_then(|e| Location::from_yaml(e.value))
+            .or(Some(Location { line: 1, column: 1 }))
+    };
+    let fail = |path: &str, message: String| {
+        Err(ConfigError::invalid(
+            origin,
+            vec![Problem::new(at(path), path, message)],
+        ))
+    };
+    match header.api_version.as_deref() {
+        Some(API_VERSION) => {}
+        None => {
+            return fail(
+                "",
+                format!("apiVersion is missing; an ImageSetConfiguration starts with `apiVersion: {API_VERSION}` and `kind: {KIND}`"),
+            )
+        }
+        Some(V1_API_VERSION) => {
+            return fail(
+                "apiVersion",
+                format!("{V1_API_VERSION} is the oc-mirror v1 format; bootstrap reads the oc-mirror v2 format: set `apiVersion: {API_VERSION}` and remove storageConfig, which v2 does not have"),
+            )
+        }
+        Some(other) => {
+            return fail(
+                "apiVersion",
+                format!("expected '{API_VERSION}', found {}", quote(other)),
+            )
+        }
+    }
+    match header.kind.as_deref() {
+        Some(KIND) => Ok(()),
+        None => fail("", format!("kind is missing; set `kind: {KIND}`")),
+        Some("DeleteImageSetConfiguration") => fail(
+            "kind",
+            format!("DeleteImageSetConfiguration (oc-mirror delete) is not supported by bootstrap; it reads `kind: {KIND}`"),
+        ),
+        Some(other) => fail(
+            "kind",
+            format!("expected '{KIND}', found {}", quote(other)),
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation after parsing
+// ---------------------------------------------------------------------------------------------
+
+fn validate(config: &ImageSetConfig) -> Vec<Problem> {
+    let mut v = Validator {
+        config,
+        problems: Vec::new(),
+    };
+    v.archive_size();
+    v.additional_images();
+    v.blocked_images();
+    v.architectures();
+    v.channels();
+    v.operators();
+    v.helm();
+    v.problems
+}
+
+struct Validator<'a> {
+    config: &'a ImageSetConfig,
+    problems: Vec<Problem>,
+}
+
+impl Validator<'_> {
+    fn push(&mut self, path: String, message: String) {
+        let location = self.config.location(&path);
+        self.problems.push(Problem::new(location, path, message));
+    }
+
+    fn archive_size(&mut self) {
+        if let Some(size) = self.config.archive_size {
+            if size <= 0 {
+                self.push(
+                    "archiveSize".into(),
+                    format!("must be a positive number of GiB (e.g. 4), found {size}; or leave it out"),
+                );
+            }
+        }
+    }
+
+    /// Only the shape of each reference: src/oci/reference.rs parses it fully (registry,
+    /// repository, tag, digest) and reports through [`ImageEntry::error`].
+    ///
+    /// A reference without a registry host (`ubi9/ubi:latest`) is *not* refused here: oc-mirror
+    /// accepts it (its image library normalises it to docker.io, as every container tool does),
+    /// and bootstrap follows oc-mirror so existing configurations keep working. The reference
+    /// parser normalises it the same way and records the full reference, so the implied
+    /// docker.io is visible in the mirror record rather than hidden.
+    fn additional_images(&mut self) {
+        for (i, img) in self.config.mirror.additional_images.iter().enumerate() {
+            let path = format!("mirror.additionalImages[{i}].name");
+            if let Some(message) = reference_shape_problem(&img.name) {
+                self.push(path, message);
+            }
+        }
+    }
+
+    /// oc-mirror compiles each name as a regular expression; without a regex engine only
+    /// emptiness is checked (and [`ImageSetConfig::ensure_supported`] refuses the section).
+    fn blocked_images(&mut self) {
+        for (i, img) in self.config.mirror.blocked_images.iter().enumerate() {
+            if img.name.trim().is_empty() {
+                self.push(
+                    format!("mirror.blockedImages[{i}].name"),
+                    "is empty; give the image (pattern) to block, or remove the entry".into(),
+                );
+            }
+        }
+    }
+
+    fn architectures(&mut self) {
+        let platform = &self.config.mirror.platform;
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, arch) in platform.architectures.iter().enumerate() {
+            let path = format!("mirror.platform.architectures[{i}]");
+            if !ARCHITECTURES.contains(&arch.as_str()) {
+                let hint = match arch.as_str() {
+                    "x86_64" | "x86-64" | "amd64/linux" | "linux/amd64" => " (write amd64)",
+                    "aarch64" | "arm" | "linux/arm64" => " (write arm64)",
+                    "ppc64" | "power" => " (write ppc64le)",
+                    "all" | "*" | "any" => " (write multi to keep every architecture)",
+                    _ => "",
+                };
+                self.push(
+                    path,
+                    format!(
+                        "unknown architecture {}{hint}; expected one of {}",
+                        quote(arch),
+                        ARCHITECTURES.join(", ")
+                    ),
+                );
+            } else if let Some(first) = seen.get(arch.as_str()) {
+                let first_at = self
+                    .config
+                    .location(&format!("mirror.platform.architectures[{first}]"))
+                    .map(|l| format!(" (first at line {})", l.line))
+                    .unwrap_or_default();
+                self.push(
+                    path,
+                    format!("{} is listed twice{first_at}; remove one", quote(arch)),
+                );
+            } else {
+                seen.insert(arch, i);
+            }
+        }
+        if !platform.platforms.is_empty() && !platform.architectures.is_empty() {
+            self.push(
+                "mirror.platform.platforms".into(),
+                "platform.platforms and platform.architectures cannot be used together (oc-mirror refuses this too); keep one of them".into(),
+            );
+        }
+    }
+
+    fn channels(&mut self) {
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, ch) in self.config.mirror.platform.channels.iter().enumerate() {
+            let path = format!("mirror.platform.channels[{i}]");
+            if ch.name.trim().is_empty() {
+                self.push(
+                    format!("{path}.name"),
+                    "is empty; name the release channel, e.g. stable-4.16".into(),
+                );
+            } else if let Some(first) = seen.insert(&ch.name, i) {
+                self.push(
+                    format!("{path}.name"),
+                    format!(
+                        "release channel {} is listed twice (also mirror.platform.channels[{first}]); oc-mirror refuses duplicates: merge them",
+                        quote(&ch.name)
+                    ),
+                );
+            }
+        }
+    }
+
+    fn operators(&mut self) {
+        let mut catalogs: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        for (i, op) in self.config.mirror.operators.iter().enumerate() {
+            let base = format!("mirror.operators[{i}]");
+            if op.catalog.trim().is_empty() {
+                self.push(
+                    format!("{base}.catalog"),
+                    "is empty; name the catalog image, e.g. registry.redhat.io/redhat/redhat-operator-index:v4.16".into(),
+                );
+            } else {
+                let key = (
+                    op.catalog.as_str(),
+                    op.target_catalog.as_deref().unwrap_or(""),
+                    op.target_tag.as_deref().unwrap_or(""),
+                );
+                if let Some(first) = catalogs.insert(key, i) {
+                    self.push(
+                        format!("{base}.catalog"),
+                        format!(
+                            "catalog {} is listed twice (also mirror.operators[{first}]) with the same target; oc-mirror refuses duplicates: merge their packages",
+                            quote(&op.catalog)
+                        ),
+                    );
+                }
+            }
+            let mut packages: HashMap<&str, usize> = HashMap::new();
+            for (j, pkg) in op.packages.iter().enumerate() {
+                let pbase = format!("{base}.packages[{j}]");
+                if pkg.name.trim().is_empty() {
+                    self.push(format!("{pbase}.name"), "is empty; name the operator package".into());
+                } else if let Some(first) = packages.insert(&pkg.name, j) {
+                    self.push(
+                        format!("{pbase}.name"),
+                        format!(
+                            "package {} is listed twice in this catalog (also {base}.packages[{first}]); oc-mirror refuses duplicates: merge them",
+                            quote(&pkg.name)
+                        ),
+                    );
+                }
+                let pkg_range = range_field(&pkg.min_version, &pkg.max_version);
+                if op.full {
+                    if let Some(field) = pkg_range {
+                        self.push(
+                            format!("{pbase}.{field}"),
+                            format!("cannot be combined with `full: true` on {base} (oc-mirror: \"Full: true cannot be mixed with versionRange\"); full mirrors every version, so remove full or the version range"),
+                        );
+                    }
+                }
+                let mut channels: HashMap<&str, usize> = HashMap::new();
+                for (k, ch) in pkg.channels.iter().enumerate() {
+                    let cbase = format!("{pbase}.channels[{k}]");
+                    if ch.name.trim().is_empty() {
+                        self.push(format!("{cbase}.name"), "is empty; name the channel".into());
+                    } else if let Some(first) = channels.insert(&ch.name, k) {
+                        self.push(
+                            format!("{cbase}.name"),
+                            format!(
+                                "channel {} is listed twice in package {} (also {pbase}.channels[{first}]); oc-mirror refuses duplicates: merge them",
+                                quote(&ch.name),
+                                quote(&pkg.name)
+                            ),
+                        );
+                    }
+                    if let Some(field) = range_field(&ch.min_version, &ch.max_version) {
+                        if op.full {
+                            self.push(
+                                format!("{cbase}.{field}"),
+                                format!("cannot be combined with `full: true` on {base} (oc-mirror: \"Full: true cannot be mixed with versionRange\"); full mirrors every version, so remove full or the version range"),
+                            );
+                        }
+                        if let Some(pkg_field) = pkg_range {
+                            self.push(
+                                format!("{cbase}.{field}"),
+                                format!("package {} already sets {pkg_field} ({pbase}.{pkg_field}); a version range goes on the package or on its channels, not both (oc-mirror refuses this too)", quote(&pkg.name)),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn helm(&mut self) {
+        let helm = &self.config.mirror.helm;
+        for (i, repo) in helm.repositories.iter().enumerate() {
+            let base = format!("mirror.helm.repositories[{i}]");
+            if repo.name.trim().is_empty() {
+                self.push(format!("{base}.name"), "is empty; name the Helm repository".into());
+            }
+            if repo.url.trim().is_empty() {
+                self.push(format!("{base}.url"), "is empty; give the Helm repository's URL".into());
+            }
+            for (j, chart) in repo.charts.iter().enumerate() {
+                if chart.name.trim().is_empty() {
+                    self.push(format!("{base}.charts[{j}].name"), "is empty; name the chart".into());
+                }
+            }
+        }
+        for (i, chart) in helm.local.iter().enumerate() {
+            if chart.name.trim().is_empty() {
+                self.push(format!("mirror.helm.local[{i}].name"), "is empty; name the chart".into());
+            }
+        }
+    }
+}
+
+/// Which of minVersion/maxVersion is set (the first), if any.
+fn range_field(min: &Option<String>, max: &Option<String>) -> Option<&'static str> {
+    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    if set(min) {
+        Some("minVersion")
+    } else if set(max) {
+        Some("maxVersion")
+    } else {
+        None
+    }
+}
+
+/// The basic shape of an image reference: non-empty, no whitespace, no URL scheme.
+fn reference_shape_problem(name: &str) -> Option<String> {
+    const EXAMPLE: &str = "quay.io/org/image:tag or quay.io/org/image@sha256:<64 hex>";
+    if name.trim().is_empty() {
+        return Some(format!("is empty; give the full image reference, e.g. {EXAMPLE}"));
+    }
+    if name.chars().any(char::is_whitespace) {
+        return Some(format!(
+            "{} contains whitespace; an image reference has none, e.g. {EXAMPLE}",
+            quote(name)
+        ));
+    }
+    if let Some((scheme, rest)) = name.split_once("://") {
+        return Some(match scheme {
+            "docker" => format!(
+                "{} starts with docker://; leave the scheme out: write {}",
+                quote(name),
+                quote(rest)
+            ),
+            "oci" => format!(
+                "{} names a local OCI layout; bootstrap mirrors additionalImages from registries only: name the image in its registry",
+                quote(name)
+            ),
+            _ => format!(
+                "{} has a URL scheme ({scheme}://); write the bare reference, e.g. {EXAMPLE}",
+                quote(name)
+            ),
+        });
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// The location index: a generic pass over the YAML, keeping each node's position by path
+// ---------------------------------------------------------------------------------------------
+
+/// A YAML node with its position (serde-saphyr's `Spanned` gives the position).
+struct Node {
+    at: serde_saphyr::Location,
+    kind: NodeKind,
+}
+
+enum NodeKind {
+    Scalar(String),
+    Null,
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spanned = Spanned::<NodeKind>::deserialize(d)?;
+        Ok(Node {
+            at: spanned.referenced,
+            kind: spanned.value,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = NodeKind;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any YAML node")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_i128<E: de::Error>(self, v: i128) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_u128<E: de::Error>(self, v: u128) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(v.to_string()))
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar(String::from_utf8_lossy(v).into_owned()))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<NodeKind, E> {
+                Ok(NodeKind::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<NodeKind, E> {
+                Ok(NodeKind::Null)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<NodeKind, D2::Error> {
+                NodeKind::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<NodeKind, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = a.next_element::<Node>()? {
+                    items.push(item);
+                }
+                Ok(NodeKind::Seq(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<NodeKind, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = a.next_entry::<Node, Node>()? {
+                    entries.push(entry);
+                }
+                Ok(NodeKind::Map(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Scalar,
+    Null,
+    Seq,
+    Map,
+}
+
+/// One node of the document: its path, the position of its key (mapping values) and its own.
+#[derive(Clone, Debug)]
+struct Entry {
+    path: String,
+    depth: usize,
+    key: Option<serde_saphyr::Location>,
+    value: serde_saphyr::Location,
+    shape: Shape,
+    scalar: Option<String>,
+}
+
+impl Entry {
+    /// How the node reads in "found ..." messages.
+    fn found(&self) -> String {
+        match self.shape {
+            Shape::Scalar => quote(self.scalar.as_deref().unwrap_or("")),
+            Shape::Null => "nothing (null)".into(),
+            Shape::Seq => "a list".into(),
+            Shape::Map => "a mapping".into(),
+        }
+    }
+
+    fn parent_path(&self) -> &str {
+        parent_path(&self.path)
+    }
+}
+
+fn parent_path(path: &str) -> &str {
+    let cut = path.rfind(['.', '[']).unwrap_or(0);
+    &path[..cut]
+}
+
+fn same_span(a: serde_saphyr::Location, b: serde_saphyr::Location) -> bool {
+    a.line() == b.line()
+        && a.column() == b.column()
+        && a.span().offset() == b.span().offset()
+        && a.span().len() == b.span().len()
+}
+
+fn same_point(a: serde_saphyr::Location, b: serde_saphyr::Location) -> bool {
+    a.line() == b.line() && a.column() == b.column()
+}
+
+#[derive(Clone, Debug, Default)]
+struct Index {
+    entries: Vec<Entry>,
+}
+
+/// What an error's position was matched to.
+enum Hit<'a> {
+    /// The key of this entry (unknown, missing or duplicate keys).
+    Key(&'a Entry),
+    /// The node itself (wrong type or value).
+    Value(&'a Entry),
+}
+
+impl Index {
+    fn build(root: &Node) -> Self {
+        let mut index = Index::default();
+        index.add(root, String::new(), 0, None);
+        index
+    }
+
+    fn add(&mut self, node: &Node, path: String, depth: usize, key: Option<serde_saphyr::Location>) {
+        let (shape, scalar) = match &node.kind {
+            NodeKind::Scalar(s) => (Shape::Scalar, Some(s.clone())),
+            NodeKind::Null => (Shape::Null, None),
+            NodeKind::Seq(_) => (Shape::Seq, None),
+            NodeKind::Map(_) => (Shape::Map, None),
+        };
+        self.entries.push(Entry {
+            path: path.clone(),
+            depth,
+            key,
+            value: node.at,
+            shape,
+            scalar,
+        });
+        match &node.kind {
+            NodeKind::Seq(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.add(item, format!("{path}[{i}]"), depth + 1, None);
+                }
+            }
+            NodeKind::Map(entries) => {
+                for (k, v) in entries {
+                    let name = match &k.kind {
+                        NodeKind::Scalar(s) => s.clone(),
+                        NodeKind::Null => "~".into(),
+                        _ => "?".into(),
+                    };
+                    let child = if path.is_empty() {
+                        name
+                    } else {
+                        format!("{path}.{name}")
+                    };
+                    self.add(v, child, depth + 1, Some(k.at));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The first entry at `path` (the first of duplicated keys).
+    fn get(&self, path: &str) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.path == path)
+    }
+
+    /// The key written at `at`: exact span first, then same line and column.
+    fn key_at(&self, at: serde_saphyr::Location) -> Option<&Entry> {
+        let exact = self
+            .entries
+            .iter()
+            .find(|e| e.key.is_some_and(|k| same_span(k, at)));
+        exact.or_else(|| {
+            self.entries
+                .iter()
+                .find(|e| e.key.is_some_and(|k| same_point(k, at)))
+        })
+    }
+
+    /// The node written at `at`. A block list starts where its first item does, so several
+    /// nodes can share a position: prefer the one whose shape is not `expected` (the one that
+    /// is wrong), then the deepest.
+    fn value_at(&self, at: serde_saphyr::Location, expected: Option<Shape>) -> Option<&Entry> {
+        let pick = |same: fn(serde_saphyr::Location, serde_saphyr::Location) -> bool| {
+            let candidates: Vec<&Entry> =
+                self.entries.iter().filter(|e| same(e.value, at)).collect();
+            let wrong: Vec<&Entry> = candidates
+                .iter()
+                .copied()
+                .filter(|e| Some(e.shape) != expected)
+                .collect();
+            let pool = if wrong.is_empty() { candidates } else { wrong };
+            pool.into_iter().max_by_key(|e| e.depth)
+        };
+        pick(same_span).or_else(|| pick(same_point))
+    }
+
+    fn find(&self, at: serde_saphyr::Location, want_key: bool, expected: Option<Shape>) -> Option<Hit<'_>> {
+        if want_key {
+            self.key_at(at)
+                .map(Hit::Key)
+                .or_else(|| self.value_at(at, expected).map(Hit::Value))
+        } else {
+            self.value_at(at, expected)
+                .map(Hit::Value)
+                .or_else(|| self.key_at(at).map(Hit::Key))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// serde-saphyr errors reshaped into one clear line
+// ---------------------------------------------------------------------------------------------
+
+/// "in mirror.operators[0]" / "at the top level".
+fn where_in(path: &str) -> String {
+    if path.is_empty() {
+        "at the top level".into()
+    } else {
+        format!("in {path}")
+    }
+}
+
+fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigError {
+    use serde_saphyr::Error as E;
+    let mut inner = err.without_snippet();
+    while let E::AliasError { error, .. } = inner {
+        inner = error.without_snippet();
+    }
+    let at = inner
+        .location()
+        .or_else(|| err.location())
+        .unwrap_or(serde_saphyr::Location::UNKNOWN);
+    let mut location = Location::from_yaml(at);
+    let mut path = String::new();
+    let message = match inner {
+        E::SerdeUnknownField { field, expected, .. } => {
+            let parent = match index.find(at, true, None) {
+                Some(Hit::Key(e)) => e.parent_path().to_string(),
+                Some(Hit::Value(e)) => e.path.clone(),
+                None => String::new(),
+            };
+            unknown_field_message(field, expected, &parent)
+        }
+        E::SerdeMissingField { field, .. } => {
+            let mapping = match index.find(at, true, Some(Shape::Map)) {
+                Some(Hit::Key(e)) => index.get(e.parent_path()),
+                Some(Hit::Value(e)) => Some(e),
+                None => None,
+            };
+            if let Some(m) = mapping {
+                location = Location::from_yaml(m.value).or(location);
+            }
+            let parent = mapping.map(|m| m.path.as_str()).unwrap_or("");
+            format!("missing required field '{field}' {}; add `{field}:` there", where_in(parent))
+        }
+        E::DuplicateMappingKey { key, .. } => {
+            let parent = match index.find(at, true, None) {
+                Some(Hit::Key(e)) => e.parent_path().to_string(),
+                _ => String::new(),
+            };
+            let first = key
+                .as_deref()
+                .and_then(|k| {
+                    let p = if parent.is_empty() {
+                        k.to_string()
+                    } else {
+                        format!("{parent}.{k}")
+                    };
+                    index.get(&p).and_then(|e| Location::from_yaml(e.key.unwrap_or(e.value)))
+                })
+                .filter(|l| Some(*l) != location)
+                .map(|l| format!(" (first at line {})", l.line))
+                .unwrap_or_default();
+            match key {
+                Some(k) => format!(
+                    "duplicate key {} {}{first}; a key may appear only once: merge or remove one",
+                    quote(k),
+                    where_in(&parent)
+                ),
+                None => format!("duplicate key {}; a key may appear only once", where_in(&parent)),
+            }
+        }
+        E::Unexpected { expected, .. } => {
+            let (want, shape) = match *expected {
+                "mapping start" => ("a mapping (key: value entries)".to_string(), Some(Shape::Map)),
+                "sequence start" => ("a list (entries starting with '- ')".to_string(), Some(Shape::Seq)),
+                "string scalar" => ("a single value, not a list or mapping".to_string(), Some(Shape::Scalar)),
+                other => (other.to_string(), None),
+            };
+            let hit = index.value_at(at, shape);
+            if let Some(e) = hit {
+                path = e.path.clone();
+                format!("expected {want}, found {}", e.found())
+            } else {
+                format!("expected {want}")
+            }
+        }
+        E::InvalidScalar { ty, .. } => {
+            let want = match *ty {
+                "bool" | "boolean" => "true or false",
+                "i8" | "i16" | "i32" | "i64" | "i128" | "u8" | "u16" | "u32" | "u64" | "u128"
+                | "isize" | "usize" => "a whole number",
+                "f32" | "f64" => "a number",
+                other => other,
+            };
+            match index.value_at(at, None) {
+                Some(e) => {
+                    path = e.path.clone();
+                    format!("expected {want}, found {}", e.found())
+                }
+                None => format!("expected {want}"),
+            }
+        }
+        E::NullIntoString { .. } => {
+            if let Some(e) = index.value_at(at, None) {
+                path = e.path.clone();
+            }
+            "a value is required here, found nothing (null)".into()
+        }
+        E::SerdeUnknownVariant {
+            variant, expected, ..
+        } => {
+            if let Some(e) = index.value_at(at, None) {
+                path = e.path.clone();
+            }
+            format!("unknown value {}; expected one of {}", quote(variant), expected.join(", "))
+        }
+        E::SerdeInvalidType {
+            unexpected,
+            expected,
+            ..
+        }
+        | E::SerdeInvalidValue {
+            unexpected,
+            expected,
+            ..
+        } => {
+            if let Some(e) = index.value_at(at, None) {
+                path = e.path.clone();
+            }
+            format!("expected {expected}, found {unexpected}")
+        }
+        E::MultipleDocuments { .. } => {
+            "holds more than one YAML document (a `---` separator); put one ImageSetConfiguration in the file".into()
+        }
+        E::Eof { .. } => "unexpected end of file".into(),
+        other => {
+            use serde_saphyr::MessageFormatter;
+            serde_saphyr::UserMessageFormatter
+                .format_message(other)
+                .into_owned()
+        }
+    };
+    ConfigError::invalid(origin, vec![Problem::new(location, path, sanitize(&message))])
+}
+
+fn unknown_field_message(field: &str, expected: &[&'static str], parent: &str) -> String {
+    let mut message = format!("unknown field {} {}", quote(field), where_in(parent));
+    if let Some(hint) = special_hint(field, parent) {
+        message.push_str(&format!(": {hint}"));
+    } else if let Some(near) = did_you_mean(field, expected) {
+        message.push_str(&format!(" (did you mean '{near}'?)"));
+    }
+    if !expected.is_empty() {
+        message.push_str(&format!("; expected one of {}", expected.join(", ")));
+    }
+    message
+}
+
+/// Keys that are not misspellings but belong elsewhere.
+fn special_hint(field: &str, parent: &str) -> Option<&'static str> {
+    match (parent, field) {
+        ("", "delete") => Some("delete belongs in a DeleteImageSetConfiguration (oc-mirror delete), which bootstrap does not read"),
+        ("", "storageConfig") => Some("storageConfig is oc-mirror v1 only; v2 keeps its state in the workspace, so remove it"),
+        ("", "metadata") => Some("oc-mirror's ImageSetConfiguration has no metadata; remove it"),
+        ("mirror.platform", "architecture") => Some("the key is architectures (a list)"),
+        _ => None,
+    }
+}
+
+/// The expected key closest to `field`: same letters ignoring case, or at most two edits away.
+fn did_you_mean(field: &str, expected: &[&'static str]) -> Option<&'static str> {
+    let lower = field.to_ascii_lowercase();
+    if let Some(same) = expected.iter().find(|e| e.to_ascii_lowercase() == lower) {
+        return Some(same);
+    }
+    expected
+        .iter()
+        .map(|e| (edit_distance(&lower, &e.to_ascii_lowercase()), *e))
+        .filter(|(d, _)| *d <= 2)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, e)| e)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// A user-supplied value for a message: single-quoted, control characters escaped (no terminal
+/// escapes from a config file), cut to a readable length.
+fn quote(s: &str) -> String {
+    let mut out = String::from("'");
+    for (n, c) in s.chars().enumerate() {
+        if n == MAX_QUOTED_CHARS {
+            out.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Control characters escaped in a whole message (serde-saphyr messages quote the input).
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\n";
+
+    fn parse_ok(text: &str) -> ImageSetConfig {
+        match parse(text, "isc.yaml") {
+            Ok(c) => c,
+            Err(e) => panic!("expected a valid config, got:\n{e}"),
+        }
+    }
+
+    fn parse_err(text: &str) -> String {
+        match parse(text, "isc.yaml") {
+            Ok(_) => panic!("expected an error for:\n{text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/isc")
+            .join(name)
+    }
+
+    /// A configuration as a site would write it for oc-mirror: release channel, operators,
+    /// additional images, helm, blocked images.
+    const REALISTIC: &str = r#"---
+kind: ImageSetConfiguration
+apiVersion: mirror.openshift.io/v2alpha1
+archiveSize: 4
+mirror:
+  platform:
+    channels:
+    - name: stable-4.16
+      type: ocp
+      minVersion: 4.16.10
+      maxVersion: 4.16.14
+      shortestPath: true
+    - name: eus-4.14
+      full: false
+    graph: true
+    architectures:
+    - amd64
+    - multi
+    kubeVirtContainer: false
+  operators:
+  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16
+    targetCatalog: my-org/redhat-operators
+    targetTag: v4.16-site
+    skipDependencies: false
+    packages:
+    - name: gpu-operator-certified
+      defaultChannel: v24.6
+      channels:
+      - name: v24.6
+        minVersion: 24.6.0
+        maxVersion: 24.6.2
+    - name: rhods-operator
+      minVersion: 2.13.0
+    - name: nfd
+  - catalog: registry.redhat.io/redhat/certified-operator-index:v4.16
+    full: true
+  additionalImages:
+  - name: registry.redhat.io/ubi9/ubi:latest
+  - name: quay.io/openshift/origin-cli@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    targetRepo: tools/origin-cli
+    targetTag: pinned
+  helm:
+    repositories:
+    - name: nvidia
+      url: https://helm.ngc.nvidia.com/nvidia
+      charts:
+      - name: gpu-operator
+        version: v24.6.2
+    local:
+    - name: site-chart
+      path: /charts/site-chart-1.0.0.tgz
+      imagePaths:
+      - "{.spec.template.spec.containers[*].image}"
+  blockedImages:
+  - name: registry.redhat.io/rhel8/.*
+"#;
+
+    #[test]
+    fn realistic_config_parses() {
+        let c = parse_ok(REALISTIC);
+        assert_eq!(c.api_version, API_VERSION);
+        assert_eq!(c.kind, KIND);
+        assert_eq!(c.archive_size, Some(4));
+        let p = &c.mirror.platform;
+        assert!(p.graph);
+        assert_eq!(p.channels.len(), 2);
+        assert_eq!(p.channels[0].name, "stable-4.16");
+        assert_eq!(p.channels[0].platform_type, PlatformType::Ocp);
+        assert_eq!(p.channels[0].min_version.as_deref(), Some("4.16.10"));
+        assert!(p.channels[0].shortest_path);
+        assert_eq!(c.architectures(), vec!["amd64", "multi"]);
+        assert_eq!(c.mirror.operators.len(), 2);
+        let op = &c.mirror.operators[0];
+        assert_eq!(op.target_catalog.as_deref(), Some("my-org/redhat-operators"));
+        assert_eq!(op.packages[0].channels[0].max_version.as_deref(), Some("24.6.2"));
+        assert_eq!(op.packages[0].default_channel.as_deref(), Some("v24.6"));
+        assert!(c.mirror.operators[1].full);
+        assert_eq!(c.mirror.additional_images.len(), 2);
+        assert_eq!(c.mirror.helm.repositories[0].charts[0].name, "gpu-operator");
+        assert_eq!(c.mirror.helm.local[0].image_paths.len(), 1);
+        assert_eq!(c.mirror.blocked_images[0].name, "registry.redhat.io/rhel8/.*");
+
+        // ... and is refused, section by section, by this version.
+        assert_eq!(
+            c.unsupported_sections(),
+            vec![
+                "mirror.platform.channels",
+                "mirror.platform.graph",
+                "mirror.operators",
+                "mirror.additionalImages[].targetRepo",
+                "mirror.additionalImages[].targetTag",
+                "mirror.helm",
+                "mirror.blockedImages",
+            ]
+        );
+        let e = c.ensure_supported("isc.yaml").unwrap_err();
+        assert!(matches!(e, ConfigError::Unsupported { .. }));
+        let text = e.to_string();
+        assert_eq!(text.lines().count(), 7, "{text}");
+        assert!(
+            text.contains("isc.yaml:22:3: mirror.operators is not supported yet by this version of bootstrap (release payloads, operator catalogs and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
+            "{text}"
+        );
+        assert!(text.contains("isc.yaml:7:5: mirror.platform.channels is not supported"), "{text}");
+        assert!(text.contains("isc.yaml:43:5: mirror.additionalImages[1].targetRepo is not supported"), "{text}");
+        assert!(text.contains("mirror.blockedImages is not supported yet by this version of bootstrap (blockedImages are regular expressions"), "{text}");
+    }
+
+    #[test]
+    fn additional_images_fixture_is_supported() {
+        let c = load(&fixture("additional-images.yaml")).unwrap();
+        assert!(c.unsupported_sections().is_empty());
+        c.ensure_supported("additional-images.yaml").unwrap();
+        assert_eq!(c.architectures(), vec!["amd64", "arm64"]);
+        let images = c.additional_images();
+        assert_eq!(images.len(), 5);
+        assert_eq!(images[0].name, "registry.redhat.io/ubi9/ubi:9.4");
+        assert_eq!(images[1].path, "mirror.additionalImages[1].name");
+        assert_eq!(images[0].location, Some(Location { line: 12, column: 13 }));
+        assert!(images[2].name.contains("@sha256:"));
+        // What the reference parser's errors look like through the accessor.
+        assert_eq!(
+            images[1].error("isc.yaml", "bad reference").to_string(),
+            "isc.yaml:13:13: mirror.additionalImages[1].name: bad reference"
+        );
+    }
+
+    #[test]
+    fn unknown_key_fixture_names_file_line_column_and_key() {
+        let path = fixture("unknown-key.yaml");
+        let e = load(&path).unwrap_err().to_string();
+        let origin = path.display().to_string();
+        assert_eq!(
+            e,
+            format!("{origin}:8:3: unknown field 'additionalImage' in mirror (did you mean 'additionalImages'?); expected one of platform, operators, additionalImages, helm, blockedImages, samples")
+        );
+    }
+
+    #[test]
+    fn unknown_key_at_top_level() {
+        let e = parse_err(&format!("{HEAD}mirror: {{}}\nmirrors: {{}}\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:4:1: unknown field 'mirrors' at the top level (did you mean 'mirror'?); expected one of apiVersion, kind, mirror, archiveSize"
+        );
+        let e = parse_err(&format!("{HEAD}mirror: {{}}\ndelete: {{}}\n"));
+        assert!(e.starts_with("isc.yaml:4:1: unknown field 'delete' at the top level: delete belongs in a DeleteImageSetConfiguration"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_in_mirror_case_mismatch() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  AdditionalImages:\n  - name: quay.io/a/b:1\n"));
+        assert!(
+            e.starts_with("isc.yaml:4:3: unknown field 'AdditionalImages' in mirror (did you mean 'additionalImages'?)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_key_in_operator_package() {
+        let text = format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    packages:\n    - name: a\n    - name: nfd\n      minVersoin: 4.16.0\n"
+        );
+        let e = parse_err(&text);
+        assert_eq!(
+            e,
+            "isc.yaml:10:7: unknown field 'minVersoin' in mirror.operators[0].packages[1] (did you mean 'minVersion'?); expected one of name, channels, defaultChannel, minVersion, maxVersion"
+        );
+    }
+
+    #[test]
+    fn unknown_key_in_flow_mapping() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages: [{{name: quay.io/a/b:1, tag: x}}]\n"));
+        assert!(e.starts_with("isc.yaml:4:45: unknown field 'tag' in mirror.additionalImages[0]"), "{e}");
+    }
+
+    #[test]
+    fn missing_required_field() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n  - targetTag: x\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:6:5: missing required field 'name' in mirror.additionalImages[1]; add `name:` there"
+        );
+        let e = parse_err(HEAD);
+        assert!(e.starts_with("isc.yaml:1:1: missing required field 'mirror' at the top level"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_name_the_field() {
+        let e = parse_err(&format!("{HEAD}archiveSize: four\nmirror: {{}}\n"));
+        assert_eq!(e, "isc.yaml:3:14: archiveSize: expected a whole number, found 'four'");
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages: quay.io/a/b:1\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:4:21: mirror.additionalImages: expected a list (entries starting with '- '), found 'quay.io/a/b:1'"
+        );
+        // A block list starts where its first item does; the wrong node is still named.
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - quay.io/a/b:1\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:5:5: mirror.additionalImages[0]: expected a mapping (key: value entries), found 'quay.io/a/b:1'"
+        );
+        let e = parse_err(&format!("{HEAD}mirror:\n  platform:\n  - amd64\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:5:5: mirror.platform: expected a mapping (key: value entries), found a list"
+        );
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name:\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:5:9: mirror.additionalImages[0].name: a value is required here, found nothing (null)"
+        );
+        let e = parse_err(&format!("{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4.16\n      type: rhel\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:7:13: mirror.platform.channels[0].type: unknown value 'rhel'; expected one of ocp, okd"
+        );
+    }
+
+    #[test]
+    fn duplicate_key_is_refused_with_path() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n    name: quay.io/a/b:2\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:6:5: duplicate key 'name' in mirror.additionalImages[0] (first at line 5); a key may appear only once: merge or remove one"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_error_has_location() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: [quay.io/a/b:1\n"));
+        assert!(e.starts_with("isc.yaml:"), "{e}");
+        assert!(parse(&format!("{HEAD}mirror: {{}}\n"), "isc.yaml")
+            .unwrap_err_if_any()
+            .is_none());
+    }
+
+    trait UnwrapErrIfAny {
+        fn unwrap_err_if_any(self) -> Option<ConfigError>;
+    }
+    impl<T> UnwrapErrIfAny for Result<T, ConfigError> {
+        fn unwrap_err_if_any(self) -> Option<ConfigError> {
+            self.err()
+        }
+    }
+
+    #[test]
+    fn empty_and_non_mapping_documents() {
+        assert_eq!(
+            parse_err(""),
+            "isc.yaml: holds no YAML document; an ImageSetConfiguration starts with `apiVersion: mirror.openshift.io/v2alpha1` and `kind: ImageSetConfiguration`"
+        );
+        assert!(parse_err("# only a comment\n").starts_with("isc.yaml: holds no YAML document"));
+        assert_eq!(
+            parse_err("- a\n- b\n"),
+            "isc.yaml:1:1: expected a mapping with apiVersion, kind and mirror at the top level, found a list"
+        );
+        assert!(parse_err(&format!("{HEAD}mirror: {{}}\n---\n{HEAD}mirror: {{}}\n"))
+            .contains("more than one YAML document"));
+    }
+
+    #[test]
+    fn wrong_kind() {
+        let e = parse_err("apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfig\nmirror: {}\n");
+        assert_eq!(
+            e,
+            "isc.yaml:2:7: kind: expected 'ImageSetConfiguration', found 'ImageSetConfig'"
+        );
+        let e = parse_err("apiVersion: mirror.openshift.io/v2alpha1\nkind: DeleteImageSetConfiguration\ndelete: {}\n");
+        assert!(e.starts_with("isc.yaml:2:7: kind: DeleteImageSetConfiguration (oc-mirror delete) is not supported"), "{e}");
+        let e = parse_err("apiVersion: mirror.openshift.io/v2alpha1\nmirror: {}\n");
+        assert!(e.starts_with("isc.yaml:1:1: kind is missing"), "{e}");
+    }
+
+    #[test]
+    fn wrong_api_version() {
+        // checked before the schema, so a v1 file is named as such, not as unknown keys
+        let e = parse_err("apiVersion: mirror.openshift.io/v1alpha2\nkind: ImageSetConfiguration\nstorageConfig:\n  local:\n    path: ./meta\nmirror: {}\n");
+        assert!(
+            e.starts_with("isc.yaml:1:13: apiVersion: mirror.openshift.io/v1alpha2 is the oc-mirror v1 format"),
+            "{e}"
+        );
+        let e = parse_err("apiVersion: v1\nkind: ImageSetConfiguration\nmirror: {}\n");
+        assert_eq!(
+            e,
+            "isc.yaml:1:13: apiVersion: expected 'mirror.openshift.io/v2alpha1', found 'v1'"
+        );
+        let e = parse_err("kind: ImageSetConfiguration\nmirror: {}\n");
+        assert!(e.starts_with("isc.yaml:1:1: apiVersion is missing"), "{e}");
+    }
+
+    #[test]
+    fn bad_and_duplicate_architectures() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  platform:\n    architectures: [amd64, x86_64, arm64, amd64]\n"));
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                "isc.yaml:5:27: mirror.platform.architectures[1]: unknown architecture 'x86_64' (write amd64); expected one of amd64, arm64, ppc64le, s390x, multi",
+                "isc.yaml:5:42: mirror.platform.architectures[3]: 'amd64' is listed twice (first at line 5); remove one",
+            ]
+        );
+    }
+
+    #[test]
+    fn default_architecture_is_amd64() {
+        let c = parse_ok(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n"));
+        assert_eq!(c.architectures(), vec!["amd64"]);
+    }
+
+    #[test]
+    fn full_with_version_range_is_refused() {
+        let text = format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    full: true\n    packages:\n    - name: nfd\n      minVersion: 4.16.0\n"
+        );
+        let e = parse_err(&text);
+        assert_eq!(
+            e,
+            "isc.yaml:10:19: mirror.operators[0].packages[0].minVersion: cannot be combined with `full: true` on mirror.operators[0] (oc-mirror: \"Full: true cannot be mixed with versionRange\"); full mirrors every version, so remove full or the version range"
+        );
+        let text = format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    full: true\n    packages:\n    - name: nfd\n      channels:\n      - name: stable\n        maxVersion: 4.16.3\n"
+        );
+        assert!(parse_err(&text).starts_with("isc.yaml:12:21: mirror.operators[0].packages[0].channels[0].maxVersion: cannot be combined with `full: true`"));
+    }
+
+    #[test]
+    fn package_and_channel_ranges_are_refused() {
+        let text = format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    packages:\n    - name: nfd\n      maxVersion: 4.16.5\n      channels:\n      - name: stable\n        minVersion: 4.16.0\n"
+        );
+        assert_eq!(
+            parse_err(&text),
+            "isc.yaml:12:21: mirror.operators[0].packages[0].channels[0].minVersion: package 'nfd' already sets maxVersion (mirror.operators[0].packages[0].maxVersion); a version range goes on the package or on its channels, not both (oc-mirror refuses this too)"
+        );
+    }
+
+    #[test]
+    fn duplicates_oc_mirror_refuses() {
+        let text = format!(
+            "{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4.16\n    - name: stable-4.16\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    packages:\n    - name: nfd\n    - name: nfd\n"
+        );
+        let e = parse_err(&text);
+        assert_eq!(e.lines().count(), 2, "{e}");
+        assert!(e.contains("isc.yaml:7:13: mirror.platform.channels[1].name: release channel 'stable-4.16' is listed twice"), "{e}");
+        assert!(e.contains("isc.yaml:12:13: mirror.operators[0].packages[1].name: package 'nfd' is listed twice"), "{e}");
+    }
+
+    #[test]
+    fn archive_size_must_be_positive() {
+        let e = parse_err(&format!("{HEAD}archiveSize: 0\nmirror: {{}}\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:3:14: archiveSize: must be a positive number of GiB (e.g. 4), found 0; or leave it out"
+        );
+    }
+
+    #[test]
+    fn additional_image_shapes() {
+        let text = format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: \"\"\n  - name: docker://quay.io/a/b:1\n  - name: \"quay.io/a/b :1\"\n  - name: oci:///srv/layout\n  - name: ubi9/ubi:latest\n"
+        );
+        let e = parse_err(&text);
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 4, "{e}");
+        assert!(lines[0].starts_with("isc.yaml:5:11: mirror.additionalImages[0].name: is empty; give the full image reference"));
+        assert_eq!(lines[1], "isc.yaml:6:11: mirror.additionalImages[1].name: 'docker://quay.io/a/b:1' starts with docker://; leave the scheme out: write 'quay.io/a/b:1'");
+        assert!(lines[2].starts_with("isc.yaml:7:11: mirror.additionalImages[2].name: 'quay.io/a/b :1' contains whitespace"));
+        assert!(lines[3].contains("names a local OCI layout"));
+        // no registry host: accepted here, as oc-mirror does (docker.io is implied)
+        assert!(!e.contains("ubi9/ubi"));
+    }
+
+    #[test]
+    fn blocked_images_must_not_be_empty_and_are_unsupported() {
+        let e = parse_err(&format!("{HEAD}mirror:\n  blockedImages:\n  - name: ''\n"));
+        assert!(e.starts_with("isc.yaml:5:11: mirror.blockedImages[0].name: is empty"), "{e}");
+        let c = parse_ok(&format!("{HEAD}mirror:\n  blockedImages:\n  - name: quay.io/bad/.*\n"));
+        assert_eq!(c.unsupported_sections(), vec!["mirror.blockedImages"]);
+    }
+
+    #[test]
+    fn nulls_and_harmless_values_are_accepted() {
+        // Go's decoder takes null for lists, flags and objects; empty sections change nothing.
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    graph: false\n    channels:\n    architectures:\n  operators: []\n  helm:\n  additionalImages:\n  - name: quay.io/a/b:1\n"
+        ));
+        assert!(c.unsupported_sections().is_empty());
+        assert_eq!(c.architectures(), vec!["amd64"]);
+        let c = parse_ok(&format!("{HEAD}mirror:\n"));
+        assert!(c.mirror.additional_images.is_empty());
+    }
+
+    #[test]
+    fn platforms_field_parses_but_is_refused() {
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    platforms:\n    - os: linux\n      architecture: arm64\n"
+        ));
+        assert_eq!(c.unsupported_sections(), vec!["mirror.platform.platforms"]);
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  platform:\n    architectures: [amd64]\n    platforms:\n    - os: linux\n      architecture: arm64\n"
+        ));
+        assert!(e.contains("cannot be used together"), "{e}");
+    }
+
+    #[test]
+    fn location_accessors() {
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    architectures: [arm64]\n  additionalImages:\n  - name: quay.io/a/b:1\n"
+        ));
+        assert_eq!(c.location("mirror.platform.architectures[0]"), Some(Location { line: 5, column: 21 }));
+        assert_eq!(c.key_location("mirror.additionalImages"), Some(Location { line: 6, column: 3 }));
+        assert_eq!(c.location("mirror.additionalImages[0].name"), Some(Location { line: 7, column: 11 }));
+        assert_eq!(c.location("mirror.nothing"), None);
+        assert_eq!(Location { line: 7, column: 11 }.to_string(), "7:11");
+    }
+
+    #[test]
+    fn missing_file() {
+        let e = load(Path::new("does-not-exist/isc.yaml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }));
+        assert_eq!(e.to_string(), "reading does-not-exist/isc.yaml: No such file or directory");
+    }
+
+    #[test]
+    fn unreadable_inputs() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("isc.yaml");
+        std::fs::write(&bin, b"apiVersion: \xff\xfe\n").unwrap();
+        let e = load(&bin).unwrap_err().to_string();
+        assert!(e.ends_with("isc.yaml: not UTF-8 text (invalid byte at offset 12); save the file as UTF-8"), "{e}");
+        let e = load(dir.path()).unwrap_err().to_string();
+        assert!(e.starts_with("reading "), "{e}");
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_messages() {
+        let e = parse_err("apiVersion: \"\\e[31mred\"\nkind: ImageSetConfiguration\nmirror: {}\n");
+        assert!(!e.contains('\u{1b}'), "{e:?}");
+        assert!(e.contains("\\u{1b}[31mred"), "{e}");
+    }
+
+    #[test]
+    fn bom_is_accepted() {
+        parse_ok(&format!("\u{feff}{HEAD}mirror: {{}}\n"));
+    }
+}

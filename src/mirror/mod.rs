@@ -70,7 +70,40 @@ struct Wanted {
 }
 
 fn wanted_from_config(path: &Path) -> Result<Wanted> {
-    bail!("PENDING-CONFIG {}", path.display())
+    let origin = path.display().to_string();
+    let cfg = config::load(path)?;
+    cfg.ensure_supported(&origin)?;
+    let mut images = Vec::new();
+    let mut problems = Vec::new();
+    for entry in cfg.additional_images() {
+        match ImageRef::parse(entry.name) {
+            Ok(r) => images.push((r, None)),
+            Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    if images.is_empty() {
+        bail!("{origin}: mirror.additionalImages is empty: there is nothing to mirror");
+    }
+    images.sort();
+    images.dedup();
+    let registries_label = |images: &[(ImageRef, Option<Digest>)]| {
+        let hosts: std::collections::BTreeSet<String> =
+            images.iter().map(|(r, _)| format!("docker://{}", r.registry)).collect();
+        hosts.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
+    Ok(Wanted {
+        images,
+        architectures: cfg.architectures(),
+        config: Some(ConfigInfo {
+            path: origin,
+            sha256: Digest::of(&bytes).hex().to_string(),
+        }),
+        source_label: registries_label(&images),
+    })
 }
 
 fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
@@ -235,6 +268,8 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
             }
             rec.write(&path)?;
             record::write_sums(layout.root())?;
+            // The in-progress directory is empty after a clean run; leave no clutter behind.
+            let _ = std::fs::remove_dir(layout.root().join(crate::oci::layout::PARTIAL_DIR));
             path
         }
         Destination::Registry { .. } => {
