@@ -94,6 +94,7 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
             images.iter().map(|(r, _)| format!("docker://{}", r.registry)).collect();
         hosts.into_iter().collect::<Vec<_>>().join(", ")
     };
+    let source_label = registries_label(&images);
     let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
     Ok(Wanted {
         images,
@@ -102,7 +103,7 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
             path: origin,
             sha256: Digest::of(&bytes).hex().to_string(),
         }),
-        source_label: registries_label(&images),
+        source_label,
     })
 }
 
