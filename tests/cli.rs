@@ -42,16 +42,34 @@ fn version_and_help_document_every_flag() {
 #[test]
 fn destination_without_scheme_names_the_two_forms() {
     let dir = tempfile::tempdir().unwrap();
-    let out = bootstrap(&["mirror", "--from", "file:///nonexistent", dir.path().to_str().unwrap()]);
+    let out = bootstrap(&[
+        "mirror",
+        "--from",
+        "file:///nonexistent",
+        dir.path().to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("must start with file://"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("must start with file://"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn missing_layout_is_named() {
-    let out = bootstrap(&["mirror", "--from", "file:///nonexistent/dir", "docker://127.0.0.1:1"]);
+    let out = bootstrap(&[
+        "mirror",
+        "--from",
+        "file:///nonexistent/dir",
+        "docker://127.0.0.1:1",
+    ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("/nonexistent/dir"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/nonexistent/dir"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

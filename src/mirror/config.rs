@@ -95,7 +95,11 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(location: Option<Location>, path: impl Into<String>, message: impl Into<String>) -> Self {
+    fn new(
+        location: Option<Location>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             location,
             path: path.into(),
@@ -590,23 +594,39 @@ impl ImageSetConfig {
         let m = &self.mirror;
         let p = &m.platform;
         let mut out = Vec::new();
-        let mut add = |section: &'static str, path: String, why: &'static str, fix: &'static str| {
-            out.push(Unsupported {
-                section,
-                path,
-                why,
-                fix,
-            })
-        };
+        let mut add =
+            |section: &'static str, path: String, why: &'static str, fix: &'static str| {
+                out.push(Unsupported {
+                    section,
+                    path,
+                    why,
+                    fix,
+                })
+            };
         let or_oc_mirror = "remove it or mirror it with oc-mirror";
         if !p.channels.is_empty() {
-            add("mirror.platform.channels", "mirror.platform.channels".into(), LATER, or_oc_mirror);
+            add(
+                "mirror.platform.channels",
+                "mirror.platform.channels".into(),
+                LATER,
+                or_oc_mirror,
+            );
         }
         if p.release.as_deref().is_some_and(|r| !r.is_empty()) {
-            add("mirror.platform.release", "mirror.platform.release".into(), LATER, or_oc_mirror);
+            add(
+                "mirror.platform.release",
+                "mirror.platform.release".into(),
+                LATER,
+                or_oc_mirror,
+            );
         }
         if p.graph {
-            add("mirror.platform.graph", "mirror.platform.graph".into(), LATER, or_oc_mirror);
+            add(
+                "mirror.platform.graph",
+                "mirror.platform.graph".into(),
+                LATER,
+                or_oc_mirror,
+            );
         }
         if p.kube_virt_container {
             add(
@@ -625,7 +645,12 @@ impl ImageSetConfig {
             );
         }
         if !m.operators.is_empty() {
-            add("mirror.operators", "mirror.operators".into(), LATER, or_oc_mirror);
+            add(
+                "mirror.operators",
+                "mirror.operators".into(),
+                LATER,
+                or_oc_mirror,
+            );
         }
         let first = |f: fn(&AdditionalImage) -> bool| m.additional_images.iter().position(f);
         if let Some(i) = first(|a| a.target_repo.as_deref().is_some_and(|s| !s.is_empty())) {
@@ -889,7 +914,9 @@ impl Validator<'_> {
             if size <= 0 {
                 self.push(
                     "archiveSize".into(),
-                    format!("must be a positive number of GiB (e.g. 4), found {size}; or leave it out"),
+                    format!(
+                        "must be a positive number of GiB (e.g. 4), found {size}; or leave it out"
+                    ),
                 );
             }
         }
@@ -1018,7 +1045,10 @@ impl Validator<'_> {
             for (j, pkg) in op.packages.iter().enumerate() {
                 let pbase = format!("{base}.packages[{j}]");
                 if pkg.name.trim().is_empty() {
-                    self.push(format!("{pbase}.name"), "is empty; name the operator package".into());
+                    self.push(
+                        format!("{pbase}.name"),
+                        "is empty; name the operator package".into(),
+                    );
                 } else if let Some(first) = packages.insert(&pkg.name, j) {
                     self.push(
                         format!("{pbase}.name"),
@@ -1076,20 +1106,32 @@ impl Validator<'_> {
         for (i, repo) in helm.repositories.iter().enumerate() {
             let base = format!("mirror.helm.repositories[{i}]");
             if repo.name.trim().is_empty() {
-                self.push(format!("{base}.name"), "is empty; name the Helm repository".into());
+                self.push(
+                    format!("{base}.name"),
+                    "is empty; name the Helm repository".into(),
+                );
             }
             if repo.url.trim().is_empty() {
-                self.push(format!("{base}.url"), "is empty; give the Helm repository's URL".into());
+                self.push(
+                    format!("{base}.url"),
+                    "is empty; give the Helm repository's URL".into(),
+                );
             }
             for (j, chart) in repo.charts.iter().enumerate() {
                 if chart.name.trim().is_empty() {
-                    self.push(format!("{base}.charts[{j}].name"), "is empty; name the chart".into());
+                    self.push(
+                        format!("{base}.charts[{j}].name"),
+                        "is empty; name the chart".into(),
+                    );
                 }
             }
         }
         for (i, chart) in helm.local.iter().enumerate() {
             if chart.name.trim().is_empty() {
-                self.push(format!("mirror.helm.local[{i}].name"), "is empty; name the chart".into());
+                self.push(
+                    format!("mirror.helm.local[{i}].name"),
+                    "is empty; name the chart".into(),
+                );
             }
         }
     }
@@ -1111,7 +1153,9 @@ fn range_field(min: &Option<String>, max: &Option<String>) -> Option<&'static st
 fn reference_shape_problem(name: &str) -> Option<String> {
     const EXAMPLE: &str = "quay.io/org/image:tag or quay.io/org/image@sha256:<64 hex>";
     if name.trim().is_empty() {
-        return Some(format!("is empty; give the full image reference, e.g. {EXAMPLE}"));
+        return Some(format!(
+            "is empty; give the full image reference, e.g. {EXAMPLE}"
+        ));
     }
     if name.chars().any(char::is_whitespace) {
         return Some(format!(
@@ -1283,6 +1327,8 @@ fn same_point(a: serde_saphyr::Location, b: serde_saphyr::Location) -> bool {
 #[derive(Clone, Debug, Default)]
 struct Index {
     entries: Vec<Entry>,
+    /// Path to the first entry with that path (duplicated keys share a path).
+    by_path: HashMap<String, usize>,
 }
 
 /// What an error's position was matched to.
@@ -1300,13 +1346,22 @@ impl Index {
         index
     }
 
-    fn add(&mut self, node: &Node, path: String, depth: usize, key: Option<serde_saphyr::Location>) {
+    fn add(
+        &mut self,
+        node: &Node,
+        path: String,
+        depth: usize,
+        key: Option<serde_saphyr::Location>,
+    ) {
         let (shape, scalar) = match &node.kind {
             NodeKind::Scalar(s) => (Shape::Scalar, Some(s.clone())),
             NodeKind::Null => (Shape::Null, None),
             NodeKind::Seq(_) => (Shape::Seq, None),
             NodeKind::Map(_) => (Shape::Map, None),
         };
+        self.by_path
+            .entry(path.clone())
+            .or_insert(self.entries.len());
         self.entries.push(Entry {
             path: path.clone(),
             depth,
@@ -1342,7 +1397,7 @@ impl Index {
 
     /// The first entry at `path` (the first of duplicated keys).
     fn get(&self, path: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.path == path)
+        self.by_path.get(path).map(|&i| &self.entries[i])
     }
 
     /// The key written at `at`: exact span first, then same line and column.
@@ -1376,7 +1431,12 @@ impl Index {
         pick(same_span).or_else(|| pick(same_point))
     }
 
-    fn find(&self, at: serde_saphyr::Location, want_key: bool, expected: Option<Shape>) -> Option<Hit<'_>> {
+    fn find(
+        &self,
+        at: serde_saphyr::Location,
+        want_key: bool,
+        expected: Option<Shape>,
+    ) -> Option<Hit<'_>> {
         if want_key {
             self.key_at(at)
                 .map(Hit::Key)
@@ -1466,7 +1526,7 @@ fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigE
             let (want, shape) = match *expected {
                 "mapping start" => ("a mapping (key: value entries)".to_string(), Some(Shape::Map)),
                 "sequence start" => ("a list (entries starting with '- ')".to_string(), Some(Shape::Seq)),
-                "string scalar" => ("a single value, not a list or mapping".to_string(), Some(Shape::Scalar)),
+                "string scalar" => ("a single value".to_string(), Some(Shape::Scalar)),
                 other => (other.to_string(), None),
             };
             let hit = index.value_at(at, shape);
@@ -1526,6 +1586,9 @@ fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigE
             "holds more than one YAML document (a `---` separator); put one ImageSetConfiguration in the file".into()
         }
         E::Eof { .. } => "unexpected end of file".into(),
+        E::UnknownAnchor { .. } => {
+            "this alias (*name) refers to no anchor (&name) defined before it".into()
+        }
         other => {
             use serde_saphyr::MessageFormatter;
             serde_saphyr::UserMessageFormatter
@@ -1533,7 +1596,10 @@ fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigE
                 .into_owned()
         }
     };
-    ConfigError::invalid(origin, vec![Problem::new(location, path, sanitize(&message))])
+    ConfigError::invalid(
+        origin,
+        vec![Problem::new(location, path, sanitize(&message))],
+    )
 }
 
 fn unknown_field_message(field: &str, expected: &[&'static str], parent: &str) -> String {
@@ -1722,14 +1788,23 @@ mirror:
         assert_eq!(c.architectures(), vec!["amd64", "multi"]);
         assert_eq!(c.mirror.operators.len(), 2);
         let op = &c.mirror.operators[0];
-        assert_eq!(op.target_catalog.as_deref(), Some("my-org/redhat-operators"));
-        assert_eq!(op.packages[0].channels[0].max_version.as_deref(), Some("24.6.2"));
+        assert_eq!(
+            op.target_catalog.as_deref(),
+            Some("my-org/redhat-operators")
+        );
+        assert_eq!(
+            op.packages[0].channels[0].max_version.as_deref(),
+            Some("24.6.2")
+        );
         assert_eq!(op.packages[0].default_channel.as_deref(), Some("v24.6"));
         assert!(c.mirror.operators[1].full);
         assert_eq!(c.mirror.additional_images.len(), 2);
         assert_eq!(c.mirror.helm.repositories[0].charts[0].name, "gpu-operator");
         assert_eq!(c.mirror.helm.local[0].image_paths.len(), 1);
-        assert_eq!(c.mirror.blocked_images[0].name, "registry.redhat.io/rhel8/.*");
+        assert_eq!(
+            c.mirror.blocked_images[0].name,
+            "registry.redhat.io/rhel8/.*"
+        );
 
         // ... and is refused, section by section, by this version.
         assert_eq!(
@@ -1749,11 +1824,17 @@ mirror:
         let text = e.to_string();
         assert_eq!(text.lines().count(), 7, "{text}");
         assert!(
-            text.contains("isc.yaml:22:3: mirror.operators is not supported yet by this version of bootstrap (release payloads, operator catalogs and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
+            text.contains("isc.yaml:20:3: mirror.operators is not supported yet by this version of bootstrap (release payloads, operator catalogs and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
             "{text}"
         );
-        assert!(text.contains("isc.yaml:7:5: mirror.platform.channels is not supported"), "{text}");
-        assert!(text.contains("isc.yaml:43:5: mirror.additionalImages[1].targetRepo is not supported"), "{text}");
+        assert!(
+            text.contains("isc.yaml:7:5: mirror.platform.channels is not supported"),
+            "{text}"
+        );
+        assert!(
+            text.contains("isc.yaml:40:5: mirror.additionalImages[1].targetRepo is not supported"),
+            "{text}"
+        );
         assert!(text.contains("mirror.blockedImages is not supported yet by this version of bootstrap (blockedImages are regular expressions"), "{text}");
     }
 
@@ -1767,7 +1848,13 @@ mirror:
         assert_eq!(images.len(), 5);
         assert_eq!(images[0].name, "registry.redhat.io/ubi9/ubi:9.4");
         assert_eq!(images[1].path, "mirror.additionalImages[1].name");
-        assert_eq!(images[0].location, Some(Location { line: 12, column: 13 }));
+        assert_eq!(
+            images[0].location,
+            Some(Location {
+                line: 12,
+                column: 13
+            })
+        );
         assert!(images[2].name.contains("@sha256:"));
         // What the reference parser's errors look like through the accessor.
         assert_eq!(
@@ -1800,7 +1887,9 @@ mirror:
 
     #[test]
     fn unknown_key_in_mirror_case_mismatch() {
-        let e = parse_err(&format!("{HEAD}mirror:\n  AdditionalImages:\n  - name: quay.io/a/b:1\n"));
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  AdditionalImages:\n  - name: quay.io/a/b:1\n"
+        ));
         assert!(
             e.starts_with("isc.yaml:4:3: unknown field 'AdditionalImages' in mirror (did you mean 'additionalImages'?)"),
             "{e}"
@@ -1815,38 +1904,60 @@ mirror:
         let e = parse_err(&text);
         assert_eq!(
             e,
-            "isc.yaml:10:7: unknown field 'minVersoin' in mirror.operators[0].packages[1] (did you mean 'minVersion'?); expected one of name, channels, defaultChannel, minVersion, maxVersion"
+            "isc.yaml:9:7: unknown field 'minVersoin' in mirror.operators[0].packages[1] (did you mean 'minVersion'?); expected one of name, channels, defaultChannel, minVersion, maxVersion"
         );
     }
 
     #[test]
     fn unknown_key_in_flow_mapping() {
-        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages: [{{name: quay.io/a/b:1, tag: x}}]\n"));
-        assert!(e.starts_with("isc.yaml:4:45: unknown field 'tag' in mirror.additionalImages[0]"), "{e}");
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages: [{{name: quay.io/a/b:1, tag: x}}]\n"
+        ));
+        assert!(
+            e.starts_with("isc.yaml:4:44: unknown field 'tag' in mirror.additionalImages[0]"),
+            "{e}"
+        );
     }
 
     #[test]
     fn missing_required_field() {
-        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n  - targetTag: x\n"));
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n  - targetTag: x\n"
+        ));
         assert_eq!(
             e,
             "isc.yaml:6:5: missing required field 'name' in mirror.additionalImages[1]; add `name:` there"
         );
+        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - {{}}\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:5:5: missing required field 'name' in mirror.additionalImages[0]; add `name:` there"
+        );
         let e = parse_err(HEAD);
-        assert!(e.starts_with("isc.yaml:1:1: missing required field 'mirror' at the top level"), "{e}");
+        assert!(
+            e.starts_with("isc.yaml:1:1: missing required field 'mirror' at the top level"),
+            "{e}"
+        );
     }
 
     #[test]
     fn wrong_types_name_the_field() {
         let e = parse_err(&format!("{HEAD}archiveSize: four\nmirror: {{}}\n"));
-        assert_eq!(e, "isc.yaml:3:14: archiveSize: expected a whole number, found 'four'");
-        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages: quay.io/a/b:1\n"));
+        assert_eq!(
+            e,
+            "isc.yaml:3:14: archiveSize: expected a whole number, found 'four'"
+        );
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages: quay.io/a/b:1\n"
+        ));
         assert_eq!(
             e,
             "isc.yaml:4:21: mirror.additionalImages: expected a list (entries starting with '- '), found 'quay.io/a/b:1'"
         );
         // A block list starts where its first item does; the wrong node is still named.
-        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - quay.io/a/b:1\n"));
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - quay.io/a/b:1\n"
+        ));
         assert_eq!(
             e,
             "isc.yaml:5:5: mirror.additionalImages[0]: expected a mapping (key: value entries), found 'quay.io/a/b:1'"
@@ -1879,20 +1990,14 @@ mirror:
 
     #[test]
     fn yaml_syntax_error_has_location() {
-        let e = parse_err(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: [quay.io/a/b:1\n"));
-        assert!(e.starts_with("isc.yaml:"), "{e}");
-        assert!(parse(&format!("{HEAD}mirror: {{}}\n"), "isc.yaml")
-            .unwrap_err_if_any()
-            .is_none());
-    }
-
-    trait UnwrapErrIfAny {
-        fn unwrap_err_if_any(self) -> Option<ConfigError>;
-    }
-    impl<T> UnwrapErrIfAny for Result<T, ConfigError> {
-        fn unwrap_err_if_any(self) -> Option<ConfigError> {
-            self.err()
-        }
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: [quay.io/a/b:1\n"
+        ));
+        assert!(e.starts_with("isc.yaml:5:"), "{e}");
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n\t- name: quay.io/a/b:1\n"
+        ));
+        assert!(e.starts_with("isc.yaml:5:"), "{e}");
     }
 
     #[test]
@@ -1906,13 +2011,17 @@ mirror:
             parse_err("- a\n- b\n"),
             "isc.yaml:1:1: expected a mapping with apiVersion, kind and mirror at the top level, found a list"
         );
-        assert!(parse_err(&format!("{HEAD}mirror: {{}}\n---\n{HEAD}mirror: {{}}\n"))
-            .contains("more than one YAML document"));
+        assert!(
+            parse_err(&format!("{HEAD}mirror: {{}}\n---\n{HEAD}mirror: {{}}\n"))
+                .contains("more than one YAML document")
+        );
     }
 
     #[test]
     fn wrong_kind() {
-        let e = parse_err("apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfig\nmirror: {}\n");
+        let e = parse_err(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfig\nmirror: {}\n",
+        );
         assert_eq!(
             e,
             "isc.yaml:2:7: kind: expected 'ImageSetConfiguration', found 'ImageSetConfig'"
@@ -1942,20 +2051,24 @@ mirror:
 
     #[test]
     fn bad_and_duplicate_architectures() {
-        let e = parse_err(&format!("{HEAD}mirror:\n  platform:\n    architectures: [amd64, x86_64, arm64, amd64]\n"));
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  platform:\n    architectures: [amd64, x86_64, arm64, amd64]\n"
+        ));
         let lines: Vec<&str> = e.lines().collect();
         assert_eq!(
             lines,
             vec![
-                "isc.yaml:5:27: mirror.platform.architectures[1]: unknown architecture 'x86_64' (write amd64); expected one of amd64, arm64, ppc64le, s390x, multi",
-                "isc.yaml:5:42: mirror.platform.architectures[3]: 'amd64' is listed twice (first at line 5); remove one",
+                "isc.yaml:5:28: mirror.platform.architectures[1]: unknown architecture 'x86_64' (write amd64); expected one of amd64, arm64, ppc64le, s390x, multi",
+                "isc.yaml:5:43: mirror.platform.architectures[3]: 'amd64' is listed twice (first at line 5); remove one",
             ]
         );
     }
 
     #[test]
     fn default_architecture_is_amd64() {
-        let c = parse_ok(&format!("{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n"));
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n"
+        ));
         assert_eq!(c.architectures(), vec!["amd64"]);
     }
 
@@ -1967,12 +2080,12 @@ mirror:
         let e = parse_err(&text);
         assert_eq!(
             e,
-            "isc.yaml:10:19: mirror.operators[0].packages[0].minVersion: cannot be combined with `full: true` on mirror.operators[0] (oc-mirror: \"Full: true cannot be mixed with versionRange\"); full mirrors every version, so remove full or the version range"
+            "isc.yaml:9:19: mirror.operators[0].packages[0].minVersion: cannot be combined with `full: true` on mirror.operators[0] (oc-mirror: \"Full: true cannot be mixed with versionRange\"); full mirrors every version, so remove full or the version range"
         );
         let text = format!(
             "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    full: true\n    packages:\n    - name: nfd\n      channels:\n      - name: stable\n        maxVersion: 4.16.3\n"
         );
-        assert!(parse_err(&text).starts_with("isc.yaml:12:21: mirror.operators[0].packages[0].channels[0].maxVersion: cannot be combined with `full: true`"));
+        assert!(parse_err(&text).starts_with("isc.yaml:11:21: mirror.operators[0].packages[0].channels[0].maxVersion: cannot be combined with `full: true`"));
     }
 
     #[test]
@@ -1982,7 +2095,7 @@ mirror:
         );
         assert_eq!(
             parse_err(&text),
-            "isc.yaml:12:21: mirror.operators[0].packages[0].channels[0].minVersion: package 'nfd' already sets maxVersion (mirror.operators[0].packages[0].maxVersion); a version range goes on the package or on its channels, not both (oc-mirror refuses this too)"
+            "isc.yaml:11:21: mirror.operators[0].packages[0].channels[0].minVersion: package 'nfd' already sets maxVersion (mirror.operators[0].packages[0].maxVersion); a version range goes on the package or on its channels, not both (oc-mirror refuses this too)"
         );
     }
 
@@ -2016,7 +2129,9 @@ mirror:
         assert_eq!(lines.len(), 4, "{e}");
         assert!(lines[0].starts_with("isc.yaml:5:11: mirror.additionalImages[0].name: is empty; give the full image reference"));
         assert_eq!(lines[1], "isc.yaml:6:11: mirror.additionalImages[1].name: 'docker://quay.io/a/b:1' starts with docker://; leave the scheme out: write 'quay.io/a/b:1'");
-        assert!(lines[2].starts_with("isc.yaml:7:11: mirror.additionalImages[2].name: 'quay.io/a/b :1' contains whitespace"));
+        assert!(lines[2].starts_with(
+            "isc.yaml:7:11: mirror.additionalImages[2].name: 'quay.io/a/b :1' contains whitespace"
+        ));
         assert!(lines[3].contains("names a local OCI layout"));
         // no registry host: accepted here, as oc-mirror does (docker.io is implied)
         assert!(!e.contains("ubi9/ubi"));
@@ -2025,8 +2140,13 @@ mirror:
     #[test]
     fn blocked_images_must_not_be_empty_and_are_unsupported() {
         let e = parse_err(&format!("{HEAD}mirror:\n  blockedImages:\n  - name: ''\n"));
-        assert!(e.starts_with("isc.yaml:5:11: mirror.blockedImages[0].name: is empty"), "{e}");
-        let c = parse_ok(&format!("{HEAD}mirror:\n  blockedImages:\n  - name: quay.io/bad/.*\n"));
+        assert!(
+            e.starts_with("isc.yaml:5:11: mirror.blockedImages[0].name: is empty"),
+            "{e}"
+        );
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  blockedImages:\n  - name: quay.io/bad/.*\n"
+        ));
         assert_eq!(c.unsupported_sections(), vec!["mirror.blockedImages"]);
     }
 
@@ -2059,18 +2179,43 @@ mirror:
         let c = parse_ok(&format!(
             "{HEAD}mirror:\n  platform:\n    architectures: [arm64]\n  additionalImages:\n  - name: quay.io/a/b:1\n"
         ));
-        assert_eq!(c.location("mirror.platform.architectures[0]"), Some(Location { line: 5, column: 21 }));
-        assert_eq!(c.key_location("mirror.additionalImages"), Some(Location { line: 6, column: 3 }));
-        assert_eq!(c.location("mirror.additionalImages[0].name"), Some(Location { line: 7, column: 11 }));
+        assert_eq!(
+            c.location("mirror.platform.architectures[0]"),
+            Some(Location {
+                line: 5,
+                column: 21
+            })
+        );
+        assert_eq!(
+            c.key_location("mirror.additionalImages"),
+            Some(Location { line: 6, column: 3 })
+        );
+        assert_eq!(
+            c.location("mirror.additionalImages[0].name"),
+            Some(Location {
+                line: 7,
+                column: 11
+            })
+        );
         assert_eq!(c.location("mirror.nothing"), None);
-        assert_eq!(Location { line: 7, column: 11 }.to_string(), "7:11");
+        assert_eq!(
+            Location {
+                line: 7,
+                column: 11
+            }
+            .to_string(),
+            "7:11"
+        );
     }
 
     #[test]
     fn missing_file() {
         let e = load(Path::new("does-not-exist/isc.yaml")).unwrap_err();
         assert!(matches!(e, ConfigError::Read { .. }));
-        assert_eq!(e.to_string(), "reading does-not-exist/isc.yaml: No such file or directory");
+        assert_eq!(
+            e.to_string(),
+            "reading does-not-exist/isc.yaml: No such file or directory"
+        );
     }
 
     #[test]
@@ -2079,7 +2224,12 @@ mirror:
         let bin = dir.path().join("isc.yaml");
         std::fs::write(&bin, b"apiVersion: \xff\xfe\n").unwrap();
         let e = load(&bin).unwrap_err().to_string();
-        assert!(e.ends_with("isc.yaml: not UTF-8 text (invalid byte at offset 12); save the file as UTF-8"), "{e}");
+        assert!(
+            e.ends_with(
+                "isc.yaml: not UTF-8 text (invalid byte at offset 12); save the file as UTF-8"
+            ),
+            "{e}"
+        );
         let e = load(dir.path()).unwrap_err().to_string();
         assert!(e.starts_with("reading "), "{e}");
     }

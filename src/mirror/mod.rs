@@ -90,8 +90,10 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
     images.sort();
     images.dedup();
     let registries_label = |images: &[(ImageRef, Option<Digest>)]| {
-        let hosts: std::collections::BTreeSet<String> =
-            images.iter().map(|(r, _)| format!("docker://{}", r.registry)).collect();
+        let hosts: std::collections::BTreeSet<String> = images
+            .iter()
+            .map(|(r, _)| format!("docker://{}", r.registry))
+            .collect();
         hosts.into_iter().collect::<Vec<_>>().join(", ")
     };
     let source_label = registries_label(&images);

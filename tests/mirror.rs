@@ -1,0 +1,654 @@
+//! End-to-end mirrors against real Distribution registries (Debian's `docker-registry`) with
+//! skopeo as the interop peer: mirror to disk, disk to mirror, mirror to mirror; digests kept,
+//! shared blobs sent once, architecture filtering, Basic and token auth over TLS, audit files,
+//! and bad input that fails cleanly.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::images::{PushedImage, SyntheticSet};
+use support::Registry;
+
+fn bootstrap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .args(args)
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HOME", std::env::temp_dir().join("bootstrap-test-home"))
+        .output()
+        .expect("running bootstrap")
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "bootstrap failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn failed(o: &Output) -> String {
+    assert!(
+        !o.status.success(),
+        "bootstrap should have failed:\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn skopeo(args: &[String]) -> Output {
+    Command::new("skopeo")
+        .args(args)
+        .output()
+        .expect("running skopeo")
+}
+
+fn skopeo_ok(args: &[String]) -> String {
+    let o = skopeo(args);
+    assert!(
+        o.status.success(),
+        "skopeo {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn s(v: &str) -> String {
+    v.to_string()
+}
+
+/// An ImageSetConfiguration naming every pushed image by tag (and the first one also by digest).
+fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&str]) -> PathBuf {
+    let mut text = String::from(
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [",
+    );
+    text.push_str(&arches.join(", "));
+    text.push_str("]\n  additionalImages:\n");
+    for img in images {
+        text.push_str(&format!("  - name: {host}/{}:{}\n", img.repo, img.tag));
+    }
+    let path = dir.join("isc.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// An auth file with the credentials of every given registry.
+fn write_authfile(path: &Path, entries: &[(String, String, String)]) {
+    use base64::Engine as _;
+    let mut auths = serde_json::Map::new();
+    for (host, user, pass) in entries {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        auths.insert(host.clone(), serde_json::json!({ "auth": auth }));
+    }
+    std::fs::write(path, serde_json::json!({ "auths": auths }).to_string()).unwrap();
+}
+
+fn creds_of(regs: &[&Registry]) -> Vec<(String, String, String)> {
+    regs.iter()
+        .filter_map(|r| r.credentials().map(|(u, p)| (r.host(), u, p)))
+        .collect()
+}
+
+/// One PEM file with the CAs of every given registry.
+fn write_ca_bundle(path: &Path, regs: &[&Registry]) {
+    let mut pem = String::new();
+    for r in regs {
+        if let Some(ca) = r.ca_pem() {
+            pem.push_str(&std::fs::read_to_string(ca).unwrap());
+        }
+    }
+    std::fs::write(path, pem).unwrap();
+}
+
+fn record(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn image_in<'a>(rec: &'a serde_json::Value, repo: &str) -> &'a serde_json::Value {
+    rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["path"].as_str().unwrap().ends_with(repo))
+        .unwrap_or_else(|| panic!("record has no image {repo}: {rec:#}"))
+}
+
+fn raw_digest(raw: &str) -> String {
+    bootstrap::oci::digest::Digest::of(raw.as_bytes()).to_string()
+}
+
+#[test]
+fn disk_round_trip_keeps_every_digest_and_audits() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(1).push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["amd64", "arm64"]);
+    let dir = work.path().join("mirror");
+    let dir_url = format!("file://{}", dir.display());
+
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+        "--plain-http",
+        &src.host(),
+    ]));
+
+    // skopeo reads the layout, and the digests are the source's.
+    // skopeo's oci transport only looks at OCI media types in index.json; Docker schema2 images
+    // are kept verbatim (their digests are what clusters pull by) and are checked at the registry.
+    for img in pushed.iter().filter(|p| p.media_type.contains("oci")) {
+        let oci = format!(
+            "oci:{}:{}/{}:{}",
+            dir.display(),
+            src.host(),
+            img.repo,
+            img.tag
+        );
+        let o = skopeo(&[s("inspect"), s("--raw"), oci.clone()]);
+        assert!(
+            o.status.success(),
+            "skopeo inspect {oci}: {}\nindex.json: {}",
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(dir.join("index.json")).unwrap()
+        );
+        assert_eq!(
+            raw_digest(&String::from_utf8_lossy(&o.stdout)),
+            img.digest,
+            "{}",
+            img.repo
+        );
+    }
+    // sha256sum -c and verify pass.
+    let sums = Command::new("sha256sum")
+        .args(["-c", "--quiet", "SHA256SUMS"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sums.stdout)
+    );
+    let out = ok(&bootstrap(&["verify", &dir_url]));
+    assert!(out.contains("OK"), "{out}");
+
+    // Disk to mirror, under a prefix; digests again unchanged, skopeo can copy out of it.
+    let rec_path = work.path().join("push-record.json");
+    ok(&bootstrap(&[
+        "mirror",
+        "--from",
+        &dir_url,
+        &format!("docker://{}/site", dst.host()),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        rec_path.to_str().unwrap(),
+    ]));
+    for img in &pushed {
+        let remote = format!(
+            "docker://{}/site/src/{}:{}",
+            dst.host(),
+            img.repo.trim_start_matches("src/"),
+            img.tag
+        );
+        let raw = skopeo_ok(&[
+            s("inspect"),
+            s("--raw"),
+            s("--tls-verify=false"),
+            remote.clone(),
+        ]);
+        assert_eq!(raw_digest(&raw), img.digest, "{remote}");
+    }
+    let back = work.path().join("back");
+    let single = pushed.iter().find(|p| p.platforms.len() <= 1).unwrap();
+    skopeo_ok(&[
+        s("copy"),
+        s("--src-tls-verify=false"),
+        format!(
+            "docker://{}/site/{}:{}",
+            dst.host(),
+            single.repo,
+            single.tag
+        ),
+        format!("oci:{}:x", back.display()),
+    ]);
+    let rec = record(&rec_path);
+    assert_eq!(
+        rec["totals"]["images"].as_u64().unwrap() as usize,
+        pushed.len()
+    );
+    let out = ok(&bootstrap(&[
+        "verify",
+        "--record",
+        rec_path.to_str().unwrap(),
+        &format!("docker://{}/site", dst.host()),
+        "--plain-http",
+        &dst.host(),
+    ]));
+    assert!(out.contains("OK"), "{out}");
+}
+
+#[test]
+fn mirror_to_mirror_sends_the_shared_base_layer_once() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let set = SyntheticSet::standard(2);
+    let pushed = set.push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["multi"]);
+    let rec_path = work.path().join("rec.json");
+    let out = ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        rec_path.to_str().unwrap(),
+        "--output",
+        "json",
+    ]));
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        summary["blobsMounted"].as_u64().unwrap() >= 2,
+        "{summary:#}"
+    );
+    let base = set.shared_base_digest();
+    assert_eq!(
+        dst.blob_uploads_completed(&base),
+        1,
+        "the shared base layer was uploaded more than once"
+    );
+    for img in &pushed {
+        let raw = skopeo_ok(&[
+            s("inspect"),
+            s("--raw"),
+            s("--tls-verify=false"),
+            format!("docker://{}/m/{}:{}", dst.host(), img.repo, img.tag),
+        ]);
+        assert_eq!(raw_digest(&raw), img.digest);
+    }
+    // A rerun has nothing to send.
+    let out = ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        rec_path.to_str().unwrap(),
+        "--output",
+        "json",
+    ]));
+    let summary: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["bytesTransferred"], 0, "{summary:#}");
+    assert_eq!(dst.blob_uploads_completed(&base), 1);
+}
+
+#[test]
+fn multi_arch_index_filtered_to_amd64() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(3)
+        .without_large()
+        .push_to(&src, "src");
+    let multi = pushed
+        .iter()
+        .find(|p| p.platforms.len() > 1)
+        .expect("a multi-arch image")
+        .clone();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        work.path(),
+        std::slice::from_ref(&multi),
+        &src.host(),
+        &["amd64"],
+    );
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let rec = record(&dir.join("mirror-record.json"));
+    let img = image_in(&rec, &multi.repo);
+    assert_eq!(img["platforms"], serde_json::json!(["linux/amd64"]));
+    assert_eq!(img["platformsDropped"], serde_json::json!(["linux/arm64"]));
+    assert_eq!(
+        img["digest"],
+        multi.digest.as_str(),
+        "the index is kept verbatim on disk"
+    );
+    // skopeo pulls the amd64 image out of the layout.
+    let oci = format!(
+        "oci:{}:{}/{}:{}",
+        dir.display(),
+        src.host(),
+        multi.repo,
+        multi.tag
+    );
+    skopeo_ok(&[
+        s("copy"),
+        s("--override-arch"),
+        s("amd64"),
+        s("--override-os"),
+        s("linux"),
+        oci.clone(),
+        format!("oci:{}:amd64", work.path().join("pulled").display()),
+    ]);
+    assert!(ok(&bootstrap(&[
+        "verify",
+        &format!("file://{}", dir.display())
+    ]))
+    .contains("OK"));
+
+    // Distribution 2.8 refuses a sparse index: the error names the fix; nothing is tagged.
+    let dest = format!("docker://{}/m", dst.host());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dest,
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        work.path().join("r1.json").to_str().unwrap(),
+    ]));
+    assert!(err.contains("--rewrite-filtered-indexes"), "{err}");
+    let rec_path = work.path().join("r2.json");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dest,
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--rewrite-filtered-indexes",
+        "--record",
+        rec_path.to_str().unwrap(),
+    ]));
+    let remote = format!("docker://{}/m/{}:{}", dst.host(), multi.repo, multi.tag);
+    skopeo_ok(&[
+        s("copy"),
+        s("--src-tls-verify=false"),
+        s("--override-arch"),
+        s("amd64"),
+        s("--override-os"),
+        s("linux"),
+        remote.clone(),
+        format!("oci:{}:amd64", work.path().join("pulled2").display()),
+    ]);
+    let rec = record(&rec_path);
+    let img = image_in(&rec, &multi.repo);
+    assert_eq!(img["sourceDigest"], multi.digest.as_str());
+    assert_eq!(img["platforms"], serde_json::json!(["linux/amd64"]));
+    let raw = skopeo_ok(&[s("inspect"), s("--raw"), s("--tls-verify=false"), remote]);
+    assert_eq!(raw_digest(&raw), img["digest"].as_str().unwrap());
+    assert!(!raw.contains("arm64"));
+}
+
+fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
+    let pushed = SyntheticSet::standard(seed)
+        .without_large()
+        .push_to(src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed[..2], &src.host(), &["amd64"]);
+    let auth = work.path().join("auth.json");
+    write_authfile(&auth, &creds_of(&[src, dst]));
+    let ca = work.path().join("ca.pem");
+    write_ca_bundle(&ca, &[src, dst]);
+    let dest = format!("docker://{}/m", dst.host());
+    let rec = work.path().join("rec.json");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dest,
+            "--record",
+            rec.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        bootstrap(&refs)
+    };
+    // Without the CA, TLS is refused and the message names the fix.
+    let err = failed(&run(args(&["--authfile", auth.to_str().unwrap()])));
+    assert!(err.contains("--ca-bundle"), "{err}");
+    assert!(err.contains(&dst.host()), "{err}");
+    // With it, the mirror works and digests are kept.
+    ok(&run(args(&[
+        "--authfile",
+        auth.to_str().unwrap(),
+        "--ca-bundle",
+        ca.to_str().unwrap(),
+    ])));
+    for img in &pushed[..2] {
+        let mut a = vec![s("inspect"), s("--raw")];
+        a.extend(dst.skopeo_tls_args());
+        a.push(format!(
+            "docker://{}/m/{}:{}",
+            dst.host(),
+            img.repo,
+            img.tag
+        ));
+        assert_eq!(raw_digest(&skopeo_ok(&a)), img.digest);
+    }
+    // A wrong password is refused, naming the registry; the password is never printed.
+    let bad = work.path().join("bad.json");
+    let mut entries = creds_of(&[src]);
+    entries.push((dst.host(), "tester".into(), "wrong-password-123".into()));
+    write_authfile(&bad, &entries);
+    let err = failed(&run(args(&[
+        "--authfile",
+        bad.to_str().unwrap(),
+        "--ca-bundle",
+        ca.to_str().unwrap(),
+    ])));
+    assert!(err.contains(&dst.host()) && err.contains("tester"), "{err}");
+    assert!(!err.contains("wrong-password-123"));
+    let rec_text = std::fs::read_to_string(&rec).unwrap();
+    let (_, password) = dst.credentials().unwrap();
+    assert!(!rec_text.contains(&password));
+}
+
+#[test]
+fn basic_auth_over_tls() {
+    let src = Registry::tls_basic("puller", "pull-secret-1");
+    let dst = Registry::tls_basic("tester", "push-secret-1");
+    auth_mirror(&src, &dst, 4);
+}
+
+#[test]
+fn token_auth_over_tls() {
+    let src = Registry::tls_token("puller", "pull-secret-2");
+    let dst = Registry::tls_token("tester", "push-secret-2");
+    auth_mirror(&src, &dst, 5);
+    assert!(dst.tokens_issued() > 0);
+}
+
+#[test]
+fn a_flipped_byte_fails_sha256sum_and_verify_naming_the_blob() {
+    let src = Registry::plain();
+    let pushed = SyntheticSet::standard(6)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed[..1], &src.host(), &["amd64"]);
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let rec = record(&dir.join("mirror-record.json"));
+    let blob = rec["blobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|b| b["size"].as_u64())
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    let path = dir.join("blobs/sha256").join(&blob);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+
+    let sums = Command::new("sha256sum")
+        .args(["-c", "--quiet", "SHA256SUMS"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!sums.status.success());
+    assert!(String::from_utf8_lossy(&sums.stdout).contains(&blob));
+    let out = bootstrap(&["verify", &format!("file://{}", dir.display())]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("corrupt") && text.contains(&blob), "{text}");
+}
+
+#[test]
+fn bad_input_fails_cleanly_and_leaves_nothing() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(7)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("mirror");
+    let dir_url = format!("file://{}", dir.display());
+
+    // An unknown key: file, line and column, and the key.
+    let cfg = work.path().join("unknown.yaml");
+    std::fs::write(
+        &cfg,
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImage:\n  - name: a.io/b:c\n",
+    )
+    .unwrap();
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+    ]));
+    assert!(
+        err.contains("unknown.yaml:4:3") && err.contains("additionalImage"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+
+    // A malformed reference: the field path and what is wrong.
+    std::fs::write(
+        &cfg,
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: a.io/B:c\n",
+    )
+    .unwrap();
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+    ]));
+    assert!(
+        err.contains("additionalImages[0]") && err.contains("lowercase"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+
+    // An image that does not exist: named, nothing written.
+    let mut missing = pushed[0].clone();
+    missing.tag = "no-such-tag".into();
+    let cfg = write_config(
+        work.path(),
+        &[pushed[0].clone(), missing],
+        &src.host(),
+        &["amd64"],
+    );
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+        "--plain-http",
+        &src.host(),
+    ]));
+    assert!(
+        err.contains("no-such-tag") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        work.path().join("r.json").to_str().unwrap(),
+    ]));
+    assert!(err.contains("no-such-tag"), "{err}");
+    assert_eq!(
+        dst.requests_matching("PUT", "/manifests/"),
+        0,
+        "no manifest may be pushed"
+    );
+    assert!(!work.path().join("r.json").exists());
+
+    // An unreachable registry: named, quickly.
+    let cfg = write_config(work.path(), &pushed[..1], "127.0.0.1:9", &["amd64"]);
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+        "--plain-http",
+        "127.0.0.1:9",
+    ]));
+    assert!(
+        err.contains("127.0.0.1:9") && err.contains("connection refused"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "docker://127.0.0.1:9/x",
+    ]));
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+}

@@ -1,0 +1,134 @@
+//! Shared integration-test support: real registries, a token server, TLS material and synthetic
+//! images, so that every test binary exercises `bootstrap` against the same software a site runs
+//! (Distribution 2.8, skopeo) rather than mocks.
+//!
+//! A test binary includes it with `mod support;`. Everything binds to 127.0.0.1 and stops on
+//! drop. Not every binary uses every item, hence `dead_code` is allowed here.
+//!
+//! - [`registry::Registry`]: a `docker-registry serve` process in one of three flavours (plain
+//!   HTTP, HTTPS + htpasswd, HTTPS + token auth), with accessors for URLs, CA, credentials and
+//!   counters read from the registry's own request log.
+//! - [`token::TokenServer`]: the token realm the token flavour points at (HTTPS, ES256 JWTs).
+//! - [`images`]: a deterministic synthetic image set and helpers to push custom images.
+//! - [`client::RegistryClient`]: the small distribution-API client the generator pushes with.
+
+#![allow(dead_code)]
+
+pub mod client;
+pub mod images;
+pub mod layers;
+pub mod registry;
+pub mod reglog;
+pub mod tls;
+pub mod token;
+
+use std::future::Future;
+use std::path::Path;
+
+#[allow(unused_imports)]
+pub use images::{PushedImage, SyntheticSet};
+#[allow(unused_imports)]
+pub use registry::{Flavour, Registry, TokenOptions};
+
+/// Writes one `auth.json` with the credentials of every authenticated registry in `registries`
+/// (for a run that reads from one and writes to another). Panics on I/O errors.
+pub fn write_merged_authfile(path: &Path, registries: &[&Registry]) {
+    registry::write_authfile_entries(path, &[], registries).expect("writing auth.json");
+}
+
+/// Writes one `auth.json` with `entries` (`(host, user, password)`, e.g. a wrong password on
+/// purpose) plus the real credentials of `registries` for hosts the entries do not name.
+pub fn write_authfile_with(
+    path: &Path,
+    entries: &[(String, &str, &str)],
+    registries: &[&Registry],
+) {
+    registry::write_authfile_entries(path, entries, registries).expect("writing auth.json");
+}
+
+/// Writes the CA certificates of the TLS registries among `registries` into one PEM bundle.
+pub fn write_ca_bundle(path: &Path, registries: &[&Registry]) {
+    registry::write_ca_bundle_of(path, registries).expect("writing CA bundle");
+}
+
+/// Runs `fut` to completion on a fresh current-thread tokio runtime on its own thread.
+///
+/// Works from plain `#[test]` functions and from inside `#[tokio::test]` alike (a runtime cannot
+/// be blocked on from within another one on the same thread). Anything runtime-bound that the
+/// future creates (a `reqwest::Client`, say) must not outlive it.
+pub fn block_on<F>(fut: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("building a tokio runtime for the test harness")
+                .block_on(fut)
+        })
+        .join()
+        .expect("harness runtime thread panicked")
+    })
+}
+
+/// Decodes `%XX` escapes (and `+` as a space when `plus_is_space`), leaving malformed escapes
+/// as they are. Used for query strings and for URIs in the registry log.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 3;
+                    }
+                    None => {
+                        out.push(b'%');
+                        i += 1;
+                    }
+                }
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Splits a query string (without the `?`) into decoded `(key, value)` pairs, in order.
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (percent_decode(k, true), percent_decode(v, true)),
+            None => (percent_decode(p, true), String::new()),
+        })
+        .collect()
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters (for query values).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
