@@ -321,7 +321,9 @@ pub async fn verify_registry(
         target: target.to_string(),
         ..Default::default()
     };
-    let results: Vec<Result<(Option<String>, Option<String>, u64)>> =
+    /// One check's outcome: what is missing, what is wrong, bytes confirmed.
+    type Outcome = (Option<String>, Option<String>, u64);
+    let results: Vec<Result<Outcome>> =
         futures_util::stream::iter(checks)
             .map(|check| async move {
                 match check {

@@ -499,8 +499,7 @@ impl ImageEntry<'_> {
     }
 }
 
-/// Why each section is refused, shared by [`ImageSetConfig::unsupported_sections`] and
-/// [`ImageSetConfig::ensure_supported`].
+/// The reason [`ImageSetConfig::ensure_supported`] gives for release, operator and helm sections.
 const LATER: &str = "release payloads, operator catalogs and helm charts arrive in a later release";
 
 impl ImageSetConfig {
@@ -513,8 +512,8 @@ impl ImageSetConfig {
             .and_then(|e| Location::from_yaml(e.value))
     }
 
-    /// Where the key of the mapping entry at `path` is written (the start of its line's key),
-    /// falling back to the value's location for list items and the top level.
+    /// Where the key of the mapping entry at `path` is written (`operators:` rather than its
+    /// first item), falling back to the value's location for list items and the top level.
     pub fn key_location(&self, path: &str) -> Option<Location> {
         self.index
             .get(path)

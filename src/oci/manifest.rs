@@ -34,7 +34,7 @@ pub struct RawManifest {
 #[derive(Clone, Debug)]
 pub enum Parsed {
     /// A single-platform image: config plus layers.
-    Image(OciImageManifest),
+    Image(Box<OciImageManifest>),
     /// An index or manifest list of per-platform images.
     Index(OciImageIndex),
 }
@@ -99,7 +99,7 @@ impl RawManifest {
                     .map_err(invalid)
             }
             OCI_IMAGE_MEDIA_TYPE | IMAGE_MANIFEST_MEDIA_TYPE => serde_json::from_slice(&self.bytes)
-                .map(Parsed::Image)
+                .map(|m| Parsed::Image(Box::new(m)))
                 .map_err(invalid),
             other => Err(ManifestError::Unsupported(other.to_string())),
         }

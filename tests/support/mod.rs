@@ -3,7 +3,8 @@
 //! (Distribution 2.8, skopeo) rather than mocks.
 //!
 //! A test binary includes it with `mod support;`. Everything binds to 127.0.0.1 and stops on
-//! drop. Not every binary uses every item, hence `dead_code` is allowed here.
+//! drop. Not every binary uses every item, hence `dead_code` is allowed on each item here (not
+//! as an inner attribute: an includer that adds its own `#[allow(dead_code)]` would duplicate it).
 //!
 //! - [`registry::Registry`]: a `docker-registry serve` process in one of three flavours (plain
 //!   HTTP, HTTPS + htpasswd, HTTPS + token auth), with accessors for URLs, CA, credentials and
@@ -12,14 +13,19 @@
 //! - [`images`]: a deterministic synthetic image set and helpers to push custom images.
 //! - [`client::RegistryClient`]: the small distribution-API client the generator pushes with.
 
-#![allow(dead_code)]
-
+#[allow(dead_code)]
 pub mod client;
+#[allow(dead_code)]
 pub mod images;
+#[allow(dead_code)]
 pub mod layers;
+#[allow(dead_code)]
 pub mod registry;
+#[allow(dead_code)]
 pub mod reglog;
+#[allow(dead_code)]
 pub mod tls;
+#[allow(dead_code)]
 pub mod token;
 
 use std::future::Future;
@@ -32,12 +38,14 @@ pub use registry::{Flavour, Registry, TokenOptions};
 
 /// Writes one `auth.json` with the credentials of every authenticated registry in `registries`
 /// (for a run that reads from one and writes to another). Panics on I/O errors.
+#[allow(dead_code)]
 pub fn write_merged_authfile(path: &Path, registries: &[&Registry]) {
     registry::write_authfile_entries(path, &[], registries).expect("writing auth.json");
 }
 
 /// Writes one `auth.json` with `entries` (`(host, user, password)`, e.g. a wrong password on
 /// purpose) plus the real credentials of `registries` for hosts the entries do not name.
+#[allow(dead_code)]
 pub fn write_authfile_with(
     path: &Path,
     entries: &[(String, &str, &str)],
@@ -47,6 +55,7 @@ pub fn write_authfile_with(
 }
 
 /// Writes the CA certificates of the TLS registries among `registries` into one PEM bundle.
+#[allow(dead_code)]
 pub fn write_ca_bundle(path: &Path, registries: &[&Registry]) {
     registry::write_ca_bundle_of(path, registries).expect("writing CA bundle");
 }
@@ -56,6 +65,7 @@ pub fn write_ca_bundle(path: &Path, registries: &[&Registry]) {
 /// Works from plain `#[test]` functions and from inside `#[tokio::test]` alike (a runtime cannot
 /// be blocked on from within another one on the same thread). Anything runtime-bound that the
 /// future creates (a `reqwest::Client`, say) must not outlive it.
+#[allow(dead_code)]
 pub fn block_on<F>(fut: F) -> F::Output
 where
     F: Future + Send,
@@ -76,6 +86,7 @@ where
 
 /// Decodes `%XX` escapes (and `+` as a space when `plus_is_space`), leaving malformed escapes
 /// as they are. Used for query strings and for URIs in the registry log.
+#[allow(dead_code)]
 pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -109,6 +120,7 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
 }
 
 /// Splits a query string (without the `?`) into decoded `(key, value)` pairs, in order.
+#[allow(dead_code)]
 pub fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
@@ -121,6 +133,7 @@ pub fn query_pairs(query: &str) -> Vec<(String, String)> {
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (for query values).
+#[allow(dead_code)]
 pub fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
