@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo test --locked --all-targets -- --test-threads=4
+cargo test --locked --lib --bins --tests -- --test-threads=4
