@@ -323,47 +323,46 @@ pub async fn verify_registry(
     };
     /// One check's outcome: what is missing, what is wrong, bytes confirmed.
     type Outcome = (Option<String>, Option<String>, u64);
-    let results: Vec<Result<Outcome>> =
-        futures_util::stream::iter(checks)
-            .map(|check| async move {
-                match check {
-                    Check::Manifest {
-                        repo,
-                        reference,
-                        expect,
-                        what,
-                    } => match client.head_manifest(&repo, &reference).await? {
-                        None => Ok((Some(format!("manifest {what}")), None, 0)),
-                        Some(d) if d == expect => Ok((None, None, 0)),
-                        Some(d) => Ok((
+    let results: Vec<Result<Outcome>> = futures_util::stream::iter(checks)
+        .map(|check| async move {
+            match check {
+                Check::Manifest {
+                    repo,
+                    reference,
+                    expect,
+                    what,
+                } => match client.head_manifest(&repo, &reference).await? {
+                    None => Ok((Some(format!("manifest {what}")), None, 0)),
+                    Some(d) if d == expect => Ok((None, None, 0)),
+                    Some(d) => Ok((
+                        None,
+                        Some(format!("manifest {what} is {d}, the record says {expect}")),
+                        0,
+                    )),
+                },
+                Check::Blob { repo, digest, size } => {
+                    match client.head_blob(&repo, &digest).await? {
+                        None => Ok((
+                            Some(format!("blob {}/{repo}@{digest}", target.registry)),
                             None,
-                            Some(format!("manifest {what} is {d}, the record says {expect}")),
                             0,
                         )),
-                    },
-                    Check::Blob { repo, digest, size } => {
-                        match client.head_blob(&repo, &digest).await? {
-                            None => Ok((
-                                Some(format!("blob {}/{repo}@{digest}", target.registry)),
-                                None,
-                                0,
+                        Some(s) if s == size => Ok((None, None, s)),
+                        Some(s) => Ok((
+                            None,
+                            Some(format!(
+                                "blob {}/{repo}@{digest} is {s} bytes, the record says {size}",
+                                target.registry
                             )),
-                            Some(s) if s == size => Ok((None, None, s)),
-                            Some(s) => Ok((
-                                None,
-                                Some(format!(
-                                    "blob {}/{repo}@{digest} is {s} bytes, the record says {size}",
-                                    target.registry
-                                )),
-                                s,
-                            )),
-                        }
+                            s,
+                        )),
                     }
                 }
-            })
-            .buffer_unordered(8)
-            .collect()
-            .await;
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
     for r in results {
         let (missing, corrupt, bytes) = r?;
         report.checked += 1;
