@@ -4,7 +4,6 @@
 
 use super::plan::{rewrite_index, BlobNode, ResolvedImage, Source};
 use super::record::{ImageRecord, ManifestRecord};
-use crate::oci::digest::Digest;
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
 use crate::oci::reference::RegistryTarget;
@@ -324,9 +323,4 @@ fn push_reference(image: &ResolvedImage, root: &RawManifest) -> String {
         Some(t) => t.clone(),
         None => root.digest.to_string(),
     }
-}
-
-/// The digest an image ends up under at the destination.
-pub fn destination_digest(record: &ImageRecord) -> &Digest {
-    &record.digest
 }
