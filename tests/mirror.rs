@@ -75,34 +75,6 @@ fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&str])
     path
 }
 
-/// An auth file with the credentials of every given registry.
-fn write_authfile(path: &Path, entries: &[(String, String, String)]) {
-    use base64::Engine as _;
-    let mut auths = serde_json::Map::new();
-    for (host, user, pass) in entries {
-        let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-        auths.insert(host.clone(), serde_json::json!({ "auth": auth }));
-    }
-    std::fs::write(path, serde_json::json!({ "auths": auths }).to_string()).unwrap();
-}
-
-fn creds_of(regs: &[&Registry]) -> Vec<(String, String, String)> {
-    regs.iter()
-        .filter_map(|r| r.credentials().map(|(u, p)| (r.host(), u, p)))
-        .collect()
-}
-
-/// One PEM file with the CAs of every given registry.
-fn write_ca_bundle(path: &Path, regs: &[&Registry]) {
-    let mut pem = String::new();
-    for r in regs {
-        if let Some(ca) = r.ca_pem() {
-            pem.push_str(&std::fs::read_to_string(ca).unwrap());
-        }
-    }
-    std::fs::write(path, pem).unwrap();
-}
-
 fn record(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -413,9 +385,9 @@ fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
     let work = tempfile::tempdir().unwrap();
     let cfg = write_config(work.path(), &pushed[..2], &src.host(), &["amd64"]);
     let auth = work.path().join("auth.json");
-    write_authfile(&auth, &creds_of(&[src, dst]));
+    support::write_merged_authfile(&auth, &[src, dst]);
     let ca = work.path().join("ca.pem");
-    write_ca_bundle(&ca, &[src, dst]);
+    support::write_ca_bundle(&ca, &[src, dst]);
     let dest = format!("docker://{}/m", dst.host());
     let rec = work.path().join("rec.json");
     let args = |extra: &[&str]| -> Vec<String> {
@@ -461,9 +433,11 @@ fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
     }
     // A wrong password is refused, naming the registry; the password is never printed.
     let bad = work.path().join("bad.json");
-    let mut entries = creds_of(&[src]);
-    entries.push((dst.host(), "tester".into(), "wrong-password-123".into()));
-    write_authfile(&bad, &entries);
+    support::write_authfile_with(
+        &bad,
+        &[(dst.host(), "tester", "wrong-password-123")],
+        &[src],
+    );
     let err = failed(&run(args(&[
         "--authfile",
         bad.to_str().unwrap(),
