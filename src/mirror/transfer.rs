@@ -205,20 +205,21 @@ impl Transfer {
     }
 
     /// Writes or pushes every image's manifests (children first) and returns what the record
-    /// says of each. `rewrite_filtered` pushes an index of only the kept children to a registry
-    /// (a new digest) instead of the source's index verbatim.
+    /// says of each, in the order of `images`. `rewrite_filtered` pushes an index of only the
+    /// kept children to a registry (a new digest) instead of the source's index verbatim.
+    /// Registry pushes run `concurrency` images at a time; each image's children still go
+    /// before its index.
     pub async fn push_manifests(
         &self,
         images: &[ResolvedImage],
         rewrite_filtered: bool,
     ) -> Result<Vec<ImageRecord>> {
-        let mut records = Vec::new();
-        let mut index_entries = Vec::new();
-        for image in images {
-            let mut root = image.root.clone();
-            let sparse = !image.dropped.is_empty();
-            match &self.dest {
-                Destination::Layout(layout) => {
+        match &self.dest {
+            Destination::Layout(layout) => {
+                let mut records = Vec::new();
+                let mut index_entries = Vec::new();
+                for image in images {
+                    let root = &image.root;
                     for c in &image.children {
                         layout
                             .write_bytes(&c.manifest.digest, c.manifest.bytes.clone())
@@ -233,48 +234,23 @@ impl Transfer {
                         size: root.bytes.len() as u64,
                         annotations,
                     });
+                    records.push(self.image_record(image, root));
                 }
-                Destination::Registry { client, target } => {
-                    let repo = target.repository_for(&image.source.repository);
-                    for c in &image.children {
-                        client
-                            .put_manifest(&repo, &c.manifest.digest.to_string(), &c.manifest)
-                            .await
-                            .with_context(|| {
-                                format!("pushing a child manifest of {}", image.source)
-                            })?;
-                    }
-                    if sparse && rewrite_filtered {
-                        root = rewrite_index(image)?;
-                    }
-                    let reference = push_reference(image, &root);
-                    if let Err(e) = client.put_manifest(&repo, &reference, &root).await {
-                        let rejected_sparse = sparse
-                            && e.code().is_some_and(|c| {
-                                c.contains("MANIFEST_BLOB_UNKNOWN")
-                                    || c.contains("MANIFEST_UNKNOWN")
-                            });
-                        if rejected_sparse {
-                            anyhow::bail!(
-                                "{}: {} refused the index of {} because it lists platforms that were filtered out ({}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those architectures in mirror.platform.architectures",
-                                target.registry,
-                                target.registry,
-                                image.source,
-                                image.dropped.join(", ")
-                            );
-                        }
-                        return Err(
-                            anyhow::Error::new(e).context(format!("pushing {}", image.source))
-                        );
-                    }
-                }
+                layout.add_to_index(&index_entries)?;
+                Ok(records)
             }
-            records.push(self.image_record(image, &root));
+            Destination::Registry { client, target } => {
+                let pushed: Vec<Result<ImageRecord>> = futures_util::stream::iter(images)
+                    .map(|image| async move {
+                        let root = push_image(client, target, image, rewrite_filtered).await?;
+                        Ok(self.image_record(image, &root))
+                    })
+                    .buffered(self.concurrency.max(1))
+                    .collect()
+                    .await;
+                pushed.into_iter().collect()
+            }
         }
-        if let Destination::Layout(layout) = &self.dest {
-            layout.add_to_index(&index_entries)?;
-        }
-        Ok(records)
     }
 
     fn image_record(&self, image: &ResolvedImage, root: &RawManifest) -> ImageRecord {
@@ -323,4 +299,44 @@ fn push_reference(image: &ResolvedImage, root: &RawManifest) -> String {
         Some(t) => t.clone(),
         None => root.digest.to_string(),
     }
+}
+
+/// Pushes one image's manifests to a registry, children first; returns the top manifest as
+/// pushed (the source's, or the rewritten index).
+async fn push_image(
+    client: &RegistryClient,
+    target: &RegistryTarget,
+    image: &ResolvedImage,
+    rewrite_filtered: bool,
+) -> Result<RawManifest> {
+    let repo = target.repository_for(&image.source.repository);
+    for c in &image.children {
+        client
+            .put_manifest(&repo, &c.manifest.digest.to_string(), &c.manifest)
+            .await
+            .with_context(|| format!("pushing a child manifest of {}", image.source))?;
+    }
+    let sparse = !image.dropped.is_empty();
+    let root = if sparse && rewrite_filtered {
+        rewrite_index(image)?
+    } else {
+        image.root.clone()
+    };
+    let reference = push_reference(image, &root);
+    if let Err(e) = client.put_manifest(&repo, &reference, &root).await {
+        let rejected_sparse = sparse
+            && e.code().is_some_and(|c| {
+                c.contains("MANIFEST_BLOB_UNKNOWN") || c.contains("MANIFEST_UNKNOWN")
+            });
+        if rejected_sparse {
+            anyhow::bail!(
+                "{registry} refused the index of {source} because it lists platforms that were filtered out ({dropped}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those architectures in mirror.platform.architectures",
+                registry = target.registry,
+                source = image.source,
+                dropped = image.dropped.join(", ")
+            );
+        }
+        return Err(anyhow::Error::new(e).context(format!("pushing {}", image.source)));
+    }
+    Ok(root)
 }
