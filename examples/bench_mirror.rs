@@ -133,10 +133,9 @@ fn main() {
 
         let ours_dst = Registry::plain();
         let theirs_dst = Registry::plain();
-        let ours = measure(
-            &format!("{name} mirror-to-mirror bootstrap"),
-            &bin,
-            &[
+        // The same two commands serve the first run and, on the wide set, the rerun.
+        let ours_args = |record: &str| {
+            vec![
                 s("mirror"),
                 s("-c"),
                 cfg.display().to_string(),
@@ -146,58 +145,33 @@ fn main() {
                 s("--plain-http"),
                 ours_dst.host(),
                 s("--record"),
-                work.path()
-                    .join(format!("{name}-rec.json"))
-                    .display()
-                    .to_string(),
-            ],
+                work.path().join(record).display().to_string(),
+            ]
+        };
+        let theirs_args = vec![
+            s("sync"),
+            s("--src"),
+            s("yaml"),
+            s("--dest"),
+            s("docker"),
+            s("--dest-tls-verify=false"),
+            yaml.display().to_string(),
+            format!("{}/m", theirs_dst.host()),
+        ];
+        let ours = measure(
+            &format!("{name} mirror-to-mirror bootstrap"),
+            &bin,
+            &ours_args(&format!("{name}-rec.json")),
         );
         let theirs = measure(
             &format!("{name} mirror-to-mirror skopeo sync"),
             "skopeo",
-            &[
-                s("sync"),
-                s("--src"),
-                s("yaml"),
-                s("--dest"),
-                s("docker"),
-                s("--dest-tls-verify=false"),
-                yaml.display().to_string(),
-                format!("{}/m", theirs_dst.host()),
-            ],
+            &theirs_args,
         );
         ratio(&format!("{name} mirror-to-mirror"), ours, theirs);
         if name == "wide" {
-            let ours = measure(
-                "wide rerun bootstrap",
-                &bin,
-                &[
-                    s("mirror"),
-                    s("-c"),
-                    cfg.display().to_string(),
-                    format!("docker://{}/m", ours_dst.host()),
-                    s("--plain-http"),
-                    src.host(),
-                    s("--plain-http"),
-                    ours_dst.host(),
-                    s("--record"),
-                    work.path().join("wide-rec2.json").display().to_string(),
-                ],
-            );
-            let theirs = measure(
-                "wide rerun skopeo sync",
-                "skopeo",
-                &[
-                    s("sync"),
-                    s("--src"),
-                    s("yaml"),
-                    s("--dest"),
-                    s("docker"),
-                    s("--dest-tls-verify=false"),
-                    yaml.display().to_string(),
-                    format!("{}/m", theirs_dst.host()),
-                ],
-            );
+            let ours = measure("wide rerun bootstrap", &bin, &ours_args("wide-rec2.json"));
+            let theirs = measure("wide rerun skopeo sync", "skopeo", &theirs_args);
             ratio("wide rerun (nothing to do)", ours, theirs);
         } else {
             let dir = work.path().join("disk-ours");
