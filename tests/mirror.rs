@@ -524,42 +524,40 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
     let dir = work.path().join("mirror");
     let dir_url = format!("file://{}", dir.display());
 
+    // A config that is refused before anything is fetched: the error, and nothing on disk.
+    let refused = |name: &str, text: &str| -> String {
+        let cfg = work.path().join(name);
+        std::fs::write(&cfg, text).unwrap();
+        let err = failed(&bootstrap(&[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dir_url,
+        ]));
+        assert!(!dir.exists(), "a refused config left {}", dir.display());
+        err
+    };
+    let header = "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n";
+
     // An unknown key: file, line and column, and the key.
-    let cfg = work.path().join("unknown.yaml");
-    std::fs::write(
-        &cfg,
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImage:\n  - name: a.io/b:c\n",
-    )
-    .unwrap();
-    let err = failed(&bootstrap(&[
-        "mirror",
-        "-c",
-        cfg.to_str().unwrap(),
-        &dir_url,
-    ]));
+    let err = refused(
+        "unknown.yaml",
+        &format!("{header}  additionalImage:\n  - name: a.io/b:c\n"),
+    );
     assert!(
         err.contains("unknown.yaml:4:3") && err.contains("additionalImage"),
         "{err}"
     );
-    assert!(!dir.exists());
 
     // A malformed reference: the field path and what is wrong.
-    std::fs::write(
-        &cfg,
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: a.io/B:c\n",
-    )
-    .unwrap();
-    let err = failed(&bootstrap(&[
-        "mirror",
-        "-c",
-        cfg.to_str().unwrap(),
-        &dir_url,
-    ]));
+    let err = refused(
+        "malformed.yaml",
+        &format!("{header}  additionalImages:\n  - name: a.io/B:c\n"),
+    );
     assert!(
         err.contains("additionalImages[0]") && err.contains("lowercase"),
         "{err}"
     );
-    assert!(!dir.exists());
 
     // An image that does not exist: named, nothing written.
     let mut missing = pushed[0].clone();
