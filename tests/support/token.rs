@@ -371,28 +371,26 @@ fn respond(head: &str, state: &State) -> (u16, Vec<(&'static str, String)>, Stri
             .strip_prefix("Basic ")
             .and_then(|b| STANDARD.decode(b.trim()).ok())
             .and_then(|b| String::from_utf8(b).ok());
-        let Some((user, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
-            record.status = 401;
-            state.rejected.fetch_add(1, Ordering::SeqCst);
-            state.record(record);
-            return (
-                401,
-                vec![challenge],
-                error("UNAUTHORIZED", "malformed credentials").to_string(),
-            );
+        let creds = decoded.as_deref().and_then(|d| d.split_once(':'));
+        let refusal = match creds {
+            None => Some("malformed credentials"),
+            Some((user, password)) => {
+                record.user = Some(user.to_string());
+                (user != state.config.user || password != state.config.password)
+                    .then_some("authentication failed")
+            }
         };
-        record.user = Some(user.to_string());
-        if user != state.config.user || password != state.config.password {
+        if let Some(message) = refusal {
             record.status = 401;
             state.rejected.fetch_add(1, Ordering::SeqCst);
             state.record(record);
             return (
                 401,
                 vec![challenge],
-                error("UNAUTHORIZED", "authentication failed").to_string(),
+                error("UNAUTHORIZED", message).to_string(),
             );
         }
-        subject = user.to_string();
+        subject = creds.map(|(user, _)| user.to_string()).unwrap_or_default();
     }
     let access: Vec<Value> = if subject.is_empty() {
         Vec::new()
