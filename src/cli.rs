@@ -85,6 +85,55 @@ pub struct MirrorArgs {
     #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
     pub max_concurrent_blobs: usize,
 
+    /// Blob transfers talking to one registry at once (source or destination).
+    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
+    pub max_connections_per_registry: usize,
+
+    /// Upload chunk size in MiB: blobs larger than this are pushed in chunks of this size,
+    /// each recorded when the registry acknowledged it, so a broken connection or a killed run
+    /// costs at most one chunk.
+    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CHUNK_MIB, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub chunk_size: u64,
+
+    /// Tries per request and per blob before giving up on transient failures (connection
+    /// errors, HTTP 5xx and 429, cut or corrupted bodies, stalls); waits back off
+    /// exponentially with jitter, or as the registry's Retry-After says.
+    #[arg(long, default_value_t = 6, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub retries: u32,
+
+    /// A blob stream moving less than --stall-floor bytes per second for this many seconds is
+    /// abandoned and retried from where it stopped. There is no timeout per blob or image.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub stall_timeout: u64,
+
+    /// The throughput in bytes per second below which a stream counts as stalled.
+    #[arg(long, default_value_t = 1024, value_name = "BYTES")]
+    pub stall_floor: u64,
+
+    /// Where in-progress state is kept (the upload journal that lets a rerun continue a
+    /// push). Default: DIR/.bootstrap for a disk destination, ./.bootstrap-work otherwise.
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+
+    /// Start even when the free space at a disk destination looks too small for the bytes
+    /// still to write.
+    #[arg(long)]
+    pub ignore_free_space: bool,
+
+    /// Keep going when an image fails: mirror every image that can be, record only those, and
+    /// still exit non-zero. Without it the run stops at the first failure.
+    #[arg(long)]
+    pub continue_on_error: bool,
+
+    /// Where to write the per-image status (JSON: ok, failed or skipped, with the error).
+    /// Default: DIR/mirror-status.json for a disk destination, else
+    /// ./mirror-status-<UTC time>.json beside the record.
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
+
     /// Where to write the mirror record for a registry destination. Default:
     /// ./mirror-record-<UTC time>.json. (A disk mirror keeps its record in DIR.)
     #[arg(long, value_name = "FILE")]

@@ -45,7 +45,7 @@ pub struct Progress {
 
 struct Inner {
     bars: Option<(MultiProgress, ProgressBar)>,
-    total: u64,
+    total: AtomicU64,
     done: AtomicU64,
     last_line: Mutex<Instant>,
     label: String,
@@ -93,11 +93,19 @@ impl Progress {
         Progress {
             inner: Arc::new(Inner {
                 bars,
-                total,
+                total: AtomicU64::new(total),
                 done: AtomicU64::new(0),
                 last_line: Mutex::new(Instant::now()),
                 label: label.to_string(),
             }),
+        }
+    }
+
+    /// Sets the bytes the whole operation moves, once it is known.
+    pub fn set_total(&self, total: u64) {
+        self.inner.total.store(total, Ordering::Relaxed);
+        if let Some((_, bar)) = &self.inner.bars {
+            bar.set_length(total);
         }
     }
 
@@ -107,6 +115,7 @@ impl Progress {
         match &self.inner.bars {
             Some((_, bar)) => bar.inc(n),
             None => {
+                let total = self.inner.total.load(Ordering::Relaxed);
                 let mut last = self.inner.last_line.lock().expect("progress lock");
                 if last.elapsed() >= Duration::from_secs(10) {
                     *last = Instant::now();
@@ -114,8 +123,8 @@ impl Progress {
                         "{}: {} of {} ({}%)",
                         self.inner.label,
                         human_bytes(done),
-                        human_bytes(self.inner.total),
-                        done * 100 / self.inner.total.max(1)
+                        human_bytes(total),
+                        done * 100 / total.max(1)
                     );
                 }
             }

@@ -2,8 +2,11 @@
 //! registry, or from registry to registry, verified and recorded for auditors.
 
 pub mod config;
+pub mod journal;
 pub mod plan;
 pub mod record;
+pub mod space;
+pub mod status;
 pub mod transfer;
 
 use crate::cli::{MirrorArgs, RegistryArgs};
@@ -12,16 +15,19 @@ use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::{ImageRef, RegistryTarget};
 use crate::oci::registry::{Registries, RegistryOptions};
+use crate::oci::retry::RetryPolicy;
+use crate::oci::stall::StallPolicy;
 use crate::output::{human_bytes, OutputFormat, Progress};
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
 use plan::{ResolvedImage, Source};
 use record::{BlobRecord, ConfigInfo, MirrorRecord, RunInfo};
+use status::{ImageStatus, Outcome, StatusFile};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use transfer::{Destination, Stats, Transfer};
+use transfer::{Destination, Transfer, TransferSettings};
 
 /// A mirror location given on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,12 +58,21 @@ impl Location {
 
 /// Builds registry clients from the command line's registry flags.
 pub fn registries(args: &RegistryArgs) -> Result<Registries> {
+    registries_with(
+        args,
+        RetryPolicy::with_attempts(RetryPolicy::default().attempts),
+    )
+}
+
+/// Builds registry clients that retry transient failures under `retry`.
+pub fn registries_with(args: &RegistryArgs, retry: RetryPolicy) -> Result<Registries> {
     let authfile = AuthFile::load(args.authfile.as_deref())?;
     Registries::new(RegistryOptions {
         authfile,
         ca_bundle: args.ca_bundle.clone(),
         plain_http: args.plain_http.clone(),
         insecure_tls: args.insecure_skip_tls_verify.clone(),
+        retry,
     })
 }
 
@@ -155,14 +170,24 @@ pub struct Summary {
     pub blobs_mounted: u64,
     /// Blobs the destination already had.
     pub blobs_present: u64,
+    /// Images the destination already held exactly; nothing of theirs was sent.
+    pub images_unchanged: usize,
+    /// Images that failed or were skipped (see the status file).
+    pub images_failed: usize,
     /// Bytes moved this run.
     pub bytes_transferred: u64,
+    /// Bytes an interrupted attempt or run had moved and this run continued from.
+    pub bytes_resumed: u64,
+    /// Transient failures that were retried.
+    pub retries: u64,
     /// Bytes of the whole set.
     pub bytes_total: u64,
     /// Seconds the run took.
     pub seconds: f64,
     /// Where the mirror record was written.
     pub record: String,
+    /// Where the per-image status was written.
+    pub status: String,
 }
 
 /// Runs `bootstrap mirror`.
@@ -170,7 +195,18 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let started = record::now_rfc3339();
     let clock = std::time::Instant::now();
     let dest_loc = Location::parse(&args.destination, "the destination")?;
-    let regs = Arc::new(registries(&args.registry)?);
+    let settings = TransferSettings {
+        concurrency: args.max_concurrent_blobs.max(1),
+        connections_per_registry: args.max_connections_per_registry.max(1),
+        chunk_size: args.chunk_size * 1024 * 1024,
+        retry: RetryPolicy::with_attempts(args.retries),
+        stall: StallPolicy {
+            window: std::time::Duration::from_secs(args.stall_timeout),
+            floor: args.stall_floor,
+        },
+        continue_on_error: args.continue_on_error,
+    };
+    let regs = Arc::new(registries_with(&args.registry, settings.retry)?);
     let (source, wanted) = match (&args.from, &args.config) {
         (Some(from), _) => match Location::parse(from, "--from")? {
             Location::Disk(dir) => {
@@ -188,19 +224,157 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     if matches!(source, Source::Layout(_)) && matches!(dest_loc, Location::Disk(_)) {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
-    // Reach the destination first: an unreachable or refusing registry should fail in a second,
-    // not after the whole set was resolved.
-    let dest = match &dest_loc {
+    let dest = connect_destination(&dest_loc, &regs).await?;
+    let resolved = resolve_all(&source, &wanted, settings.concurrency).await;
+    let mut statuses = Vec::new();
+    let mut images = Vec::new();
+    for (image, result) in wanted.images.iter().map(|(i, _)| i).zip(resolved) {
+        match result {
+            Ok(r) => images.push(r),
+            // Bad input fails before anything is written, unless told to carry on.
+            Err(e) if !args.continue_on_error => return Err(e),
+            Err(e) => statuses.push(ImageStatus::failed(image, &e)),
+        }
+    }
+    let (dest, _lock, workdir) = open_destination(dest, args.workdir.as_deref())?;
+    let journal = match &dest {
+        Destination::Registry { .. } => Some(journal::Journal::open(&workdir)?),
+        Destination::Layout(_) => None,
+    };
+    let progress = Progress::new("mirror", 0);
+    let transfer = Transfer::new(source, dest.clone(), settings, journal, progress);
+    let unchanged = transfer
+        .already_mirrored(&images, args.rewrite_filtered_indexes)
+        .await;
+    let (done, todo): (Vec<_>, Vec<_>) =
+        images.iter().zip(unchanged).partition(|(_, u)| u.is_some());
+    let todo: Vec<&ResolvedImage> = todo.into_iter().map(|(i, _)| i).collect();
+    let todo_owned: Vec<ResolvedImage> = todo.iter().map(|i| (*i).clone()).collect();
+    let nodes = plan::blob_graph(&todo_owned);
+    let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
+    if let Destination::Layout(layout) = &dest {
+        space::preflight(layout, &nodes, args.ignore_free_space)?;
+    }
+    transfer.progress.set_total(total);
+    transfer.progress.println(&format!(
+        "mirroring {} images ({} already at the destination; {} unique blobs, {}) from {} to {}",
+        images.len(),
+        done.len(),
+        nodes.len(),
+        human_bytes(total),
+        wanted.source_label,
+        args.destination
+    ));
+    let outcome = transfer.copy_blobs(nodes.clone()).await;
+    transfer.progress.finish();
+    let (pushable, mut blocked) = status::split_by_blobs(&todo, &outcome);
+    let pushed = transfer
+        .push_manifests(&pushable, args.rewrite_filtered_indexes)
+        .await?;
+    let mut image_records = Vec::new();
+    let mut mirrored = Vec::new();
+    for (image, rec) in done.iter().map(|(i, u)| (*i, u.clone())) {
+        let rec = rec.expect("partitioned on Some");
+        statuses.push(ImageStatus::ok(&image.source, &rec));
+        image_records.push(rec);
+        mirrored.push(image);
+    }
+    for (image, result) in pushable.iter().zip(pushed) {
+        match result {
+            Ok(rec) => {
+                statuses.push(ImageStatus::ok(&image.source, &rec));
+                image_records.push(rec);
+                mirrored.push(image);
+            }
+            Err(e) => statuses.push(ImageStatus::failed(&image.source, &e)),
+        }
+    }
+    statuses.append(&mut blocked);
+    let stats = &transfer.stats;
+    let run = RunInfo {
+        tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
+        config: wanted.config.clone(),
+        source: wanted.source_label.clone(),
+        destination: args.destination.clone(),
+        started: started.clone(),
+        finished: record::now_rfc3339(),
+        images: image_records.len(),
+        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
+    };
+    let mirrored_owned: Vec<ResolvedImage> = mirrored.iter().map(|i| (*i).clone()).collect();
+    let blobs = plan::blob_graph(&mirrored_owned)
+        .iter()
+        .map(|n| BlobRecord {
+            digest: n.blob.digest.clone(),
+            size: n.blob.size,
+        })
+        .collect();
+    let mut rec = MirrorRecord::new(run, image_records, blobs);
+    let stamp = file_stamp();
+    let record_path = write_record(&dest, &mut rec, args.record.clone(), &stamp)?;
+    let status = StatusFile::new(&wanted.source_label, &args.destination, started, statuses);
+    let status_path = match (&args.status_file, &dest) {
+        (Some(p), _) => p.clone(),
+        (None, Destination::Layout(layout)) => layout.root().join(status::STATUS_FILE),
+        (None, Destination::Registry { .. }) => {
+            PathBuf::from(format!("mirror-status-{stamp}.json"))
+        }
+    };
+    status.write(&status_path)?;
+    let failed = status.failed + status.skipped;
+    let summary = Summary {
+        source: wanted.source_label,
+        destination: args.destination,
+        images: mirrored.len(),
+        blobs: rec.blobs.len(),
+        blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
+        blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
+        blobs_present: stats.blobs_present.load(Ordering::Relaxed),
+        images_unchanged: done.len(),
+        images_failed: failed,
+        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
+        bytes_resumed: stats.bytes_resumed.load(Ordering::Relaxed),
+        retries: stats.retries.load(Ordering::Relaxed),
+        bytes_total: rec.blobs.iter().map(|b| b.size).sum(),
+        seconds: clock.elapsed().as_secs_f64(),
+        record: record_path.display().to_string(),
+        status: status_path.display().to_string(),
+    };
+    print_summary(&summary, &mirrored, output)?;
+    if failed > 0 {
+        for s in status.images.iter().filter(|s| s.outcome != Outcome::Ok) {
+            eprintln!(
+                "error: {} {}: {}",
+                s.source,
+                s.outcome.as_str(),
+                s.error.as_deref().unwrap_or("")
+            );
+        }
+        eprintln!(
+            "error: {failed} of {} images were not mirrored (see {}); run the same command again to continue",
+            status.images.len(),
+            status_path.display()
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reaches a registry destination first: an unreachable or refusing registry should fail in
+/// seconds, not after the whole set was resolved. A disk destination is only checked here;
+/// it is created after every image resolved, so bad input leaves nothing behind.
+async fn connect_destination(dest: &Location, regs: &Registries) -> Result<Destination> {
+    match dest {
         Location::Registry(target) => {
             let client = regs.client(&target.registry)?;
             client
                 .ping()
                 .await
                 .context("checking the destination registry")?;
-            Destination::Registry {
+            Ok(Destination::Registry {
                 client,
                 target: target.clone(),
-            }
+            })
         }
         Location::Disk(dir) => {
             if dir.exists() && !dir.is_dir() {
@@ -209,60 +383,52 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
                     dir.display()
                 );
             }
-            // Created only after every image resolved, so a bad input leaves nothing behind.
-            Destination::Layout(OciLayout::unopened(dir))
+            Ok(Destination::Layout(OciLayout::unopened(dir)))
         }
-    };
-    let images = resolve_all(&source, &wanted, args.max_concurrent_blobs).await?;
-    let dest = match dest {
-        Destination::Layout(l) => Destination::Layout(OciLayout::create(l.root())?),
-        d => d,
-    };
-    let nodes = plan::blob_graph(&images);
-    let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
-    let blob_count = nodes.len();
-    let progress = Progress::new("mirror", total);
-    progress.println(&format!(
-        "mirroring {} images ({} unique blobs, {}) from {} to {}",
-        images.len(),
-        blob_count,
-        human_bytes(total),
-        wanted.source_label,
-        args.destination
-    ));
-    let transfer = Transfer {
-        source,
-        dest: dest.clone(),
-        concurrency: args.max_concurrent_blobs,
-        progress: progress.clone(),
-        stats: Arc::new(Stats::default()),
-    };
-    let copied = transfer.copy_blobs(nodes.clone()).await;
-    progress.finish();
-    copied?;
-    let image_records = transfer
-        .push_manifests(&images, args.rewrite_filtered_indexes)
-        .await?;
-    let stats = &transfer.stats;
-    let run = RunInfo {
-        tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
-        config: wanted.config.clone(),
-        source: wanted.source_label.clone(),
-        destination: args.destination.clone(),
-        started,
-        finished: record::now_rfc3339(),
-        images: images.len(),
-        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
-    };
-    let blobs = nodes
-        .iter()
-        .map(|n| BlobRecord {
-            digest: n.blob.digest.clone(),
-            size: n.blob.size,
-        })
-        .collect();
-    let mut rec = MirrorRecord::new(run, image_records, blobs);
-    let record_path = match &dest {
+    }
+}
+
+/// Creates a disk destination and takes its lock; picks the working directory.
+fn open_destination(
+    dest: Destination,
+    workdir: Option<&Path>,
+) -> Result<(Destination, Option<std::fs::File>, PathBuf)> {
+    match dest {
+        Destination::Layout(l) => {
+            let layout = OciLayout::create(l.root())?;
+            let lock = layout.lock()?;
+            let workdir = workdir
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| layout.root().join(".bootstrap"));
+            Ok((Destination::Layout(layout), Some(lock), workdir))
+        }
+        d => {
+            let workdir = workdir
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from(".bootstrap-work"));
+            Ok((d, None, workdir))
+        }
+    }
+}
+
+/// `YYYYMMDDTHHMMSSZ`, for default file names.
+fn file_stamp() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .unwrap_or_default()
+}
+
+/// Writes the mirror record: inside a disk mirror (merged with the earlier runs' and with
+/// `SHA256SUMS` renewed), or beside the run for a registry.
+fn write_record(
+    dest: &Destination,
+    rec: &mut MirrorRecord,
+    path: Option<PathBuf>,
+    stamp: &str,
+) -> Result<PathBuf> {
+    match dest {
         Destination::Layout(layout) => {
             let path = layout.root().join(record::RECORD_FILE);
             if path.is_file() {
@@ -271,48 +437,22 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
             }
             rec.write(&path)?;
             record::write_sums(layout.root())?;
-            // The in-progress directory is empty after a clean run; leave no clutter behind.
-            let _ = std::fs::remove_dir(layout.root().join(crate::oci::layout::PARTIAL_DIR));
-            path
+            Ok(path)
         }
         Destination::Registry { .. } => {
-            let path = args.record.clone().unwrap_or_else(|| {
-                PathBuf::from(format!(
-                    "mirror-record-{}.json",
-                    time::OffsetDateTime::now_utc()
-                        .format(time::macros::format_description!(
-                            "[year][month][day]T[hour][minute][second]Z"
-                        ))
-                        .unwrap_or_default()
-                ))
-            });
+            let path = path.unwrap_or_else(|| PathBuf::from(format!("mirror-record-{stamp}.json")));
             rec.write(&path)?;
-            path
+            Ok(path)
         }
-    };
-    let summary = Summary {
-        source: wanted.source_label,
-        destination: args.destination,
-        images: images.len(),
-        blobs: blob_count,
-        blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
-        blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
-        blobs_present: stats.blobs_present.load(Ordering::Relaxed),
-        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
-        bytes_total: total,
-        seconds: clock.elapsed().as_secs_f64(),
-        record: record_path.display().to_string(),
-    };
-    print_summary(&summary, &images, output)?;
-    Ok(ExitCode::SUCCESS)
+    }
 }
 
 async fn resolve_all(
     source: &Source,
     wanted: &Wanted,
     concurrency: usize,
-) -> Result<Vec<ResolvedImage>> {
-    let results: Vec<Result<ResolvedImage>> = futures_util::stream::iter(&wanted.images)
+) -> Vec<Result<ResolvedImage>> {
+    futures_util::stream::iter(&wanted.images)
         .map(|(image, digest)| async move {
             plan::resolve(source, image, digest.as_ref(), &wanted.architectures)
                 .await
@@ -320,11 +460,10 @@ async fn resolve_all(
         })
         .buffered(concurrency.max(1))
         .collect()
-        .await;
-    results.into_iter().collect()
+        .await
 }
 
-fn print_summary(s: &Summary, images: &[ResolvedImage], output: OutputFormat) -> Result<()> {
+fn print_summary(s: &Summary, images: &[&ResolvedImage], output: OutputFormat) -> Result<()> {
     match output {
         OutputFormat::Json => println!("{}", serde_json::to_string_pretty(s)?),
         OutputFormat::Text => {
@@ -348,7 +487,21 @@ fn print_summary(s: &Summary, images: &[ResolvedImage], output: OutputFormat) ->
                 human_bytes(s.bytes_total),
                 s.seconds
             );
+            if s.bytes_resumed > 0 || s.retries > 0 {
+                println!(
+                    "continued {} from interrupted transfers; {} transient failures retried",
+                    human_bytes(s.bytes_resumed),
+                    s.retries
+                );
+            }
+            if s.images_unchanged > 0 {
+                println!(
+                    "{} images were already at the destination",
+                    s.images_unchanged
+                );
+            }
             println!("record: {}", s.record);
+            println!("status: {}", s.status);
         }
     }
     Ok(())

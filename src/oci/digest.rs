@@ -122,6 +122,19 @@ pub struct DigestMismatch {
     pub actual_size: u64,
 }
 
+impl DigestMismatch {
+    /// Content that ran past its size (its digest is not worth computing).
+    pub fn longer(what: String, expected: &Digest, size: u64) -> Self {
+        DigestMismatch {
+            what: format!("{what} (longer than its size)"),
+            expected: expected.clone(),
+            actual: Digest::of(b""),
+            expected_size: size,
+            actual_size: size + 1,
+        }
+    }
+}
+
 /// A running sha256 over a stream, counting bytes as it goes.
 #[derive(Clone, Default)]
 pub struct StreamHasher {
@@ -159,6 +172,27 @@ impl StreamHasher {
             },
             self.len,
         )
+    }
+
+    /// The hasher's state as bytes (hash state and length), so an interrupted transfer can be
+    /// continued later without re-reading what was already hashed. The state says nothing
+    /// about the bytes' correctness: only the final digest does.
+    pub fn save_state(&self) -> Vec<u8> {
+        use sha2::digest::common::hazmat::SerializableState;
+        let mut out = self.len.to_le_bytes().to_vec();
+        out.extend_from_slice(self.hasher.serialize().as_slice());
+        out
+    }
+
+    /// A hasher restored from [`StreamHasher::save_state`]; `None` when the bytes are not a
+    /// state this build wrote (then the caller starts the blob again).
+    pub fn restore_state(bytes: &[u8]) -> Option<Self> {
+        use sha2::digest::common::hazmat::{SerializableState, SerializedState};
+        let (len, state) = bytes.split_at_checked(8)?;
+        let len = u64::from_le_bytes(len.try_into().ok()?);
+        let state = SerializedState::<Sha256>::try_from(state).ok()?;
+        let hasher = Sha256::deserialize(&state).ok()?;
+        Some(StreamHasher { hasher, len })
     }
 
     /// Finishes and checks against what was expected.
@@ -201,6 +235,19 @@ mod tests {
             Err(DigestError::Unsupported(_))
         ));
         assert!("SHA256:E3B0".parse::<Digest>().is_err());
+    }
+
+    #[test]
+    fn saved_state_continues_the_same_digest() {
+        let mut h = StreamHasher::new();
+        h.update(&[7u8; 100_003]);
+        let saved = h.save_state();
+        let mut restored = StreamHasher::restore_state(&saved).expect("state restores");
+        assert_eq!(restored.len(), 100_003);
+        restored.update(b"tail");
+        h.update(b"tail");
+        assert_eq!(restored.finish(), h.finish());
+        assert!(StreamHasher::restore_state(&saved[..20]).is_none());
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! they are written, fsynced, and renamed into place only when their digest matches, so a blob
 //! that is visible is always whole and correct.
 
-use super::digest::{Digest, StreamHasher};
-use super::stream::ByteStream;
+use super::digest::{Digest, DigestMismatch, StreamHasher};
+use super::stream::{ByteStream, OnBytes};
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 
 /// The annotation that names an index entry (skopeo's `oci:DIR:NAME`).
@@ -123,44 +124,113 @@ impl OciLayout {
         Ok(bytes.into())
     }
 
-    /// Writes a blob from a stream: into `.partial/`, hashed while written, fsynced, checked
-    /// against `digest` and `size`, then renamed into `blobs/sha256/`. On any failure the
-    /// partial file is removed and nothing becomes visible.
-    pub async fn write_blob(&self, digest: &Digest, size: u64, mut body: ByteStream) -> Result<()> {
-        let tmp =
-            self.root
-                .join(PARTIAL_DIR)
-                .join(format!("{}.{}", digest.hex(), std::process::id()));
-        let result = async {
-            let mut file = tokio::fs::File::create(&tmp)
-                .await
-                .with_context(|| format!("creating {}", tmp.display()))?;
-            let mut hasher = StreamHasher::new();
-            while let Some(chunk) = body.next().await {
-                let chunk = chunk.with_context(|| format!("reading blob {digest}"))?;
-                hasher.update(&chunk);
-                if hasher.len() > size {
-                    bail!("blob {digest} is longer than its size of {size} bytes");
-                }
-                file.write_all(&chunk)
-                    .await
-                    .with_context(|| format!("writing {}", tmp.display()))?;
+    /// Takes the layout's lock for this process's lifetime (an exclusive `flock` on
+    /// `.partial/lock`), so two runs never write the same partial blobs.
+    pub fn lock(&self) -> Result<std::fs::File> {
+        let path = self.root.join(PARTIAL_DIR).join("lock");
+        let file = fs_err::File::create(&path)?.into_parts().0;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => bail!(
+                "{} is in use by another bootstrap run (it holds {}); wait for it to finish",
+                self.root.display(),
+                path.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("locking {}", path.display()))
             }
-            file.sync_all()
-                .await
-                .with_context(|| format!("syncing {}", tmp.display()))?;
-            drop(file);
-            hasher.verify(&format!("blob {digest}"), digest, size)?;
-            tokio::fs::rename(&tmp, self.blob_path(digest))
-                .await
-                .with_context(|| format!("moving {} into place", tmp.display()))?;
-            Ok(())
         }
-        .await;
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
+    }
+
+    /// Bytes of a blob already written and checkpointed by an earlier, interrupted run.
+    pub fn partial_len(&self, digest: &Digest) -> u64 {
+        Checkpoint::load(&self.partial_path(digest)).map_or(0, |c| c.offset)
+    }
+
+    fn partial_path(&self, digest: &Digest) -> PathBuf {
+        self.root.join(PARTIAL_DIR).join(digest.hex())
+    }
+
+    /// Writes a blob into `.partial/`, hashed while written, checked against `digest` and
+    /// `size`, fsynced, then renamed into `blobs/sha256/`. Every [`CHECKPOINT_BYTES`] the file
+    /// is synced and its length and hash state saved beside it, so an interrupted write (a
+    /// dropped connection, kill -9, a full disk) continues from there: `open(offset)` must
+    /// return the blob's bytes from `offset`. Content that does not match is deleted, and
+    /// nothing becomes visible before it matched.
+    pub async fn write_blob_from<F, Fut>(
+        &self,
+        digest: &Digest,
+        size: u64,
+        open: F,
+        on_bytes: OnBytes,
+    ) -> Result<()>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: std::future::Future<Output = Result<ByteStream>>,
+    {
+        let tmp = self.partial_path(digest);
+        let (mut file, mut hasher) = resume_partial(&tmp, size).await?;
+        let mut checkpointed = hasher.len();
+        if checkpointed > 0 {
+            tracing::info!("resuming blob {digest} at byte {checkpointed} of {size}");
         }
-        result
+        let mut body = open(checkpointed).await?;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.with_context(|| format!("reading blob {digest}"))?;
+            hasher.update(&chunk);
+            if hasher.len() > size {
+                discard_partial(&tmp).await;
+                bail!(DigestMismatch::longer(
+                    format!("blob {digest}"),
+                    digest,
+                    size
+                ));
+            }
+            file.write_all(&chunk)
+                .await
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            on_bytes(chunk.len() as u64);
+            if hasher.len() - checkpointed >= CHECKPOINT_BYTES {
+                file.sync_data()
+                    .await
+                    .with_context(|| format!("syncing {}", tmp.display()))?;
+                Checkpoint::of(&hasher).save(&tmp)?;
+                checkpointed = hasher.len();
+            }
+        }
+        file.sync_all()
+            .await
+            .with_context(|| format!("syncing {}", tmp.display()))?;
+        drop(file);
+        if let Err(e) = hasher.verify(&format!("blob {digest}"), digest, size) {
+            discard_partial(&tmp).await;
+            return Err(e.into());
+        }
+        tokio::fs::rename(&tmp, self.blob_path(digest))
+            .await
+            .with_context(|| format!("moving {} into place", tmp.display()))?;
+        let _ = tokio::fs::remove_file(Checkpoint::path(&tmp)).await;
+        Ok(())
+    }
+
+    /// Writes a whole blob from a stream (see [`OciLayout::write_blob_from`]).
+    pub async fn write_blob(&self, digest: &Digest, size: u64, body: ByteStream) -> Result<()> {
+        let mut body = Some(body);
+        self.write_blob_from(
+            digest,
+            size,
+            |offset| {
+                let body = body.take();
+                async move {
+                    match body {
+                        Some(b) if offset == 0 => Ok(b),
+                        _ => bail!("blob {digest}: a whole-body write cannot resume"),
+                    }
+                }
+            },
+            Arc::new(|_| {}),
+        )
+        .await
     }
 
     /// Writes bytes (a manifest) as a blob, verified like any other.
@@ -208,6 +278,78 @@ impl OciLayout {
     pub fn write_file_atomic(&self, name: &str, bytes: &[u8]) -> Result<()> {
         write_atomic(&self.root.join(name), bytes)
     }
+}
+
+/// Bytes written between two checkpoints of a partial blob: what an interruption can cost.
+pub const CHECKPOINT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The saved progress of a partial blob: its synced length and the hash state at that length.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Checkpoint {
+    offset: u64,
+    state: String,
+}
+
+impl Checkpoint {
+    fn path(partial: &Path) -> PathBuf {
+        let mut p = partial.as_os_str().to_owned();
+        p.push(".checkpoint");
+        PathBuf::from(p)
+    }
+
+    fn of(hasher: &StreamHasher) -> Self {
+        use base64::Engine as _;
+        Checkpoint {
+            offset: hasher.len(),
+            state: base64::engine::general_purpose::STANDARD.encode(hasher.save_state()),
+        }
+    }
+
+    fn load(partial: &Path) -> Option<Self> {
+        let bytes = std::fs::read(Self::path(partial)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    fn hasher(&self) -> Option<StreamHasher> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&self.state)
+            .ok()?;
+        StreamHasher::restore_state(&bytes).filter(|h| h.len() == self.offset)
+    }
+
+    fn save(&self, partial: &Path) -> Result<()> {
+        write_atomic(&Self::path(partial), &serde_json::to_vec(self)?)
+    }
+}
+
+/// Opens a partial blob for appending where its last checkpoint left it (anything written
+/// after the checkpoint is cut off: it was never synced), or empty when there is none.
+async fn resume_partial(tmp: &Path, size: u64) -> Result<(tokio::fs::File, StreamHasher)> {
+    let file_len = tokio::fs::metadata(tmp).await.map(|m| m.len()).unwrap_or(0);
+    let resumed = Checkpoint::load(tmp)
+        .filter(|c| c.offset <= file_len && c.offset <= size)
+        .and_then(|c| c.hasher());
+    let hasher = resumed.unwrap_or_default();
+    let mut file = tokio::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(tmp)
+        .await
+        .with_context(|| format!("opening {}", tmp.display()))?;
+    file.set_len(hasher.len())
+        .await
+        .with_context(|| format!("truncating {}", tmp.display()))?;
+    use tokio::io::AsyncSeekExt;
+    file.seek(std::io::SeekFrom::Start(hasher.len())).await?;
+    Ok((file, hasher))
+}
+
+/// Removes a partial blob and its checkpoint (its content was wrong: start over).
+async fn discard_partial(tmp: &Path) {
+    let _ = tokio::fs::remove_file(tmp).await;
+    let _ = tokio::fs::remove_file(Checkpoint::path(tmp)).await;
 }
 
 /// Writes `path` atomically: a temp file beside it, fsync, rename, fsync of the directory.

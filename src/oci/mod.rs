@@ -7,4 +7,6 @@ pub mod layout;
 pub mod manifest;
 pub mod reference;
 pub mod registry;
+pub mod retry;
+pub mod stall;
 pub mod stream;

@@ -6,6 +6,7 @@
 use super::auth::{basic_header, parse_challenge, AuthFile, Challenge, Credentials};
 use super::digest::Digest;
 use super::manifest::{RawManifest, ACCEPT, MAX_MANIFEST_BYTES};
+use super::retry::RetryPolicy;
 use crate::secret::Secret;
 use bytes::Bytes;
 use futures_util::Stream;
@@ -31,6 +32,8 @@ pub struct RegistryOptions {
     pub plain_http: Vec<String>,
     /// Hosts whose TLS certificate is not verified.
     pub insecure_tls: Vec<String>,
+    /// How requests that fail transiently (connection errors, 5xx, 429) are retried.
+    pub retry: RetryPolicy,
 }
 
 /// A failure talking to a registry. Callers branch on the kind (a missing blob is not an error
@@ -44,6 +47,9 @@ pub enum RegistryError {
         registry: String,
         /// What failed and the fix.
         message: String,
+        /// True when trying again may help (a reset, a timeout), false when it cannot (an
+        /// untrusted certificate, an unknown host name).
+        transient: bool,
     },
     /// The registry or its token service refused the credentials.
     #[error("{registry}: {message}")]
@@ -74,6 +80,8 @@ pub enum RegistryError {
         code: Option<String>,
         /// The spec error message.
         message: String,
+        /// The `Retry-After` the registry sent, if any.
+        retry_after: Option<Duration>,
     },
     /// The registry served content that does not match its digest, or answered nonsense.
     #[error("{registry}: {message}")]
@@ -93,6 +101,39 @@ impl RegistryError {
             _ => None,
         }
     }
+
+    /// True when the same request may succeed if tried again: a connection that dropped, a
+    /// 5xx or 429 answer, a token the registry stopped accepting mid-transfer.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            RegistryError::Connect { transient, .. } => *transient,
+            RegistryError::Api { status, .. } => retryable_status(*status),
+            _ => false,
+        }
+    }
+
+    /// The `Retry-After` the registry sent with this answer.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RegistryError::Api { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Answers worth trying again: 429, 5xx but 501 and 505, and 401 on a one-shot body (the
+/// token expired in flight; the retry fetches a new one).
+fn retryable_status(status: u16) -> bool {
+    matches!(status, 401 | 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// Where an upload session stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UploadStatus {
+    /// Bytes the registry holds.
+    pub offset: u64,
+    /// The location to continue at (it changes with every request on Distribution).
+    pub location: String,
 }
 
 type Result<T> = std::result::Result<T, RegistryError>;
@@ -145,7 +186,9 @@ impl Registries {
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
-            .read_timeout(Duration::from_secs(120))
+            // A last resort against an answer that never comes; bodies are watched by the stall
+            // detector instead, so a big blob on a slow link is never cut for being big.
+            .read_timeout(Duration::from_secs(300))
             .pool_max_idle_per_host(16)
             .redirect(reqwest::redirect::Policy::limited(5));
         if !self.extra_roots.is_empty() {
@@ -164,6 +207,7 @@ impl Registries {
             http,
             authfile: self.options.authfile.clone(),
             state: Mutex::new(AuthState::default()),
+            retry: self.options.retry,
         });
         clients.insert(host.to_string(), client.clone());
         Ok(client)
@@ -197,6 +241,7 @@ pub struct RegistryClient {
     http: reqwest::Client,
     authfile: AuthFile,
     state: Mutex<AuthState>,
+    retry: RetryPolicy,
 }
 
 /// The result of asking the destination to mount a blob from another repository.
@@ -247,6 +292,7 @@ impl RegistryClient {
         RegistryError::Connect {
             registry: self.host.clone(),
             message: describe_transport_error(&self.host, &e),
+            transient: transport_is_transient(&e),
         }
     }
 
@@ -309,6 +355,7 @@ impl RegistryClient {
                 realm,
                 describe_transport_error(realm, &e)
             ),
+            transient: transport_is_transient(&e),
         })?;
         let status = resp.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
@@ -363,9 +410,63 @@ impl RegistryClient {
         }
     }
 
-    /// Sends a request built by `build`, authenticating on a 401 challenge and retrying once.
-    /// `build` is called again for the retry, so it must not carry a one-shot body.
+    /// Sends a request built by `build` under the client's retry policy: connection errors,
+    /// 5xx and 429 answers are tried again after a backoff (or the `Retry-After` sent). When
+    /// the tries run out, the last failure is returned and says how many tries it took.
     async fn send(
+        &self,
+        scopes: &[(&str, Access)],
+        build: impl Fn(&reqwest::Client) -> RequestBuilder,
+    ) -> Result<Response> {
+        self.send_retrying(self.retry, scopes, build).await
+    }
+
+    async fn send_retrying(
+        &self,
+        policy: RetryPolicy,
+        scopes: &[(&str, Access)],
+        build: impl Fn(&reqwest::Client) -> RequestBuilder,
+    ) -> Result<Response> {
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result = self.send_once(scopes, &build).await;
+            let retry_after = match &result {
+                Ok(resp) if retryable_status(resp.status().as_u16()) && resp.status() != 401 => {
+                    retry_after_header(resp.headers())
+                }
+                Err(e) if e.is_transient() => None,
+                _ => return result,
+            };
+            let gave_up = attempt >= policy.attempts;
+            let what = describe_request(&build(&self.http));
+            match result {
+                Ok(resp) if gave_up => {
+                    let action = format!(
+                        "{what} (gave up after {attempt} attempts in {:.0?})",
+                        started.elapsed()
+                    );
+                    return Err(self.api_error(action, resp).await);
+                }
+                Err(e) if gave_up => return Err(e.after_attempts(attempt, started.elapsed())),
+                Ok(resp) => {
+                    tracing::warn!(
+                        "{}: {what} answered {}; trying again",
+                        self.host,
+                        resp.status()
+                    );
+                    let _ = resp.bytes().await;
+                }
+                Err(e) => tracing::warn!("{what}: {e}; trying again"),
+            }
+            tokio::time::sleep(policy.delay(attempt, retry_after)).await;
+        }
+    }
+
+    /// Sends a request once, authenticating on a 401 challenge and retrying once.
+    /// `build` is called again for the retry, so it must not carry a one-shot body.
+    async fn send_once(
         &self,
         scopes: &[(&str, Access)],
         build: impl Fn(&reqwest::Client) -> RequestBuilder,
@@ -424,6 +525,7 @@ impl RegistryClient {
             message: String,
         }
         let status = resp.status().as_u16();
+        let retry_after = retry_after_header(resp.headers());
         let body = resp.bytes().await.unwrap_or_default();
         let (code, message) = match serde_json::from_slice::<Body>(&body) {
             Ok(b) if !b.errors.is_empty() => (
@@ -448,12 +550,20 @@ impl RegistryClient {
             status,
             code,
             message,
+            retry_after,
         }
     }
 
     /// Checks the registry answers the v2 API (and that its credentials work).
     pub async fn ping(&self) -> Result<()> {
-        let resp = self.send(&[], |c| c.get(self.url("/v2/"))).await?;
+        // One retry only: an unreachable destination should fail in seconds, not minutes.
+        let policy = RetryPolicy {
+            attempts: self.retry.attempts.min(2),
+            ..self.retry
+        };
+        let resp = self
+            .send_retrying(policy, &[], |c| c.get(self.url("/v2/")))
+            .await?;
         if resp.status().is_success() {
             Ok(())
         } else {
@@ -653,32 +763,113 @@ impl RegistryClient {
         self.location(&resp, repo)
     }
 
-    /// Streams `body` into an upload session (one PATCH); returns the next location.
-    pub async fn patch_upload<S>(
+    /// Asks where an upload session stands (`GET <location>`). `None` when the registry no
+    /// longer knows it (purged, cancelled, or our location is stale), so the blob starts over.
+    pub async fn upload_status(&self, repo: &str, location: &str) -> Result<Option<UploadStatus>> {
+        let resp = self
+            .send(&[(repo, Access::Push)], |c| c.get(location))
+            .await?;
+        match resp.status() {
+            StatusCode::NO_CONTENT | StatusCode::OK => {
+                let next = self.location(&resp, repo)?;
+                let offset = range_end(resp.headers()).unwrap_or(0);
+                Ok(Some(UploadStatus {
+                    offset,
+                    location: next,
+                }))
+            }
+            StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => Ok(None),
+            _ => Err(self
+                .api_error(format!("GET upload status in {repo}"), resp)
+                .await),
+        }
+    }
+
+    /// Sends one chunk (`PATCH` with `Content-Range`) of `len` bytes starting at `offset`;
+    /// returns where the session stands after it, checked against what was sent.
+    pub async fn patch_chunk<S>(
         &self,
         repo: &str,
         location: &str,
-        size: u64,
+        offset: u64,
+        len: u64,
         body: S,
-    ) -> Result<String>
+    ) -> Result<UploadStatus>
     where
         S: Stream<Item = std::result::Result<Bytes, std::io::Error>> + Send + 'static,
     {
-        let auth = self.authorization(&[(repo, Access::Push)], false).await?;
         let req = self
             .http
             .patch(location)
             .header(CONTENT_TYPE, "application/octet-stream")
-            .header(CONTENT_LENGTH, size.to_string())
+            .header(CONTENT_LENGTH, len.to_string())
+            .header(
+                "content-range",
+                format!("{offset}-{}", (offset + len).saturating_sub(1)),
+            )
             .body(reqwest::Body::wrap_stream(body));
-        let resp = match self.send_with(req, auth).await {
-            Ok(r) => r,
-            Err(e) => return Err(e),
-        };
+        let resp = self.send_one_shot(repo, req).await?;
         if resp.status() != StatusCode::ACCEPTED && resp.status() != StatusCode::NO_CONTENT {
             return Err(self.api_error(format!("upload blob to {repo}"), resp).await);
         }
-        self.location(&resp, repo)
+        let next = self.location(&resp, repo)?;
+        let end = range_end(resp.headers());
+        if end.is_some_and(|e| e != offset + len) {
+            return Err(self.protocol(format!(
+                "upload to {repo}: after a chunk ending at byte {} the registry holds {} bytes",
+                offset + len,
+                end.unwrap_or(0)
+            )));
+        }
+        Ok(UploadStatus {
+            offset: offset + len,
+            location: next,
+        })
+    }
+
+    /// Sends the rest of a blob in the committing `PUT <location>&digest=` (monolithic upload
+    /// of a small blob): the registry checks the digest and makes the blob visible.
+    pub async fn put_upload<S>(
+        &self,
+        repo: &str,
+        location: &str,
+        digest: &Digest,
+        len: u64,
+        body: S,
+    ) -> Result<()>
+    where
+        S: Stream<Item = std::result::Result<Bytes, std::io::Error>> + Send + 'static,
+    {
+        let sep = if location.contains('?') { '&' } else { '?' };
+        let req = self
+            .http
+            .put(format!("{location}{sep}digest={digest}"))
+            .header(CONTENT_TYPE, "application/octet-stream")
+            .header(CONTENT_LENGTH, len.to_string())
+            .body(reqwest::Body::wrap_stream(body));
+        let resp = self.send_one_shot(repo, req).await?;
+        if resp.status() != StatusCode::CREATED {
+            return Err(self
+                .api_error(format!("commit blob {digest} in {repo}"), resp)
+                .await);
+        }
+        Ok(())
+    }
+
+    /// Sends a request whose body can be sent only once: no retry here (the caller resumes
+    /// from the registry's offset). A 401 drops the cached token, so the retry gets a new one.
+    async fn send_one_shot(&self, repo: &str, req: RequestBuilder) -> Result<Response> {
+        let scopes = [(repo, Access::Push)];
+        let auth = self.authorization(&scopes, false).await?;
+        let resp = self.send_with(req, auth).await?;
+        if resp.status() == StatusCode::UNAUTHORIZED {
+            self.state
+                .lock()
+                .await
+                .tokens
+                .remove(&scope_string(&scopes));
+        }
+        Ok(resp)
     }
 
     /// Commits an upload session: the registry checks the digest and makes the blob visible.
@@ -707,6 +898,70 @@ impl RegistryClient {
             let _ = resp.bytes().await;
         }
     }
+}
+
+/// The byte count an upload's `Range: 0-<last>` header reports. Distribution answers `0-0`
+/// for an empty session (and would for a one-byte one, which we never resume), and `0--1` in
+/// some versions; both mean nothing is held.
+fn range_end(headers: &HeaderMap) -> Option<u64> {
+    let range = header_str(headers, RANGE.as_str())?;
+    let last = range.trim().strip_prefix("0-")?;
+    match last.parse::<u64>() {
+        Ok(0) => Some(0),
+        Ok(n) => Some(n + 1),
+        Err(_) => Some(0),
+    }
+}
+
+/// The `Retry-After` header in seconds (the HTTP-date form is rare from registries and is
+/// treated as absent).
+fn retry_after_header(headers: &HeaderMap) -> Option<Duration> {
+    header_str(headers, reqwest::header::RETRY_AFTER.as_str())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// `METHOD /path` of a request, for messages (no query: it may carry upload state).
+fn describe_request(req: &RequestBuilder) -> String {
+    match req.try_clone().and_then(|r| r.build().ok()) {
+        Some(r) => format!("{} {}", r.method(), r.url().path()),
+        None => "request".to_string(),
+    }
+}
+
+impl RegistryError {
+    /// The same error, saying it is the last of `attempts` tries over `elapsed`.
+    fn after_attempts(self, attempts: u32, elapsed: Duration) -> Self {
+        let note = format!(" (gave up after {attempts} attempts in {elapsed:.0?})");
+        match self {
+            RegistryError::Connect {
+                registry,
+                message,
+                transient,
+            } => RegistryError::Connect {
+                registry,
+                message: message + &note,
+                transient,
+            },
+            other => other,
+        }
+    }
+}
+
+/// Whether a transport error may pass: resets, timeouts and refused connections may; TLS
+/// trust problems and unknown host names will not.
+fn transport_is_transient(e: &reqwest::Error) -> bool {
+    let text = format!("{e:?}").to_ascii_lowercase();
+    let permanent = [
+        "certificate",
+        "unknownissuer",
+        "invalid peer",
+        "dns error",
+        "failed to lookup",
+        "wrong version number",
+        "invalid http version",
+    ];
+    !permanent.iter().any(|p| text.contains(p))
 }
 
 fn header_str(headers: &HeaderMap, name: &str) -> Option<String> {
