@@ -5,39 +5,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use support::images::{PushedImage, SyntheticSet};
+use support::images::SyntheticSet;
+use support::run::{bootstrap, failed, ok, write_config};
 use support::Registry;
-
-fn bootstrap(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bootstrap"))
-        .args(args)
-        .env_remove("REGISTRY_AUTH_FILE")
-        .env("HOME", std::env::temp_dir().join("bootstrap-test-home"))
-        .output()
-        .expect("running bootstrap")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "bootstrap failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn failed(o: &Output) -> String {
-    assert!(
-        !o.status.success(),
-        "bootstrap should have failed:\n{}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn skopeo(args: &[String]) -> Output {
     Command::new("skopeo")
@@ -58,21 +30,6 @@ fn skopeo_ok(args: &[String]) -> String {
 
 fn s(v: &str) -> String {
     v.to_string()
-}
-
-/// An ImageSetConfiguration naming every pushed image by tag (and the first one also by digest).
-fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&str]) -> PathBuf {
-    let mut text = String::from(
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [",
-    );
-    text.push_str(&arches.join(", "));
-    text.push_str("]\n  additionalImages:\n");
-    for img in images {
-        text.push_str(&format!("  - name: {host}/{}:{}\n", img.repo, img.tag));
-    }
-    let path = dir.join("isc.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 fn record(path: &Path) -> serde_json::Value {

@@ -236,6 +236,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
             Err(e) => statuses.push(ImageStatus::failed(image, &e)),
         }
     }
+    let fresh_dir = matches!(&dest, Destination::Layout(l) if !l.root().exists());
     let (dest, _lock, workdir) = open_destination(dest, args.workdir.as_deref())?;
     let journal = match &dest {
         Destination::Registry { .. } => Some(journal::Journal::open(&workdir)?),
@@ -253,7 +254,13 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let nodes = plan::blob_graph(&todo_owned);
     let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
     if let Destination::Layout(layout) = &dest {
-        space::preflight(layout, &nodes, args.ignore_free_space)?;
+        if let Err(e) = space::preflight(layout, &nodes, args.ignore_free_space) {
+            if fresh_dir {
+                // Refused before anything was written: leave no empty layout behind.
+                let _ = fs_err::remove_dir_all(layout.root());
+            }
+            return Err(e);
+        }
     }
     transfer.progress.set_total(total);
     transfer.progress.println(&format!(
@@ -267,6 +274,11 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     ));
     let outcome = transfer.copy_blobs(nodes.clone()).await;
     transfer.progress.finish();
+    for (digest, err) in &outcome.failed {
+        // Said now: writing the record and status may fail too (a full disk), and this is
+        // the cause.
+        eprintln!("error: blob {digest}: {err}");
+    }
     let (pushable, mut blocked) = status::split_by_blobs(&todo, &outcome);
     let pushed = transfer
         .push_manifests(&pushable, args.rewrite_filtered_indexes)
@@ -311,7 +323,6 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         .collect();
     let mut rec = MirrorRecord::new(run, image_records, blobs);
     let stamp = file_stamp();
-    let record_path = write_record(&dest, &mut rec, args.record.clone(), &stamp)?;
     let status = StatusFile::new(&wanted.source_label, &args.destination, started, statuses);
     let status_path = match (&args.status_file, &dest) {
         (Some(p), _) => p.clone(),
@@ -320,7 +331,9 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
             PathBuf::from(format!("mirror-status-{stamp}.json"))
         }
     };
+    // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     status.write(&status_path)?;
+    let record_path = write_record(&dest, &mut rec, args.record.clone(), &stamp)?;
     let failed = status.failed + status.skipped;
     let summary = Summary {
         source: wanted.source_label,

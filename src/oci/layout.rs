@@ -191,17 +191,25 @@ impl OciLayout {
                 .with_context(|| format!("writing {}", tmp.display()))?;
             on_bytes(chunk.len() as u64);
             if hasher.len() - checkpointed >= CHECKPOINT_BYTES {
-                file.sync_data()
-                    .await
-                    .with_context(|| format!("syncing {}", tmp.display()))?;
+                flush_and_sync(&mut file, &tmp).await?;
                 Checkpoint::of(&hasher).save(&tmp)?;
                 checkpointed = hasher.len();
             }
         }
-        file.sync_all()
-            .await
-            .with_context(|| format!("syncing {}", tmp.display()))?;
+        flush_and_sync(&mut file, &tmp).await?;
         drop(file);
+        // What reached the disk, not only what we hashed, must be whole.
+        let written = tokio::fs::metadata(&tmp)
+            .await
+            .map(|m| m.len())
+            .unwrap_or(0);
+        if written != hasher.len() {
+            bail!(
+                "{} holds {written} bytes after writing {}: the filesystem lost data",
+                tmp.display(),
+                hasher.len()
+            );
+        }
         if let Err(e) = hasher.verify(&format!("blob {digest}"), digest, size) {
             discard_partial(&tmp).await;
             return Err(e.into());
@@ -344,6 +352,18 @@ async fn resume_partial(tmp: &Path, size: u64) -> Result<(tokio::fs::File, Strea
     use tokio::io::AsyncSeekExt;
     file.seek(std::io::SeekFrom::Start(hasher.len())).await?;
     Ok((file, hasher))
+}
+
+/// Flushes tokio's write buffer and syncs. The flush matters: tokio's `File` writes in the
+/// background and reports a failed write (ENOSPC) only on the next operation, and `sync_all`
+/// does not report it; without the flush a short file could pass as whole.
+async fn flush_and_sync(file: &mut tokio::fs::File, path: &Path) -> Result<()> {
+    file.flush()
+        .await
+        .with_context(|| format!("writing {}", path.display()))?;
+    file.sync_data()
+        .await
+        .with_context(|| format!("syncing {}", path.display()))
 }
 
 /// Removes a partial blob and its checkpoint (its content was wrong: start over).

@@ -12,6 +12,7 @@
 //! - [`token::TokenServer`]: the token realm the token flavour points at (HTTPS, ES256 JWTs).
 //! - [`images`]: a deterministic synthetic image set and helpers to push custom images.
 //! - [`client::RegistryClient`]: the small distribution-API client the generator pushes with.
+//! - [`run`]: running the binary under test and checking what it wrote.
 
 #[allow(dead_code)]
 pub mod client;
@@ -23,6 +24,8 @@ pub mod layers;
 pub mod registry;
 #[allow(dead_code)]
 pub mod reglog;
+#[allow(dead_code)]
+pub mod run;
 #[allow(dead_code)]
 pub mod tls;
 #[allow(dead_code)]

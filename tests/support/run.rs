@@ -1,0 +1,80 @@
+//! Running the `bootstrap` binary under test the way a delivery engineer does, with a clean
+//! environment (no ambient auth file, a private HOME), and reading what it wrote.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use super::images::PushedImage;
+
+/// The command for the binary under test, environment cleaned; add args and run it.
+pub fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bootstrap"));
+    cmd.args(args)
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env("HOME", std::env::temp_dir().join("bootstrap-test-home"));
+    cmd
+}
+
+/// Runs `bootstrap` with `args` to completion.
+pub fn bootstrap(args: &[&str]) -> Output {
+    command(args).output().expect("running bootstrap")
+}
+
+/// Stdout of a run that must have succeeded (panics with both streams otherwise).
+pub fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "bootstrap failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr of a run that must have failed.
+pub fn failed(o: &Output) -> String {
+    assert!(
+        !o.status.success(),
+        "bootstrap should have failed:\n{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An ImageSetConfiguration naming every pushed image by tag, as `host/repo:tag`.
+pub fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&str]) -> PathBuf {
+    let mut text = String::from(
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [",
+    );
+    text.push_str(&arches.join(", "));
+    text.push_str("]\n  additionalImages:\n");
+    for img in images {
+        text.push_str(&format!("  - name: {host}/{}:{}\n", img.repo, img.tag));
+    }
+    let path = dir.join("isc.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A JSON file (record, status) parsed.
+pub fn json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every file under `dir/blobs/sha256` must hash to its name: nothing corrupt was committed.
+pub fn assert_blobs_intact(dir: &Path) {
+    let blobs = dir.join("blobs/sha256");
+    let Ok(entries) = std::fs::read_dir(&blobs) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let actual = bootstrap::oci::digest::Digest::of(&bytes);
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(actual.hex(), name, "{} is corrupt", path.display());
+    }
+}
