@@ -8,7 +8,13 @@ use super::images::PushedImage;
 
 /// The command for the binary under test, environment cleaned; add args and run it.
 pub fn command(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bootstrap"));
+    // Test binaries know the binary at compile time; examples sharing this module (the bench,
+    // the rehearsal) are told with BOOTSTRAP_BIN.
+    let bin = option_env!("CARGO_BIN_EXE_bootstrap")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("BOOTSTRAP_BIN").map(PathBuf::from))
+        .expect("the bootstrap binary: set BOOTSTRAP_BIN");
+    let mut cmd = Command::new(bin);
     cmd.args(args)
         .env_remove("REGISTRY_AUTH_FILE")
         .env("HOME", std::env::temp_dir().join("bootstrap-test-home"));
