@@ -1,6 +1,7 @@
 //! `bootstrap mirror`: copy images from registries to an OCI layout on disk, from a layout to a
 //! registry, or from registry to registry, verified and recorded for auditors.
 
+pub mod cache;
 pub mod config;
 pub mod journal;
 pub mod plan;
@@ -225,7 +226,10 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
     let dest = connect_destination(&dest_loc, &regs).await?;
-    let resolved = resolve_all(&source, &wanted, settings.concurrency).await;
+    // A disk mirror that does not exist yet gets nothing written before input is known good.
+    let cache = (!matches!(&dest, Destination::Layout(l) if !l.root().exists()))
+        .then(|| cache::ResolveCache::new(&workdir_for(&dest, args.workdir.as_deref())));
+    let resolved = resolve_all(&source, &wanted, settings.concurrency, cache.as_ref()).await;
     let mut statuses = Vec::new();
     let mut images = Vec::new();
     for (image, result) in wanted.images.iter().map(|(i, _)| i).zip(resolved) {
@@ -401,26 +405,29 @@ async fn connect_destination(dest: &Location, regs: &Registries) -> Result<Desti
     }
 }
 
+/// The working directory: `--workdir`, else `DIR/.bootstrap` inside a disk mirror (hidden
+/// files stay out of SHA256SUMS), else `./.bootstrap-work`.
+fn workdir_for(dest: &Destination, workdir: Option<&Path>) -> PathBuf {
+    match (workdir, dest) {
+        (Some(w), _) => w.to_path_buf(),
+        (None, Destination::Layout(l)) => l.root().join(".bootstrap"),
+        (None, Destination::Registry { .. }) => PathBuf::from(".bootstrap-work"),
+    }
+}
+
 /// Creates a disk destination and takes its lock; picks the working directory.
 fn open_destination(
     dest: Destination,
     workdir: Option<&Path>,
 ) -> Result<(Destination, Option<std::fs::File>, PathBuf)> {
+    let workdir = workdir_for(&dest, workdir);
     match dest {
         Destination::Layout(l) => {
             let layout = OciLayout::create(l.root())?;
             let lock = layout.lock()?;
-            let workdir = workdir
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| layout.root().join(".bootstrap"));
             Ok((Destination::Layout(layout), Some(lock), workdir))
         }
-        d => {
-            let workdir = workdir
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| PathBuf::from(".bootstrap-work"));
-            Ok((d, None, workdir))
-        }
+        d => Ok((d, None, workdir)),
     }
 }
 
@@ -464,10 +471,12 @@ async fn resolve_all(
     source: &Source,
     wanted: &Wanted,
     concurrency: usize,
+    cache: Option<&cache::ResolveCache>,
 ) -> Vec<Result<ResolvedImage>> {
     futures_util::stream::iter(&wanted.images)
         .map(|(image, digest)| async move {
-            plan::resolve(source, image, digest.as_ref(), &wanted.architectures)
+            let arches = &wanted.architectures;
+            plan::resolve(source, image, digest.as_ref(), arches, cache)
                 .await
                 .with_context(|| format!("resolving {image}"))
         })

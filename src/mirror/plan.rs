@@ -2,6 +2,7 @@
 //! platforms kept by the architecture filter, and the blobs it needs; then the blob graph over
 //! the whole set, so each unique blob is transferred once.
 
+use super::cache::ResolveCache;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::manifest::{platform_of, select_entries, Parsed, RawManifest};
@@ -116,6 +117,29 @@ impl Source {
 /// Resolves one image: fetches its top manifest (by the layout's recorded digest when reading a
 /// layout), filters an index to `architectures`, and collects every blob.
 pub async fn resolve(
+    source: &Source,
+    image: &ImageRef,
+    layout_digest: Option<&Digest>,
+    architectures: &[String],
+    cache: Option<&ResolveCache>,
+) -> Result<ResolvedImage> {
+    let (Source::Registry(regs), Some(cache)) = (source, cache) else {
+        return resolve_fetching(source, image, layout_digest, architectures).await;
+    };
+    // One HEAD tells whether an earlier run already resolved this very manifest.
+    let client = regs.client(&image.registry)?;
+    let head = client
+        .head_manifest(&image.repository, &image.reference())
+        .await?;
+    if let Some(hit) = head.and_then(|d| cache.load(image, &d, architectures)) {
+        return Ok(hit);
+    }
+    let resolved = resolve_fetching(source, image, layout_digest, architectures).await?;
+    cache.save(&resolved, architectures);
+    Ok(resolved)
+}
+
+async fn resolve_fetching(
     source: &Source,
     image: &ImageRef,
     layout_digest: Option<&Digest>,
