@@ -13,9 +13,14 @@
 //! - [`images`]: a deterministic synthetic image set and helpers to push custom images.
 //! - [`client::RegistryClient`]: the small distribution-API client the generator pushes with.
 //! - [`run`]: running the binary under test and checking what it wrote.
+//! - [`faultproxy::FaultProxy`]: an HTTP/1.1 proxy in front of a plain registry that injects
+//!   network faults (resets, truncation, corruption, stalls, error statuses) on cue and counts
+//!   the body bytes that crossed it.
 
 #[allow(dead_code)]
 pub mod client;
+#[allow(dead_code)]
+pub mod faultproxy;
 #[allow(dead_code)]
 pub mod images;
 #[allow(dead_code)]
