@@ -15,7 +15,10 @@ pub fn command(args: &[&str]) -> Command {
         .or_else(|| std::env::var_os("BOOTSTRAP_BIN").map(PathBuf::from))
         .expect("the bootstrap binary: set BOOTSTRAP_BIN");
     let mut cmd = Command::new(bin);
+    // Files a run writes by default (status, record, working directory) land in the
+    // temporary directory, never in the source tree the tests run from.
     cmd.args(args)
+        .current_dir(std::env::temp_dir())
         .env_remove("REGISTRY_AUTH_FILE")
         .env("HOME", std::env::temp_dir().join("bootstrap-test-home"));
     cmd
