@@ -80,6 +80,10 @@ fn main() {
             site.host(),
             s("--record"),
             record.display().to_string(),
+            s("--status-file"),
+            work.join("site-status.json").display().to_string(),
+            s("--workdir"),
+            work.join("site-state").display().to_string(),
         ],
     );
     run(
