@@ -147,9 +147,15 @@ fn main() {
                 s("--record"),
                 work.path().join(record).display().to_string(),
                 s("--status-file"),
-                work.path().join(format!("{record}.status")).display().to_string(),
+                work.path()
+                    .join(format!("{record}.status"))
+                    .display()
+                    .to_string(),
                 s("--workdir"),
-                work.path().join(format!("{name}-state")).display().to_string(),
+                work.path()
+                    .join(format!("{name}-state"))
+                    .display()
+                    .to_string(),
             ]
         };
         let theirs_args = vec![
