@@ -19,17 +19,16 @@ use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Mount, RegistryClient, RegistryError};
 use crate::oci::retry::{self, RetryPolicy};
 use crate::oci::stall::{self, StallPolicy};
-use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes};
+use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
 use crate::output::{human_bytes, Progress};
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::Semaphore;
 
 /// Where content goes.
 #[derive(Clone)]
@@ -387,15 +386,14 @@ impl Transfer {
         let on_bytes = self.on_bytes(node, moved.clone());
         let send = async {
             let stream = self.open(node, hasher.len()).await?;
-            let reader = ChunkReader {
+            let reader = VerifiedReader::new(
                 stream,
-                leftover: Bytes::new(),
                 hasher,
-                size: node.blob.size,
-                digest: d.clone(),
-                what: format!("blob {d} from {}", node.from.name()),
+                d.clone(),
+                node.blob.size,
+                format!("blob {d} from {}", node.from.name()),
                 on_bytes,
-            };
+            );
             self.send_rest(client, repo, location, reader).await
         };
         let result = stall::watch(self.settings.stall, &moved, send)
@@ -474,10 +472,10 @@ impl Transfer {
         client: &RegistryClient,
         repo: &str,
         mut location: String,
-        mut reader: ChunkReader,
+        mut reader: VerifiedReader,
     ) -> Result<()> {
-        let size = reader.size;
-        let digest = reader.digest.clone();
+        let size = reader.size();
+        let digest = reader.digest().clone();
         let chunk = self.settings.chunk_size.max(1);
         if reader.offset() == 0 && size <= chunk {
             let (body, _) = reader.take(size);
@@ -505,7 +503,7 @@ impl Transfer {
                     size,
                     location: location.clone(),
                     offset: reader.offset(),
-                    hash_state: UploadEntry::encode_state(&reader.hasher),
+                    hash_state: UploadEntry::encode_state(reader.hasher()),
                 })?;
             }
         }
@@ -724,84 +722,4 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
                 .and_then(RegistryError::code)
                 .is_some_and(|code| code.contains("DIGEST_INVALID"))
     })
-}
-
-/// The source of a push, cut into request bodies: each [`ChunkReader::take`] yields the next
-/// `len` bytes as a stream and hands the reader back when they have all passed, so one
-/// source stream feeds every chunk. Every byte is hashed on the way; the stream fails at the
-/// blob's last byte when the digest does not match, so the commit is never sent.
-struct ChunkReader {
-    stream: ByteStream,
-    leftover: Bytes,
-    hasher: StreamHasher,
-    size: u64,
-    digest: Digest,
-    what: String,
-    on_bytes: OnBytes,
-}
-
-impl ChunkReader {
-    fn offset(&self) -> u64 {
-        self.hasher.len()
-    }
-
-    fn take(self, len: u64) -> (ByteStream, oneshot::Receiver<ChunkReader>) {
-        let (tx, rx) = oneshot::channel();
-        let state = (Some(self), len, Some(tx));
-        let stream = futures_util::stream::unfold(state, |(reader, remaining, tx)| async move {
-            let mut r = reader?;
-            if remaining == 0 {
-                if let Some(tx) = tx {
-                    let _ = tx.send(r);
-                }
-                return None;
-            }
-            let mut piece = match r.next_piece().await {
-                Ok(p) => p,
-                Err(e) => return Some((Err(e), (None, 0, None))),
-            };
-            if piece.len() as u64 > remaining {
-                r.leftover = piece.split_off(remaining as usize);
-            }
-            r.hasher.update(&piece);
-            (r.on_bytes)(piece.len() as u64);
-            if r.offset() == r.size {
-                if let Err(m) = r.hasher.clone().verify(&r.what, &r.digest, r.size) {
-                    return Some((
-                        Err(io::Error::new(io::ErrorKind::InvalidData, m)),
-                        (None, 0, None),
-                    ));
-                }
-            }
-            let remaining = remaining - piece.len() as u64;
-            if remaining == 0 {
-                // Hand the reader back now: an HTTP client stops polling a body once it has
-                // sent Content-Length bytes.
-                if let Some(tx) = tx {
-                    let _ = tx.send(r);
-                }
-                return Some((Ok(piece), (None, 0, None)));
-            }
-            Some((Ok(piece), (Some(r), remaining, tx)))
-        });
-        (Box::pin(stream), rx)
-    }
-
-    async fn next_piece(&mut self) -> io::Result<Bytes> {
-        if !self.leftover.is_empty() {
-            return Ok(std::mem::take(&mut self.leftover));
-        }
-        match self.stream.next().await {
-            Some(r) => r,
-            None => Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{}: the source ended at byte {} of {}",
-                    self.what,
-                    self.offset(),
-                    self.size
-                ),
-            )),
-        }
-    }
 }

@@ -1,6 +1,6 @@
-//! Stream adapters for blob bodies: every byte that passes is hashed and counted, and the stream
-//! fails at its end when the digest or size is not what was promised. Memory stays bounded by
-//! the chunk size whatever the blob size.
+//! Blob bodies as streams: files and responses read in bounded pieces, and the verified reader
+//! that hashes and counts every byte of an upload and fails at the end when the digest or size
+//! is not what was promised. Memory stays bounded by the piece size whatever the blob size.
 
 use super::digest::{Digest, StreamHasher};
 use bytes::Bytes;
@@ -18,61 +18,142 @@ pub const CHUNK: usize = 256 * 1024;
 /// Called with the length of each chunk as it passes (progress bars, counters).
 pub type OnBytes = Arc<dyn Fn(u64) + Send + Sync>;
 
-/// Wraps `inner` so it is hashed and counted as it flows; at the end, a digest or size mismatch
-/// (or more bytes than promised, detected as soon as they arrive) becomes an `InvalidData` error
-/// naming `what`, so a consumer never commits bad content.
-pub fn verified(
-    inner: ByteStream,
-    what: String,
-    expected: Digest,
+/// A blob's source, hashed and counted as it passes and cut into request bodies: each
+/// [`VerifiedReader::take`] yields the next `len` bytes as a stream and hands the reader back
+/// once they have all passed, so one source stream feeds every chunk of an upload. The stream
+/// fails at the blob's last byte when the digest does not match, or when the source has more
+/// bytes than the blob's size, so a consumer never commits bad content. It may start part
+/// way, from a hash state saved earlier (a resumed upload).
+pub struct VerifiedReader {
+    stream: ByteStream,
+    leftover: Bytes,
+    hasher: StreamHasher,
+    digest: Digest,
     size: u64,
+    what: String,
     on_bytes: OnBytes,
-) -> ByteStream {
-    struct State {
-        inner: ByteStream,
-        hasher: Option<StreamHasher>,
-        what: String,
-        expected: Digest,
+}
+
+impl VerifiedReader {
+    /// A reader over `stream`, which yields the blob from `hasher.len()` on; `what` names the
+    /// blob in errors; `on_bytes` sees every chunk.
+    pub fn new(
+        stream: ByteStream,
+        hasher: StreamHasher,
+        digest: Digest,
         size: u64,
+        what: String,
         on_bytes: OnBytes,
-    }
-    let state = State {
-        inner,
-        hasher: Some(StreamHasher::new()),
-        what,
-        expected,
-        size,
-        on_bytes,
-    };
-    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
-        let hasher = st.hasher.as_mut()?;
-        match st.inner.next().await {
-            Some(Ok(chunk)) => {
-                hasher.update(&chunk);
-                if hasher.len() > st.size {
-                    st.hasher = None;
-                    let err = io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("{}: more bytes than its size of {}", st.what, st.size),
-                    );
-                    return Some((Err(err), st));
-                }
-                (st.on_bytes)(chunk.len() as u64);
-                Some((Ok(chunk), st))
-            }
-            Some(Err(e)) => {
-                st.hasher = None;
-                Some((Err(e), st))
-            }
-            None => {
-                let hasher = st.hasher.take()?;
-                match hasher.verify(&st.what, &st.expected, st.size) {
-                    Ok(()) => None,
-                    Err(m) => Some((Err(io::Error::new(io::ErrorKind::InvalidData, m)), st)),
-                }
-            }
+    ) -> Self {
+        VerifiedReader {
+            stream,
+            leftover: Bytes::new(),
+            hasher,
+            digest,
+            size,
+            what,
+            on_bytes,
         }
-    }))
+    }
+
+    /// Bytes of the blob passed so far (resumed ones included).
+    pub fn offset(&self) -> u64 {
+        self.hasher.len()
+    }
+
+    /// The hash over everything passed so far.
+    pub fn hasher(&self) -> &StreamHasher {
+        &self.hasher
+    }
+
+    /// The blob's digest.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+
+    /// The blob's size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The next `len` bytes as a stream, and the reader back once they have passed.
+    pub fn take(self, len: u64) -> (ByteStream, tokio::sync::oneshot::Receiver<VerifiedReader>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let state = (Some(self), len, Some(tx));
+        let stream = futures_util::stream::unfold(state, |(reader, remaining, tx)| async move {
+            let mut r = reader?;
+            if remaining == 0 {
+                if let Some(tx) = tx {
+                    let _ = tx.send(r);
+                }
+                return None;
+            }
+            let piece = match r.next_piece(remaining).await {
+                Ok(p) => p,
+                Err(e) => return Some((Err(e), (None, 0, None))),
+            };
+            let remaining = remaining - piece.len() as u64;
+            if remaining == 0 {
+                // Hand the reader back now: an HTTP client stops polling a body once it has
+                // sent Content-Length bytes.
+                if let Some(tx) = tx {
+                    let _ = tx.send(r);
+                }
+                return Some((Ok(piece), (None, 0, None)));
+            }
+            Some((Ok(piece), (Some(r), remaining, tx)))
+        });
+        (Box::pin(stream), rx)
+    }
+
+    /// At most `max` next bytes, hashed and counted; checked at the blob's end.
+    async fn next_piece(&mut self, max: u64) -> io::Result<Bytes> {
+        let mut piece = if self.leftover.is_empty() {
+            match self.stream.next().await {
+                Some(r) => r?,
+                None => return Err(self.ended_early()),
+            }
+        } else {
+            std::mem::take(&mut self.leftover)
+        };
+        if piece.len() as u64 > max {
+            self.leftover = piece.split_off(max as usize);
+        }
+        self.hasher.update(&piece);
+        (self.on_bytes)(piece.len() as u64);
+        if self.offset() == self.size {
+            self.check_end().await?;
+        }
+        Ok(piece)
+    }
+
+    /// At the blob's last byte: nothing more from the source, and the digest matches.
+    async fn check_end(&mut self) -> io::Result<()> {
+        let more = !self.leftover.is_empty()
+            || matches!(self.stream.next().await, Some(Ok(b)) if !b.is_empty());
+        if more {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: more bytes than its size of {}", self.what, self.size),
+            ));
+        }
+        self.hasher
+            .clone()
+            .verify(&self.what, &self.digest, self.size)
+            .map_err(|m| io::Error::new(io::ErrorKind::InvalidData, m))
+    }
+
+    fn ended_early(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{}: the source ended at byte {} of {}",
+                self.what,
+                self.offset(),
+                self.size
+            ),
+        )
+    }
 }
 
 /// Reads a file as a stream of chunks, from `offset`.
@@ -115,33 +196,45 @@ mod tests {
         Box::pin(futures_util::stream::iter(items))
     }
 
+    fn reader(parts: &[&'static [u8]], whole: &[u8], on_bytes: OnBytes) -> VerifiedReader {
+        VerifiedReader::new(
+            chunks(parts),
+            StreamHasher::new(),
+            Digest::of(whole),
+            whole.len() as u64,
+            "blob x".into(),
+            on_bytes,
+        )
+    }
+
     #[tokio::test]
-    async fn good_stream_passes_and_counts() {
+    async fn good_stream_passes_in_chunks_and_counts() {
         let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let s2 = seen.clone();
-        let s = verified(
-            chunks(&[b"ab", b"c"]),
-            "blob".into(),
-            Digest::of(b"abc"),
-            3,
+        let r = reader(
+            &[b"ab", b"cde"],
+            b"abcde",
             Arc::new(move |n| {
                 s2.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
             }),
         );
-        let out: Vec<_> = s.collect().await;
-        assert!(out.iter().all(|r| r.is_ok()));
-        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 3);
+        let (first, back) = r.take(3);
+        let out: Vec<_> = first.collect().await;
+        assert_eq!(
+            out.iter().map(|b| b.as_ref().unwrap().len()).sum::<usize>(),
+            3
+        );
+        let r = back.await.expect("reader handed back");
+        assert_eq!(r.offset(), 3);
+        let (rest, _) = r.take(2);
+        let out: Vec<_> = rest.collect().await;
+        assert!(out.iter().all(|b| b.is_ok()));
+        assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 5);
     }
 
     #[tokio::test]
     async fn flipped_byte_fails_at_the_end() {
-        let s = verified(
-            chunks(&[b"ab", b"d"]),
-            "blob x".into(),
-            Digest::of(b"abc"),
-            3,
-            Arc::new(|_| {}),
-        );
+        let (s, _) = reader(&[b"ab", b"d"], b"abc", Arc::new(|_| {})).take(3);
         let out: Vec<_> = s.collect().await;
         let err = out.last().unwrap().as_ref().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
@@ -149,16 +242,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn overlong_stream_fails_early() {
-        let s = verified(
-            chunks(&[b"abcd", b"e"]),
-            "blob".into(),
-            Digest::of(b"abc"),
-            3,
-            Arc::new(|_| {}),
-        );
+    async fn overlong_stream_fails() {
+        let (s, _) = reader(&[b"abcd", b"e"], b"abc", Arc::new(|_| {})).take(3);
         let out: Vec<_> = s.collect().await;
         assert_eq!(out.len(), 1);
         assert!(out[0].is_err());
+    }
+
+    #[tokio::test]
+    async fn short_stream_fails_naming_the_offset() {
+        let (s, _) = reader(&[b"ab"], b"abc", Arc::new(|_| {})).take(3);
+        let out: Vec<_> = s.collect().await;
+        let err = out.last().unwrap().as_ref().unwrap_err();
+        assert!(err.to_string().contains("byte 2 of 3"), "{err}");
     }
 }
