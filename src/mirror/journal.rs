@@ -10,7 +10,6 @@
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::write_atomic;
 use anyhow::{Context, Result};
-use base64::Engine as _;
 use std::path::{Path, PathBuf};
 
 /// The upload journal in a working directory.
@@ -43,15 +42,7 @@ pub struct UploadEntry {
 impl UploadEntry {
     /// The hash state at `offset`, when it restores.
     pub fn hasher(&self) -> Option<StreamHasher> {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(&self.hash_state)
-            .ok()?;
-        StreamHasher::restore_state(&bytes).filter(|h| h.len() == self.offset)
-    }
-
-    /// Encodes a hash state for [`UploadEntry::hash_state`].
-    pub fn encode_state(hasher: &StreamHasher) -> String {
-        base64::engine::general_purpose::STANDARD.encode(hasher.save_state())
+        StreamHasher::from_encoded_state(&self.hash_state, self.offset)
     }
 }
 
@@ -114,7 +105,7 @@ mod tests {
             size: 4,
             location: "http://r:5000/v2/a/b/blobs/uploads/x?_state=y".into(),
             offset: 2,
-            hash_state: UploadEntry::encode_state(&hasher),
+            hash_state: hasher.encoded_state(),
         };
         journal.save(&entry).unwrap();
         let back = journal.load("r:5000", "a/b", &digest).unwrap();

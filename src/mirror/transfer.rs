@@ -503,7 +503,7 @@ impl Transfer {
                     size,
                     location: location.clone(),
                     offset: reader.offset(),
-                    hash_state: UploadEntry::encode_state(reader.hasher()),
+                    hash_state: reader.hasher().encoded_state(),
                 })?;
             }
         }

@@ -195,6 +195,22 @@ impl StreamHasher {
         Some(StreamHasher { hasher, len })
     }
 
+    /// [`StreamHasher::save_state`] as base64, for JSON state files.
+    pub fn encoded_state(&self) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(self.save_state())
+    }
+
+    /// A hasher from [`StreamHasher::encoded_state`] that has seen exactly `len` bytes; `None`
+    /// otherwise (the caller starts the blob again).
+    pub fn from_encoded_state(encoded: &str, len: u64) -> Option<Self> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()?;
+        Self::restore_state(&bytes).filter(|h| h.len() == len)
+    }
+
     /// Finishes and checks against what was expected.
     pub fn verify(self, what: &str, expected: &Digest, size: u64) -> Result<(), DigestMismatch> {
         let (actual, actual_size) = self.finish();

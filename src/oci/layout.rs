@@ -306,10 +306,9 @@ impl Checkpoint {
     }
 
     fn of(hasher: &StreamHasher) -> Self {
-        use base64::Engine as _;
         Checkpoint {
             offset: hasher.len(),
-            state: base64::engine::general_purpose::STANDARD.encode(hasher.save_state()),
+            state: hasher.encoded_state(),
         }
     }
 
@@ -319,11 +318,7 @@ impl Checkpoint {
     }
 
     fn hasher(&self) -> Option<StreamHasher> {
-        use base64::Engine as _;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(&self.state)
-            .ok()?;
-        StreamHasher::restore_state(&bytes).filter(|h| h.len() == self.offset)
+        StreamHasher::from_encoded_state(&self.state, self.offset)
     }
 
     fn save(&self, partial: &Path) -> Result<()> {

@@ -433,7 +433,7 @@ impl RegistryClient {
             attempt += 1;
             let result = self.send_once(scopes, &build).await;
             let retry_after = match &result {
-                Ok(resp) if retryable_status(resp.status().as_u16()) && resp.status() != 401 => {
+                Ok(resp) if retryable_status(resp.status().as_u16()) => {
                     retry_after_header(resp.headers())
                 }
                 Err(e) if e.is_transient() => None,
@@ -840,10 +840,9 @@ impl RegistryClient {
     where
         S: Stream<Item = std::result::Result<Bytes, std::io::Error>> + Send + 'static,
     {
-        let sep = if location.contains('?') { '&' } else { '?' };
         let req = self
             .http
-            .put(format!("{location}{sep}digest={digest}"))
+            .put(commit_url(location, digest))
             .header(CONTENT_TYPE, "application/octet-stream")
             .header(CONTENT_LENGTH, len.to_string())
             .body(reqwest::Body::wrap_stream(body));
@@ -874,8 +873,7 @@ impl RegistryClient {
 
     /// Commits an upload session: the registry checks the digest and makes the blob visible.
     pub async fn finish_upload(&self, repo: &str, location: &str, digest: &Digest) -> Result<()> {
-        let sep = if location.contains('?') { '&' } else { '?' };
-        let url = format!("{location}{sep}digest={digest}");
+        let url = commit_url(location, digest);
         let resp = self
             .send(&[(repo, Access::Push)], |c| {
                 c.put(&url).header(CONTENT_LENGTH, "0")
@@ -911,6 +909,12 @@ fn range_end(headers: &HeaderMap) -> Option<u64> {
         Ok(n) => Some(n + 1),
         Err(_) => Some(0),
     }
+}
+
+/// The committing `PUT` URL of an upload session: its location plus `digest=`.
+fn commit_url(location: &str, digest: &Digest) -> String {
+    let sep = if location.contains('?') { '&' } else { '?' };
+    format!("{location}{sep}digest={digest}")
 }
 
 /// The `Retry-After` header in seconds (the HTTP-date form is rare from registries and is
