@@ -254,8 +254,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let (done, todo): (Vec<_>, Vec<_>) =
         images.iter().zip(unchanged).partition(|(_, u)| u.is_some());
     let todo: Vec<&ResolvedImage> = todo.into_iter().map(|(i, _)| i).collect();
-    let todo_owned: Vec<ResolvedImage> = todo.iter().map(|i| (*i).clone()).collect();
-    let nodes = plan::blob_graph(&todo_owned);
+    let nodes = plan::blob_graph(todo.iter().copied());
     let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
     if let Destination::Layout(layout) = &dest {
         if let Err(e) = space::preflight(layout, &nodes, args.ignore_free_space) {
@@ -276,7 +275,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         wanted.source_label,
         args.destination
     ));
-    let outcome = transfer.copy_blobs(nodes.clone()).await;
+    let outcome = transfer.copy_blobs(nodes).await;
     transfer.progress.finish();
     for (digest, err) in &outcome.failed {
         // Said now: writing the record and status may fail too (a full disk), and this is
@@ -317,8 +316,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         images: image_records.len(),
         bytes_transferred: stats.bytes.load(Ordering::Relaxed),
     };
-    let mirrored_owned: Vec<ResolvedImage> = mirrored.iter().map(|i| (*i).clone()).collect();
-    let blobs = plan::blob_graph(&mirrored_owned)
+    let blobs = plan::blob_graph(mirrored.iter().copied())
         .iter()
         .map(|n| BlobRecord {
             digest: n.blob.digest.clone(),

@@ -273,7 +273,7 @@ pub struct BlobNode {
 
 /// The blob graph of a set: every unique blob once, largest first so the link stays busy with
 /// the long transfers while small ones fill the gaps.
-pub fn blob_graph(images: &[ResolvedImage]) -> Vec<BlobNode> {
+pub fn blob_graph<'a>(images: impl IntoIterator<Item = &'a ResolvedImage>) -> Vec<BlobNode> {
     let mut nodes: BTreeMap<Digest, BlobNode> = BTreeMap::new();
     for img in images {
         for b in &img.blobs {
