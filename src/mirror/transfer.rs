@@ -452,8 +452,10 @@ impl Transfer {
                     return Ok((st.location, hasher));
                 }
                 // The registry holds other than what we recorded (a chunk it accepted just
-                // before we were stopped, or a purged session): this blob starts over.
+                // before we were stopped): this blob starts over.
                 (Some(st), _) => client.cancel_upload(repo, &st.location).await,
+                // The session is gone: purged, or refused because part of a cut chunk reached
+                // it (Distribution 2.x then deletes it).
                 (None, _) => {}
             }
             self.forget(client, repo, d);
