@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mirror benchmark: bootstrap against skopeo (sync for mirror-to-mirror, copy into an OCI layout
 # for mirror-to-disk) on the same synthetic sets, each with a fresh destination; prints wall time,
-# peak RSS and ratios. Shape via BENCH_IMAGES, BENCH_LAYER_MIB, BENCH_BIG_MIB, BENCH_WIDE.
+# peak RSS and ratios. Shape via BENCH_IMAGES, BENCH_LAYER_MIB, BENCH_BIG_MIB, BENCH_WIDE;
+# BENCH_CHUNKS=16,64,256 also times bootstrap per upload chunk size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -4,7 +4,9 @@
 //!
 //! Set shape (environment): BENCH_IMAGES (default 9), BENCH_LAYER_MIB (per-image unique layer,
 //! default 64), BENCH_BIG_MIB (one large layer, default 1024), BENCH_WIDE (wide set size, default
-//! 150). The defaults follow the "big" and "wide" sets.
+//! 150). The defaults follow the "big" and "wide" sets. BENCH_CHUNKS (a comma-separated
+//! list of MiB, e.g. `16,64,256`) also times bootstrap's mirror to mirror of the big set once
+//! per upload chunk size, each into a fresh registry: the data behind `--chunk-size`'s default.
 
 #[path = "../tests/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
@@ -49,6 +51,49 @@ fn measure(label: &str, program: &str, args: &[String]) -> (f64, u64) {
         .unwrap_or(0);
     eprintln!("{label}: {secs:.2} s, peak RSS {} MiB", rss / 1024);
     (secs, rss)
+}
+
+/// Times bootstrap's mirror to mirror once per chunk size in BENCH_CHUNKS, each into a fresh
+/// registry, and prints the time relative to the default chunk size's run.
+fn chunk_sweep(bin: &str, cfg: &std::path::Path, src: &Registry, work: &std::path::Path) {
+    let Ok(list) = std::env::var("BENCH_CHUNKS") else {
+        return;
+    };
+    for mib in list.split(',').filter_map(|v| v.trim().parse::<u64>().ok()) {
+        let dst = Registry::plain();
+        let args: Vec<String> = [
+            "mirror",
+            "-c",
+            &cfg.display().to_string(),
+            &format!("docker://{}/m", dst.host()),
+            "--plain-http",
+            &src.host(),
+            "--plain-http",
+            &dst.host(),
+            "--chunk-size",
+            &mib.to_string(),
+            "--record",
+            &work.join(format!("chunk-{mib}.json")).display().to_string(),
+            "--status-file",
+            &work
+                .join(format!("chunk-{mib}.status"))
+                .display()
+                .to_string(),
+            "--workdir",
+            &work
+                .join(format!("chunk-{mib}-state"))
+                .display()
+                .to_string(),
+        ]
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+        measure(
+            &format!("big mirror-to-mirror bootstrap --chunk-size {mib}"),
+            bin,
+            &args,
+        );
+    }
 }
 
 fn big_set(seed: u64) -> SyntheticSet {
@@ -179,6 +224,9 @@ fn main() {
             &theirs_args,
         );
         ratio(&format!("{name} mirror-to-mirror"), ours, theirs);
+        if name == "big" {
+            chunk_sweep(&bin, &cfg, &src, work.path());
+        }
         if name == "wide" {
             let ours = measure("wide rerun bootstrap", &bin, &ours_args("wide-rec2.json"));
             let theirs = measure("wide rerun skopeo sync", "skopeo", &theirs_args);
