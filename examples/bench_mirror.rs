@@ -25,13 +25,14 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs a command under GNU time; returns (seconds, peak RSS KiB).
+/// Runs a command under GNU time; returns (seconds, peak RSS KiB) and prints both with the
+/// CPU seconds it used (user + system), which tell whose work a wall time is.
 fn measure(label: &str, program: &str, args: &[String]) -> (f64, u64) {
     let rss_file = tempfile::NamedTempFile::new().unwrap();
     let start = Instant::now();
     let out = Command::new("/usr/bin/time")
         .arg("-f")
-        .arg("%M")
+        .arg("%U %S %M")
         .arg("-o")
         .arg(rss_file.path())
         .arg(program)
@@ -43,13 +44,22 @@ fn measure(label: &str, program: &str, args: &[String]) -> (f64, u64) {
         eprintln!("{label} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         std::process::exit(1);
     }
-    let rss = std::fs::read_to_string(rss_file.path())
-        .unwrap_or_default()
+    let report = std::fs::read_to_string(rss_file.path()).unwrap_or_default();
+    let fields: Vec<f64> = report
         .lines()
         .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or(0);
-    eprintln!("{label}: {secs:.2} s, peak RSS {} MiB", rss / 1024);
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let (cpu, rss) = match fields[..] {
+        [user, system, rss] => (user + system, rss as u64),
+        _ => (0.0, 0),
+    };
+    eprintln!(
+        "{label}: {secs:.2} s, CPU {cpu:.2} s, peak RSS {} MiB",
+        rss / 1024
+    );
     (secs, rss)
 }
 
