@@ -109,6 +109,11 @@ impl Progress {
         }
     }
 
+    /// Bytes counted so far.
+    pub fn done(&self) -> u64 {
+        self.inner.done.load(Ordering::Relaxed)
+    }
+
     /// Counts transferred bytes.
     pub fn inc(&self, n: u64) {
         let done = self.inner.done.fetch_add(n, Ordering::Relaxed) + n;

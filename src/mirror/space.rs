@@ -26,7 +26,7 @@ pub fn bytes_to_write(layout: &OciLayout, nodes: &[BlobNode]) -> u64 {
         .map(|n| {
             n.blob
                 .size
-                .saturating_sub(layout.partial_len(&n.blob.digest))
+                .saturating_sub(layout.partial_len(&n.blob.digest, n.blob.size))
         })
         .sum()
 }

@@ -122,6 +122,8 @@ pub struct Transfer {
     pub stats: Arc<Stats>,
     /// One gate per registry host, bounding its concurrent blob transfers.
     pub gates: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Per blob, how far the progress display has been moved (see [`Transfer::on_bytes`]).
+    credits: std::sync::Mutex<HashMap<Digest, Arc<AtomicU64>>>,
 }
 
 impl Transfer {
@@ -141,6 +143,7 @@ impl Transfer {
             progress,
             stats: Arc::new(Stats::default()),
             gates: Default::default(),
+            credits: Default::default(),
         }
     }
 
@@ -226,17 +229,41 @@ impl Transfer {
         }
     }
 
-    /// Counts bytes on the progress display, the run's counters and `moved` (the stall
-    /// detector's view of this blob).
-    fn on_bytes(&self, node: &BlobNode, moved: Arc<AtomicU64>) -> OnBytes {
+    /// How far into `node`'s blob the progress display has been moved, across attempts.
+    fn credit(&self, node: &BlobNode) -> Arc<AtomicU64> {
+        let mut credits = self.credits.lock().expect("credit map poisoned");
+        credits.entry(node.blob.digest.clone()).or_default().clone()
+    }
+
+    /// Moves the progress display to byte `to` of `node`'s blob, unless it was already there:
+    /// bytes sent again after a retry, or found already present, are not counted twice.
+    fn advance(&self, credit: &AtomicU64, to: u64) {
+        let before = credit.fetch_max(to, Ordering::Relaxed);
+        if to > before {
+            self.progress.inc(to - before);
+        }
+    }
+
+    /// Counts the bytes of an attempt that starts at byte `start` of the blob: on the progress
+    /// display (once per byte of the blob, however often it is sent), the run's counters
+    /// (every byte sent) and `moved` (the stall detector's view of this attempt).
+    fn on_bytes(&self, node: &BlobNode, moved: Arc<AtomicU64>, start: u64) -> OnBytes {
         let bar = Arc::new(self.progress.blob(
             &format!("{} {}", node.from.repository, node.blob.digest.short()),
             node.blob.size,
         ));
+        let credit = self.credit(node);
+        self.advance(&credit, start);
+        bar.inc(start);
         let progress = self.progress.clone();
         let stats = self.stats.clone();
+        let position = AtomicU64::new(start);
         Arc::new(move |n| {
-            progress.inc(n);
+            let at = position.fetch_add(n, Ordering::Relaxed) + n;
+            let before = credit.fetch_max(at, Ordering::Relaxed);
+            if at > before {
+                progress.inc(at - before);
+            }
             bar.inc(n);
             stats.bytes.fetch_add(n, Ordering::Relaxed);
             moved.fetch_add(n, Ordering::Relaxed);
@@ -289,10 +316,10 @@ impl Transfer {
             Destination::Layout(layout) => {
                 if layout.blob_size(d) == Some(node.blob.size) {
                     self.stats.blobs_present.fetch_add(1, Ordering::Relaxed);
-                    self.progress.inc(node.blob.size);
+                    self.advance(&self.credit(node), node.blob.size);
                     return Ok(());
                 }
-                let resumed = layout.partial_len(d);
+                let resumed = layout.partial_len(d, node.blob.size);
                 self.stats
                     .bytes_resumed
                     .fetch_add(resumed, Ordering::Relaxed);
@@ -301,7 +328,7 @@ impl Transfer {
                     d,
                     node.blob.size,
                     |offset| self.open(node, offset),
-                    self.on_bytes(node, moved.clone()),
+                    self.on_bytes(node, moved.clone(), resumed),
                 );
                 stall::watch(self.settings.stall, &moved, write)
                     .await
@@ -341,7 +368,7 @@ impl Transfer {
         }
         if missing.is_empty() {
             self.stats.blobs_present.fetch_add(1, Ordering::Relaxed);
-            self.progress.inc(node.blob.size);
+            self.advance(&self.credit(node), node.blob.size);
             return Ok(());
         }
         for repo in missing {
@@ -383,7 +410,7 @@ impl Transfer {
         let d = &node.blob.digest;
         let (location, hasher) = self.upload_start(client, repo, node, session).await?;
         let moved = Arc::new(AtomicU64::new(0));
-        let on_bytes = self.on_bytes(node, moved.clone());
+        let on_bytes = self.on_bytes(node, moved.clone(), hasher.len());
         let send = async {
             let stream = self.open(node, hasher.len()).await?;
             let reader = VerifiedReader::new(
@@ -724,4 +751,47 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
                 .and_then(RegistryError::code)
                 .is_some_and(|code| code.contains("DIGEST_INVALID"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mirror::plan::BlobDesc;
+    use crate::oci::reference::ImageRef;
+
+    /// Regression: bytes sent again after a retry were counted again, so progress went past
+    /// 100%. The display counts each byte of a blob once; the run's byte counter counts every
+    /// byte sent.
+    #[test]
+    fn progress_counts_resent_bytes_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = OciLayout::unopened(dir.path());
+        let transfer = Transfer::new(
+            Source::Layout(layout.clone()),
+            Destination::Layout(layout),
+            TransferSettings::default(),
+            None,
+            Progress::new("test", 100),
+        );
+        let node = BlobNode {
+            blob: BlobDesc {
+                digest: Digest::of(b"x"),
+                size: 100,
+                media_type: String::new(),
+            },
+            from: ImageRef::parse("registry.example/a/b:1").unwrap(),
+            repositories: BTreeSet::new(),
+        };
+        let moved = Arc::new(AtomicU64::new(0));
+        let first = transfer.on_bytes(&node, moved.clone(), 0);
+        first(60);
+        // The retry resumes from a checkpoint at 40 and sends the rest.
+        let second = transfer.on_bytes(&node, moved, 40);
+        second(30);
+        second(30);
+        assert_eq!(transfer.progress.done(), 100);
+        assert_eq!(transfer.stats.bytes.load(Ordering::Relaxed), 120);
+        transfer.advance(&transfer.credit(&node), 100);
+        assert_eq!(transfer.progress.done(), 100);
+    }
 }

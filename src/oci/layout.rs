@@ -143,8 +143,9 @@ impl OciLayout {
     }
 
     /// Bytes of a blob already written and checkpointed by an earlier, interrupted run.
-    pub fn partial_len(&self, digest: &Digest) -> u64 {
-        Checkpoint::load(&self.partial_path(digest)).map_or(0, |c| c.offset)
+    /// Where a write of it would resume (0 when nothing usable was checkpointed).
+    pub fn partial_len(&self, digest: &Digest, size: u64) -> u64 {
+        resumable_state(&self.partial_path(digest), size).map_or(0, |h| h.len())
     }
 
     fn partial_path(&self, digest: &Digest) -> PathBuf {
@@ -326,14 +327,19 @@ impl Checkpoint {
     }
 }
 
+/// The hash state a partial blob of `size` bytes resumes from: its checkpoint's, when the file
+/// holds at least that much and the state restores.
+fn resumable_state(tmp: &Path, size: u64) -> Option<StreamHasher> {
+    let file_len = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
+    Checkpoint::load(tmp)
+        .filter(|c| c.offset <= file_len && c.offset <= size)
+        .and_then(|c| c.hasher())
+}
+
 /// Opens a partial blob for appending where its last checkpoint left it (anything written
 /// after the checkpoint is cut off: it was never synced), or empty when there is none.
 async fn resume_partial(tmp: &Path, size: u64) -> Result<(tokio::fs::File, StreamHasher)> {
-    let file_len = tokio::fs::metadata(tmp).await.map(|m| m.len()).unwrap_or(0);
-    let resumed = Checkpoint::load(tmp)
-        .filter(|c| c.offset <= file_len && c.offset <= size)
-        .and_then(|c| c.hasher());
-    let hasher = resumed.unwrap_or_default();
+    let hasher = resumable_state(tmp, size).unwrap_or_default();
     let mut file = tokio::fs::OpenOptions::new()
         .create(true)
         .write(true)
