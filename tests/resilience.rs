@@ -530,3 +530,34 @@ fn kill_9_mid_blob_then_rerun_resends_under_a_tenth() {
         &dst.host(),
     ]));
 }
+
+/// A working directory on a nearly full filesystem is refused before anything is pushed: an
+/// upload journal that cannot be written would lose what a rerun continues.
+#[test]
+fn a_full_working_directory_is_refused_before_any_push() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(59)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["amd64", "arm64"]);
+    let disk = Tmpfs::mount(&work.path().join("small"), "4m");
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--workdir",
+        disk.path.join("state").to_str().unwrap(),
+        "--status-file",
+        work.path().join("status.json").to_str().unwrap(),
+    ]));
+    assert!(err.contains("working directory"), "{err}");
+    assert!(err.contains("--workdir"), "{err}");
+    assert_eq!(dst.requests_matching("POST", "/blobs/uploads/"), 0);
+}

@@ -243,7 +243,10 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let fresh_dir = matches!(&dest, Destination::Layout(l) if !l.root().exists());
     let (dest, _lock, workdir) = open_destination(dest, args.workdir.as_deref())?;
     let journal = match &dest {
-        Destination::Registry { .. } => Some(journal::Journal::open(&workdir)?),
+        Destination::Registry { .. } => {
+            space::preflight_workdir(&workdir, args.ignore_free_space)?;
+            Some(journal::Journal::open(&workdir)?)
+        }
         Destination::Layout(_) => None,
     };
     let progress = Progress::new("mirror", 0);

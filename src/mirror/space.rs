@@ -1,6 +1,7 @@
 //! Preflight for disk space: a 2 TB mirror that fills the disk after ten hours is worse than
 //! one refused in the first second. The bytes still to write (blobs not yet in the layout,
-//! less what partial files already hold) are compared with the free space where they go.
+//! less what partial files already hold) are compared with the free space where they go, and
+//! the working directory (the upload journal of a registry destination) must have some room.
 
 use super::plan::BlobNode;
 use crate::oci::layout::OciLayout;
@@ -55,6 +56,29 @@ pub fn preflight(layout: &OciLayout, nodes: &[BlobNode], ignore: bool) -> Result
             human_bytes(needed),
             human_bytes(MARGIN),
             human_bytes(free)
+        );
+    }
+    Ok(())
+}
+
+/// Room the working directory needs: upload journal entries and resolved-image cache files,
+/// a few KiB per image.
+const WORKDIR_NEED: u64 = 16 * 1024 * 1024;
+
+/// Refuses to start when the working directory's filesystem (or that of its nearest existing
+/// parent) is nearly full: a journal that cannot be written loses what a rerun would continue.
+pub fn preflight_workdir(workdir: &Path, ignore: bool) -> Result<()> {
+    let existing = workdir
+        .ancestors()
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("."));
+    let free = free_bytes(existing)?;
+    if free < WORKDIR_NEED && !ignore {
+        bail!(
+            "not enough space for the working directory {}: {} free, {} needed for the upload journal; free some space or pass --workdir DIR on another filesystem (or --ignore-free-space)",
+            workdir.display(),
+            human_bytes(free),
+            human_bytes(WORKDIR_NEED)
         );
     }
     Ok(())
