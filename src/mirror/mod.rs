@@ -196,32 +196,9 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let started = record::now_rfc3339();
     let clock = std::time::Instant::now();
     let dest_loc = Location::parse(&args.destination, "the destination")?;
-    let settings = TransferSettings {
-        concurrency: args.max_concurrent_blobs.max(1),
-        connections_per_registry: args.max_connections_per_registry.max(1),
-        chunk_size: args.chunk_size * 1024 * 1024,
-        retry: RetryPolicy::with_attempts(args.retries),
-        stall: StallPolicy {
-            window: std::time::Duration::from_secs(args.stall_timeout),
-            floor: args.stall_floor,
-        },
-        continue_on_error: args.continue_on_error,
-    };
+    let settings = transfer_settings(&args);
     let regs = Arc::new(registries_with(&args.registry, settings.retry)?);
-    let (source, wanted) = match (&args.from, &args.config) {
-        (Some(from), _) => match Location::parse(from, "--from")? {
-            Location::Disk(dir) => {
-                let layout = OciLayout::open(&dir)?;
-                let wanted = wanted_from_layout(&layout)?;
-                (Source::Layout(layout), wanted)
-            }
-            Location::Registry(_) => bail!(
-                "--from takes a disk mirror (file://DIR); to mirror from registries, name them in the ImageSetConfiguration (-c)"
-            ),
-        },
-        (None, Some(cfg)) => (Source::Registry(regs.clone()), wanted_from_config(cfg)?),
-        (None, None) => bail!("name what to mirror: -c CONFIG, or --from file://DIR"),
-    };
+    let (source, wanted) = source_and_wanted(&args, &regs)?;
     if matches!(source, Source::Layout(_)) && matches!(dest_loc, Location::Disk(_)) {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
@@ -254,9 +231,15 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let unchanged = transfer
         .already_mirrored(&images, args.rewrite_filtered_indexes)
         .await;
-    let (done, todo): (Vec<_>, Vec<_>) =
-        images.iter().zip(unchanged).partition(|(_, u)| u.is_some());
-    let todo: Vec<&ResolvedImage> = todo.into_iter().map(|(i, _)| i).collect();
+    let mut done = Vec::new();
+    let mut todo = Vec::new();
+    for (image, record) in images.iter().zip(unchanged) {
+        match record {
+            Some(r) => done.push((image, r)),
+            None => todo.push(image),
+        }
+    }
+    let unchanged = done.len();
     let nodes = plan::blob_graph(todo.iter().copied());
     let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
     if let Destination::Layout(layout) = &dest {
@@ -272,7 +255,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     transfer.progress.println(&format!(
         "mirroring {} images ({} already at the destination; {} unique blobs, {}) from {} to {}",
         images.len(),
-        done.len(),
+        unchanged,
         nodes.len(),
         human_bytes(total),
         wanted.source_label,
@@ -291,8 +274,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         .await?;
     let mut image_records = Vec::new();
     let mut mirrored = Vec::new();
-    for (image, rec) in done.iter().map(|(i, u)| (*i, u.clone())) {
-        let rec = rec.expect("partitioned on Some");
+    for (image, rec) in done {
         statuses.push(ImageStatus::ok(&image.source, &rec));
         image_records.push(rec);
         mirrored.push(image);
@@ -348,7 +330,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
         blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
         blobs_present: stats.blobs_present.load(Ordering::Relaxed),
-        images_unchanged: done.len(),
+        images_unchanged: unchanged,
         images_failed: failed,
         bytes_transferred: stats.bytes.load(Ordering::Relaxed),
         bytes_resumed: stats.bytes_resumed.load(Ordering::Relaxed),
@@ -360,22 +342,62 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     };
     print_summary(&summary, &mirrored, output)?;
     if failed > 0 {
-        for s in status.images.iter().filter(|s| s.outcome != Outcome::Ok) {
-            eprintln!(
-                "error: {} {}: {}",
-                s.source,
-                s.outcome.as_str(),
-                s.error.as_deref().unwrap_or("")
-            );
-        }
-        eprintln!(
-            "error: {failed} of {} images were not mirrored (see {}); run the same command again to continue",
-            status.images.len(),
-            status_path.display()
-        );
+        report_failures(&status, &status_path);
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The transfer's limits and failure handling, from the command line.
+fn transfer_settings(args: &MirrorArgs) -> TransferSettings {
+    TransferSettings {
+        concurrency: args.max_concurrent_blobs.max(1),
+        connections_per_registry: args.max_connections_per_registry.max(1),
+        chunk_size: args.chunk_size * 1024 * 1024,
+        retry: RetryPolicy::with_attempts(args.retries),
+        stall: StallPolicy {
+            window: std::time::Duration::from_secs(args.stall_timeout),
+            floor: args.stall_floor,
+        },
+        continue_on_error: args.continue_on_error,
+    }
+}
+
+/// Where images are read from and which: a disk mirror (`--from`) or the configuration's
+/// registries (`-c`).
+fn source_and_wanted(args: &MirrorArgs, regs: &Arc<Registries>) -> Result<(Source, Wanted)> {
+    match (&args.from, &args.config) {
+        (Some(from), _) => match Location::parse(from, "--from")? {
+            Location::Disk(dir) => {
+                let layout = OciLayout::open(&dir)?;
+                let wanted = wanted_from_layout(&layout)?;
+                Ok((Source::Layout(layout), wanted))
+            }
+            Location::Registry(_) => bail!(
+                "--from takes a disk mirror (file://DIR); to mirror from registries, name them in the ImageSetConfiguration (-c)"
+            ),
+        },
+        (None, Some(cfg)) => Ok((Source::Registry(regs.clone()), wanted_from_config(cfg)?)),
+        (None, None) => bail!("name what to mirror: -c CONFIG, or --from file://DIR"),
+    }
+}
+
+/// Says on stderr which images were not mirrored, why, and what to do.
+fn report_failures(status: &StatusFile, status_path: &Path) {
+    for s in status.images.iter().filter(|s| s.outcome != Outcome::Ok) {
+        eprintln!(
+            "error: {} {}: {}",
+            s.source,
+            s.outcome.as_str(),
+            s.error.as_deref().unwrap_or("")
+        );
+    }
+    eprintln!(
+        "error: {} of {} images were not mirrored (see {}); run the same command again to continue",
+        status.failed + status.skipped,
+        status.images.len(),
+        status_path.display()
+    );
 }
 
 /// Reaches a registry destination first: an unreachable or refusing registry should fail in
