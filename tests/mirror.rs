@@ -191,6 +191,20 @@ fn mirror_to_mirror_sends_the_shared_base_layer_once() {
         summary["blobsMounted"].as_u64().unwrap() >= 2,
         "{summary:#}"
     );
+    // The cluster's mirror configuration sits beside the record: every source namespace
+    // mirrored by tag maps to its place under the prefix.
+    let crs = work.path().join("cluster-resources");
+    assert_eq!(summary["clusterResources"], crs.display().to_string());
+    let itms = std::fs::read_to_string(crs.join("itms-oc-mirror.yaml")).unwrap();
+    assert!(itms.contains("kind: ImageTagMirrorSet"), "{itms}");
+    for ns in ["src/base", "src/tools", "src/data"] {
+        let line = format!(
+            "- source: {}/{ns}\n    mirrors:\n    - {}/m/{ns}\n",
+            src.host(),
+            dst.host()
+        );
+        assert!(itms.contains(&line), "{ns} not mapped:\n{itms}");
+    }
     let base = set.shared_base_digest();
     assert_eq!(
         dst.blob_uploads_completed(&base),

@@ -2,6 +2,7 @@
 //! registry, or from registry to registry, verified and recorded for auditors.
 
 pub mod cache;
+pub mod cluster;
 pub mod config;
 pub mod journal;
 pub mod plan;
@@ -189,6 +190,10 @@ pub struct Summary {
     pub record: String,
     /// Where the per-image status was written.
     pub status: String,
+    /// Where the cluster's mirror configuration (IDMS, ITMS, install-config snippet) was
+    /// written; registry destinations only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_resources: Option<String>,
 }
 
 /// Runs `bootstrap mirror`.
@@ -321,6 +326,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     status.write(&status_path)?;
     let record_path = write_record(&dest, &mut rec, args.record.clone(), &stamp)?;
+    let cluster_dir = write_cluster_resources(&dest, &mirrored, &record_path)?;
     let failed = status.failed + status.skipped;
     let summary = Summary {
         source: wanted.source_label,
@@ -339,6 +345,7 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         seconds: clock.elapsed().as_secs_f64(),
         record: record_path.display().to_string(),
         status: status_path.display().to_string(),
+        cluster_resources: cluster_dir.map(|d| d.display().to_string()),
     };
     print_summary(&summary, &mirrored, output)?;
     if failed > 0 {
@@ -346,6 +353,33 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// For a registry destination, writes the cluster's mirror configuration into
+/// `cluster-resources/` beside the record; returns the directory when anything was written.
+fn write_cluster_resources(
+    dest: &Destination,
+    mirrored: &[&ResolvedImage],
+    record_path: &Path,
+) -> Result<Option<PathBuf>> {
+    let Destination::Registry { target, .. } = dest else {
+        return Ok(None);
+    };
+    let images: Vec<cluster::MirroredImage> = mirrored
+        .iter()
+        .map(|img| cluster::MirroredImage {
+            source: img.source.clone(),
+            registry: target.registry.clone(),
+            repository: target.repository_for(&img.source.repository),
+            category: cluster::Category::Generic,
+        })
+        .collect();
+    let dir = record_path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(cluster::DIR);
+    let written = cluster::ClusterResources::new(&images).write(&dir)?;
+    Ok((!written.is_empty()).then_some(dir))
 }
 
 /// The transfer's limits and failure handling, from the command line.
@@ -546,6 +580,9 @@ fn print_summary(s: &Summary, images: &[&ResolvedImage], output: OutputFormat) -
                 );
             }
             println!("record: {}", s.record);
+            if let Some(dir) = &s.cluster_resources {
+                println!("cluster resources: {dir}");
+            }
             println!("status: {}", s.status);
         }
     }

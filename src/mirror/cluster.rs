@@ -1,0 +1,360 @@
+//! What the cluster needs to use the mirror, written beside the record and named and laid out
+//! like oc-mirror v2's `cluster-resources/` so existing runbooks apply: an ImageDigestMirrorSet
+//! for images mirrored by digest, an ImageTagMirrorSet for images mirrored by tag, and the
+//! `imageDigestSources` snippet for install-config.yaml, so nobody copies mirror paths by hand.
+//!
+//! Mirrors are scoped to the namespace (the repository path without its last component) when
+//! the destination keeps the source path under its prefix, as ours always does, so one entry
+//! covers every image of that namespace; otherwise to the repository. Output is sorted and has
+//! no timestamps: the same mirror gives the same bytes.
+
+use crate::oci::layout::write_atomic;
+use crate::oci::reference::ImageRef;
+use anyhow::{Context, Result};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The directory the resources are written to, beside the record.
+pub const DIR: &str = "cluster-resources";
+/// The ImageDigestMirrorSet file (oc-mirror's name).
+pub const IDMS_FILE: &str = "idms-oc-mirror.yaml";
+/// The ImageTagMirrorSet file (oc-mirror's name).
+pub const ITMS_FILE: &str = "itms-oc-mirror.yaml";
+/// The install-config.yaml snippet.
+pub const DIGEST_SOURCES_FILE: &str = "install-config-imageDigestSources.yaml";
+
+/// What kind of content an image is; each kind gets its own mirror set, as oc-mirror does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Category {
+    /// Release payload and its components.
+    Release,
+    /// Operator bundles and their related images.
+    Operator,
+    /// Additional images.
+    Generic,
+}
+
+impl Category {
+    fn name(self) -> &'static str {
+        match self {
+            Category::Release => "release",
+            Category::Operator => "operator",
+            Category::Generic => "generic",
+        }
+    }
+}
+
+/// One mirrored image: where it came from and where it is now.
+#[derive(Clone, Debug)]
+pub struct MirroredImage {
+    /// The source reference as asked for (by tag or by digest).
+    pub source: ImageRef,
+    /// The destination registry host.
+    pub registry: String,
+    /// The destination repository.
+    pub repository: String,
+    /// What kind of content it is.
+    pub category: Category,
+}
+
+/// Mirror entries by category: source scope -> mirror scopes.
+type Scopes = BTreeMap<Category, BTreeMap<String, BTreeSet<String>>>;
+
+/// The resources of one mirror.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ClusterResources {
+    by_digest: Scopes,
+    by_tag: Scopes,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Resource<S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: S,
+}
+
+#[derive(serde::Serialize)]
+struct Metadata {
+    name: String,
+    annotations: BTreeMap<&'static str, &'static str>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DigestSpec {
+    image_digest_mirrors: Vec<Mirrors>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TagSpec {
+    image_tag_mirrors: Vec<Mirrors>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InstallConfigSnippet {
+    image_digest_sources: Vec<Mirrors>,
+}
+
+#[derive(serde::Serialize)]
+struct Mirrors {
+    source: String,
+    mirrors: Vec<String>,
+}
+
+impl ClusterResources {
+    /// The resources for `images`. A release image goes into the digest set even when
+    /// mirrored by tag (the installer pulls releases by digest), as oc-mirror does.
+    pub fn new(images: &[MirroredImage]) -> Self {
+        let mut res = ClusterResources::default();
+        for img in images {
+            let (source, mirror) = scopes(img);
+            let by_digest = img.source.tag.is_none() || img.category == Category::Release;
+            let by_tag = img.source.tag.is_some();
+            for (wanted, set) in [(by_digest, &mut res.by_digest), (by_tag, &mut res.by_tag)] {
+                if wanted {
+                    set.entry(img.category)
+                        .or_default()
+                        .entry(source.clone())
+                        .or_default()
+                        .insert(mirror.clone());
+                }
+            }
+        }
+        res
+    }
+
+    /// The ImageDigestMirrorSet documents, or `None` when nothing was mirrored by digest.
+    pub fn idms_yaml(&self) -> Result<Option<String>> {
+        let docs: Vec<_> = self
+            .by_digest
+            .iter()
+            .map(|(cat, scopes)| {
+                resource(
+                    "ImageDigestMirrorSet",
+                    format!("idms-{}-0", cat.name()),
+                    DigestSpec {
+                        image_digest_mirrors: mirrors(scopes),
+                    },
+                )
+            })
+            .collect();
+        yaml_documents(&docs)
+    }
+
+    /// The ImageTagMirrorSet documents, or `None` when nothing was mirrored by tag.
+    pub fn itms_yaml(&self) -> Result<Option<String>> {
+        let docs: Vec<_> = self
+            .by_tag
+            .iter()
+            .map(|(cat, scopes)| {
+                resource(
+                    "ImageTagMirrorSet",
+                    format!("itms-{}-0", cat.name()),
+                    TagSpec {
+                        image_tag_mirrors: mirrors(scopes),
+                    },
+                )
+            })
+            .collect();
+        yaml_documents(&docs)
+    }
+
+    /// `imageDigestSources` for install-config.yaml: every digest mirror, all categories.
+    pub fn install_config_yaml(&self) -> Result<Option<String>> {
+        let mut all: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for scopes in self.by_digest.values() {
+            for (source, m) in scopes {
+                all.entry(source.clone())
+                    .or_default()
+                    .extend(m.iter().cloned());
+            }
+        }
+        if all.is_empty() {
+            return Ok(None);
+        }
+        let snippet = InstallConfigSnippet {
+            image_digest_sources: mirrors(&all),
+        };
+        Ok(Some(serde_saphyr::to_string(&snippet)?))
+    }
+
+    /// Writes the files that have content into `dir` (created); returns their paths.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let files = [
+            (IDMS_FILE, self.idms_yaml()?),
+            (ITMS_FILE, self.itms_yaml()?),
+            (DIGEST_SOURCES_FILE, self.install_config_yaml()?),
+        ];
+        let mut written = Vec::new();
+        for (name, text) in files {
+            let Some(text) = text else { continue };
+            fs_err::create_dir_all(dir).context("creating the cluster resources directory")?;
+            let path = dir.join(name);
+            write_atomic(&path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?;
+            written.push(path);
+        }
+        Ok(written)
+    }
+}
+
+fn resource<S>(kind: &'static str, name: String, spec: S) -> Resource<S> {
+    Resource {
+        api_version: "config.openshift.io/v1",
+        kind,
+        metadata: Metadata {
+            name,
+            annotations: BTreeMap::from([("createdBy", "bootstrap")]),
+        },
+        spec,
+    }
+}
+
+fn mirrors(scopes: &BTreeMap<String, BTreeSet<String>>) -> Vec<Mirrors> {
+    scopes
+        .iter()
+        .map(|(source, m)| Mirrors {
+            source: source.clone(),
+            mirrors: m.iter().cloned().collect(),
+        })
+        .collect()
+}
+
+/// Documents separated by `---` (a leading one too, as oc-mirror writes them).
+fn yaml_documents<T: serde::Serialize>(docs: &[T]) -> Result<Option<String>> {
+    if docs.is_empty() {
+        return Ok(None);
+    }
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(d)?);
+    }
+    Ok(Some(out))
+}
+
+/// The source and mirror scope of an image: its namespace when the destination path ends with
+/// the source path (then every image of the namespace maps the same way), else the repository.
+fn scopes(img: &MirroredImage) -> (String, String) {
+    let src_repo = &img.source.repository;
+    if img.repository.ends_with(src_repo.as_str()) {
+        (
+            namespace(&img.source.registry, src_repo),
+            namespace(&img.registry, &img.repository),
+        )
+    } else {
+        (
+            format!("{}/{}", img.source.registry, src_repo),
+            format!("{}/{}", img.registry, img.repository),
+        )
+    }
+}
+
+fn namespace(registry: &str, repository: &str) -> String {
+    match repository.rsplit_once('/') {
+        Some((ns, _)) => format!("{registry}/{ns}"),
+        None => registry.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mirrored(source: &str, category: Category) -> MirroredImage {
+        let source = ImageRef::parse(source).unwrap();
+        MirroredImage {
+            repository: format!("mirror/{}", source.repository),
+            registry: "registry.site.example:8443".into(),
+            source,
+            category,
+        }
+    }
+
+    fn sample() -> ClusterResources {
+        ClusterResources::new(&[
+            mirrored("quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64", Category::Release),
+            mirrored(
+                "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0000000000000000000000000000000000000000000000000000000000000001",
+                Category::Release,
+            ),
+            mirrored(
+                "nvcr.io/nvidia/gpu-operator@sha256:0000000000000000000000000000000000000000000000000000000000000002",
+                Category::Operator,
+            ),
+            mirrored("registry.redhat.io/ubi9/ubi:9.4", Category::Generic),
+            mirrored("registry.redhat.io/ubi9/ubi-minimal:9.4", Category::Generic),
+            mirrored(
+                "registry.example.com/models/granite@sha256:0000000000000000000000000000000000000000000000000000000000000003",
+                Category::Generic,
+            ),
+            mirrored("docker.io/library/busybox:1.36", Category::Generic),
+        ])
+    }
+
+    /// Compares with a golden file beside this test; `UPDATE_GOLDEN=1` rewrites it.
+    fn golden(name: &str, actual: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/mirror/testdata")
+            .join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, actual).unwrap();
+        }
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+        assert_eq!(actual, expected, "{} differs", path.display());
+    }
+
+    #[test]
+    fn idms_itms_and_install_config_match_their_golden_files() {
+        let res = sample();
+        golden("idms-oc-mirror.yaml", &res.idms_yaml().unwrap().unwrap());
+        golden("itms-oc-mirror.yaml", &res.itms_yaml().unwrap().unwrap());
+        golden(
+            "install-config-imageDigestSources.yaml",
+            &res.install_config_yaml().unwrap().unwrap(),
+        );
+    }
+
+    #[test]
+    fn every_mirrored_source_namespace_is_mapped() {
+        let res = sample();
+        let idms = res.idms_yaml().unwrap().unwrap();
+        let itms = res.itms_yaml().unwrap().unwrap();
+        for ns in [
+            "quay.io/openshift-release-dev",
+            "nvcr.io/nvidia",
+            "registry.example.com/models",
+        ] {
+            assert!(
+                idms.contains(&format!("source: {ns}\n")),
+                "{ns} not in\n{idms}"
+            );
+        }
+        for ns in ["registry.redhat.io/ubi9", "docker.io/library"] {
+            assert!(
+                itms.contains(&format!("source: {ns}\n")),
+                "{ns} not in\n{itms}"
+            );
+            assert!(
+                !idms.contains(&format!("source: {ns}\n")),
+                "{ns} by tag in IDMS"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_by_digest_writes_no_idms() {
+        let res = ClusterResources::new(&[mirrored("quay.io/a/b:1", Category::Generic)]);
+        assert!(res.idms_yaml().unwrap().is_none());
+        assert!(res.install_config_yaml().unwrap().is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let written = res.write(&dir.path().join(DIR)).unwrap();
+        assert_eq!(written, vec![dir.path().join(DIR).join(ITMS_FILE)]);
+    }
+}
