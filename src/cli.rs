@@ -118,6 +118,12 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
 
+    /// Resolve everything and report what would be mirrored (every image, its size, the
+    /// unique blobs and the bytes still to send) without copying or creating anything; the
+    /// plan is also written as JSON to ./mirror-dry-run-<UTC time>.json.
+    #[arg(long)]
+    pub dry_run: bool,
+
     /// Start even when the free space at a disk destination looks too small for the bytes
     /// still to write.
     #[arg(long)]

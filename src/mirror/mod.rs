@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod dryrun;
 pub mod journal;
 pub mod plan;
 pub mod record;
@@ -208,8 +209,9 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
     let dest = connect_destination(&dest_loc, &regs).await?;
-    // A disk mirror that does not exist yet gets nothing written before input is known good.
-    let cache = (!matches!(&dest, Destination::Layout(l) if !l.root().exists()))
+    // A disk mirror that does not exist yet gets nothing written before input is known good,
+    // and a dry run writes nothing at all.
+    let cache = (!args.dry_run && !matches!(&dest, Destination::Layout(l) if !l.root().exists()))
         .then(|| cache::ResolveCache::new(&workdir_for(&dest, args.workdir.as_deref())));
     let resolved = resolve_all(&source, &wanted, settings.concurrency, cache.as_ref()).await;
     let mut statuses = Vec::new();
@@ -221,6 +223,9 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
             Err(e) if !args.continue_on_error => return Err(e),
             Err(e) => statuses.push(ImageStatus::failed(image, &e)),
         }
+    }
+    if args.dry_run {
+        return dry_run(&args, source, dest, settings, &images, &wanted, output).await;
     }
     let fresh_dir = matches!(&dest, Destination::Layout(l) if !l.root().exists());
     let (dest, _lock, workdir) = open_destination(dest, args.workdir.as_deref())?;
@@ -380,6 +385,37 @@ fn write_cluster_resources(
         .join(cluster::DIR);
     let written = cluster::ClusterResources::new(&images).write(&dir)?;
     Ok((!written.is_empty()).then_some(dir))
+}
+
+/// `--dry-run`: reports the plan and touches neither destination nor working directory.
+async fn dry_run(
+    args: &MirrorArgs,
+    source: Source,
+    dest: Destination,
+    settings: TransferSettings,
+    images: &[ResolvedImage],
+    wanted: &Wanted,
+    output: OutputFormat,
+) -> Result<ExitCode> {
+    let transfer = Transfer::new(source, dest, settings, None, Progress::new("plan", 0));
+    let unchanged: Vec<bool> = transfer
+        .already_mirrored(images, args.rewrite_filtered_indexes)
+        .await
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    let plan = dryrun::DryRun::new(
+        &transfer,
+        images,
+        &unchanged,
+        &wanted.source_label,
+        &args.destination,
+    );
+    plan.report(
+        &PathBuf::from(format!("mirror-dry-run-{}.json", file_stamp())),
+        output,
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The transfer's limits and failure handling, from the command line.

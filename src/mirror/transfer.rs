@@ -631,6 +631,11 @@ impl Transfer {
             .await
     }
 
+    /// What the record would say of `image` mirrored as it is (for a dry run).
+    pub fn planned_record(&self, image: &ResolvedImage) -> ImageRecord {
+        self.image_record(image, &image.root)
+    }
+
     fn image_record(&self, image: &ResolvedImage, root: &RawManifest) -> ImageRecord {
         let destination = match &self.dest {
             Destination::Layout(layout) => {

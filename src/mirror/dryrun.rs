@@ -1,0 +1,132 @@
+//! `bootstrap mirror --dry-run`: everything a run would mirror, resolved against the real
+//! source and destination, with sizes, and nothing copied or created. The plan goes to stdout
+//! and, as JSON, to a file an engineer can attach to a change request or compare with the
+//! record after the real run.
+
+use super::plan::{self, ResolvedImage};
+use super::record::now_rfc3339;
+use super::transfer::{Destination, Transfer};
+use crate::oci::digest::Digest;
+use crate::oci::layout::write_atomic;
+use crate::output::{human_bytes, OutputFormat};
+use anyhow::{Context, Result};
+use std::path::Path;
+
+/// The plan of a run.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DryRun {
+    /// Where images come from.
+    pub source: String,
+    /// Where they would go.
+    pub destination: String,
+    /// When the plan was made (RFC 3339 UTC).
+    pub planned: String,
+    /// Every image, sorted by source.
+    pub images: Vec<PlannedImage>,
+    /// Unique blobs of the whole set.
+    pub blobs: usize,
+    /// Bytes of the whole set (unique blobs).
+    pub bytes_total: u64,
+    /// Bytes the run would send at most: blobs of images the destination does not already
+    /// hold (a registry may still have some of them; a disk mirror's partial files count).
+    pub bytes_to_send: u64,
+}
+
+/// One image of the plan.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedImage {
+    /// Source reference.
+    pub source: String,
+    /// Where it would land.
+    pub destination: String,
+    /// Its manifest digest.
+    pub digest: Digest,
+    /// Platforms kept.
+    pub platforms: Vec<String>,
+    /// Bytes of its manifests and blobs.
+    pub size: u64,
+    /// True when the destination already holds it exactly (nothing would be sent).
+    pub already_mirrored: bool,
+}
+
+impl DryRun {
+    /// The plan for `images` into the transfer's destination; `unchanged[i]` says whether
+    /// `images[i]` is already there.
+    pub fn new(
+        transfer: &Transfer,
+        images: &[ResolvedImage],
+        unchanged: &[bool],
+        source: &str,
+        destination: &str,
+    ) -> Self {
+        let mut planned: Vec<PlannedImage> = images
+            .iter()
+            .zip(unchanged)
+            .map(|(img, &done)| {
+                let rec = transfer.planned_record(img);
+                PlannedImage {
+                    source: rec.source,
+                    destination: rec.destination,
+                    digest: rec.digest,
+                    platforms: rec.platforms,
+                    size: rec.total_size,
+                    already_mirrored: done,
+                }
+            })
+            .collect();
+        planned.sort_by(|a, b| a.source.cmp(&b.source));
+        let all = plan::blob_graph(images);
+        let todo = images.iter().zip(unchanged).filter(|(_, &d)| !d);
+        let to_send = plan::blob_graph(todo.map(|(i, _)| i));
+        let bytes_to_send = match &transfer.dest {
+            Destination::Layout(layout) => crate::mirror::space::bytes_to_write(layout, &to_send),
+            Destination::Registry { .. } => to_send.iter().map(|n| n.blob.size).sum(),
+        };
+        DryRun {
+            source: source.to_string(),
+            destination: destination.to_string(),
+            planned: now_rfc3339(),
+            images: planned,
+            blobs: all.len(),
+            bytes_total: all.iter().map(|n| n.blob.size).sum(),
+            bytes_to_send,
+        }
+    }
+
+    /// Writes the plan as JSON to `path`, and prints it.
+    pub fn report(&self, path: &Path, output: OutputFormat) -> Result<()> {
+        let mut json = serde_json::to_vec_pretty(self)?;
+        json.push(b'\n');
+        write_atomic(path, &json).with_context(|| format!("writing {}", path.display()))?;
+        match output {
+            OutputFormat::Json => println!("{}", String::from_utf8_lossy(&json)),
+            OutputFormat::Text => {
+                for img in &self.images {
+                    let state = if img.already_mirrored {
+                        "  (already at the destination)"
+                    } else {
+                        ""
+                    };
+                    println!(
+                        "{}  {} -> {}  {}{state}",
+                        img.digest,
+                        img.source,
+                        img.destination,
+                        human_bytes(img.size)
+                    );
+                }
+                println!(
+                    "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",
+                    self.images.len(),
+                    self.blobs,
+                    human_bytes(self.bytes_total),
+                    human_bytes(self.bytes_to_send)
+                );
+                println!("plan: {}", path.display());
+            }
+        }
+        Ok(())
+    }
+}
