@@ -673,3 +673,58 @@ fn a_dry_run_plans_everything_and_copies_nothing() {
         .iter()
         .all(|i| i["alreadyMirrored"] == true));
 }
+
+/// `mirror.blockedImages` patterns (regular expressions, matched anywhere in the reference as
+/// oc-mirror matches them) leave images out on purpose: not fetched, not in the record, listed
+/// as blocked with the pattern in the status file, and the run still succeeds.
+#[test]
+fn blocked_images_are_left_out_and_said_so() {
+    let src = Registry::plain();
+    let pushed = SyntheticSet::standard(6)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["multi"]);
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("  blockedImages:\n  - name: '/base/app-b:'\n  - name: multi-docker\n");
+    std::fs::write(&cfg, text).unwrap();
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let rec = record(&dir.join("mirror-record.json"));
+    let sources: Vec<&str> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources.len(), pushed.len() - 2, "{sources:?}");
+    assert!(!sources
+        .iter()
+        .any(|s| s.contains("app-b") || s.contains("multi-docker")));
+    let status = record(&dir.join("mirror-status.json"));
+    assert_eq!(status["blocked"], 2, "{status:#}");
+    assert_eq!(status["failed"], 0);
+    let blocked: Vec<&serde_json::Value> = status["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] == "blocked")
+        .collect();
+    assert!(blocked[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("mirror.blockedImages[0] (/base/app-b:)"));
+    // Nothing of a blocked image was fetched.
+    let app_b = pushed.iter().find(|p| p.repo.ends_with("app-b")).unwrap();
+    assert_eq!(
+        src.requests_matching("GET", &format!("{}/manifests", app_b.repo)),
+        0
+    );
+}

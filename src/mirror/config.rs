@@ -521,6 +521,21 @@ impl ImageSetConfig {
     }
 
     /// The `mirror.additionalImages` names with their field paths and locations, in file order.
+    /// The `mirror.blockedImages` patterns, compiled, each with its path for messages.
+    /// Validation already refused patterns that do not compile; any left out here would be
+    /// such a one.
+    pub fn blocked_images(&self) -> Vec<(String, regex::Regex)> {
+        self.mirror
+            .blocked_images
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let re = regex::Regex::new(&b.name).ok()?;
+                Some((format!("mirror.blockedImages[{i}] ({})", b.name), re))
+            })
+            .collect()
+    }
+
     pub fn additional_images(&self) -> Vec<ImageEntry<'_>> {
         self.mirror
             .additional_images
@@ -678,14 +693,6 @@ impl ImageSetConfig {
         }
         if !m.helm.repositories.is_empty() || !m.helm.local.is_empty() {
             add("mirror.helm", "mirror.helm".into(), LATER, or_oc_mirror);
-        }
-        if !m.blocked_images.is_empty() {
-            add(
-                "mirror.blockedImages",
-                "mirror.blockedImages".into(),
-                "blockedImages are regular expressions and bootstrap cannot apply them yet",
-                "remove it and leave those images out of mirror.additionalImages",
-            );
         }
         if !m.samples.is_empty() {
             add(
@@ -938,14 +945,27 @@ impl Validator<'_> {
         }
     }
 
-    /// oc-mirror compiles each name as a regular expression; without a regex engine only
-    /// emptiness is checked (and [`ImageSetConfig::ensure_supported`] refuses the section).
+    /// Each name is a regular expression, as oc-mirror compiles it; an empty one would block
+    /// everything and is surely a mistake.
     fn blocked_images(&mut self) {
         for (i, img) in self.config.mirror.blocked_images.iter().enumerate() {
+            let path = format!("mirror.blockedImages[{i}].name");
             if img.name.trim().is_empty() {
                 self.push(
-                    format!("mirror.blockedImages[{i}].name"),
+                    path,
                     "is empty; give the image (pattern) to block, or remove the entry".into(),
+                );
+            } else if let Err(e) = regex::Regex::new(&img.name) {
+                let why = e
+                    .to_string()
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                self.push(
+                    path,
+                    format!("is not a valid regular expression ({why}); escape special characters such as . with \\ or fix the pattern"),
                 );
             }
         }
@@ -1815,13 +1835,12 @@ mirror:
                 "mirror.additionalImages[].targetRepo",
                 "mirror.additionalImages[].targetTag",
                 "mirror.helm",
-                "mirror.blockedImages",
             ]
         );
         let e = c.ensure_supported("isc.yaml").unwrap_err();
         assert!(matches!(e, ConfigError::Unsupported { .. }));
         let text = e.to_string();
-        assert_eq!(text.lines().count(), 7, "{text}");
+        assert_eq!(text.lines().count(), 6, "{text}");
         assert!(
             text.contains("isc.yaml:20:3: mirror.operators is not supported yet by this version of bootstrap (release payloads, operator catalogs and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
             "{text}"
@@ -1834,7 +1853,7 @@ mirror:
             text.contains("isc.yaml:40:5: mirror.additionalImages[1].targetRepo is not supported"),
             "{text}"
         );
-        assert!(text.contains("mirror.blockedImages is not supported yet by this version of bootstrap (blockedImages are regular expressions"), "{text}");
+        assert!(!text.contains("mirror.blockedImages"), "{text}");
     }
 
     #[test]
@@ -2137,16 +2156,28 @@ mirror:
     }
 
     #[test]
-    fn blocked_images_must_not_be_empty_and_are_unsupported() {
+    fn blocked_images_must_be_non_empty_regular_expressions() {
         let e = parse_err(&format!("{HEAD}mirror:\n  blockedImages:\n  - name: ''\n"));
         assert!(
             e.starts_with("isc.yaml:5:11: mirror.blockedImages[0].name: is empty"),
             "{e}"
         );
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  blockedImages:\n  - name: quay.io/bad/(.*\n"
+        ));
+        assert!(
+            e.starts_with(
+                "isc.yaml:5:11: mirror.blockedImages[0].name: is not a valid regular expression"
+            ),
+            "{e}"
+        );
         let c = parse_ok(&format!(
             "{HEAD}mirror:\n  blockedImages:\n  - name: quay.io/bad/.*\n"
         ));
-        assert_eq!(c.unsupported_sections(), vec!["mirror.blockedImages"]);
+        assert!(c.unsupported_sections().is_empty());
+        let blocked = c.blocked_images();
+        assert!(blocked[0].1.is_match("quay.io/bad/image:1"));
+        assert!(!blocked[0].1.is_match("quay.io/good/image:1"));
     }
 
     #[test]

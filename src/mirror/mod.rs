@@ -82,6 +82,8 @@ pub fn registries_with(args: &RegistryArgs, retry: RetryPolicy) -> Result<Regist
 /// What a run was asked to mirror.
 struct Wanted {
     images: Vec<(ImageRef, Option<Digest>)>,
+    /// Images left out by `mirror.blockedImages`, with the pattern that matched.
+    blocked: Vec<(ImageRef, String)>,
     architectures: Vec<String>,
     config: Option<ConfigInfo>,
     source_label: String,
@@ -92,19 +94,29 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
     let cfg = config::load(path)?;
     cfg.ensure_supported(&origin)?;
     let mut images = Vec::new();
+    let mut blocked = Vec::new();
     let mut problems = Vec::new();
+    let patterns = cfg.blocked_images();
     for entry in cfg.additional_images() {
         match ImageRef::parse(entry.name) {
-            Ok(r) => images.push((r, None)),
+            Ok(r) => match blocked_by(&patterns, entry.name, &r) {
+                Some(pattern) => blocked.push((r, pattern)),
+                None => images.push((r, None)),
+            },
             Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
         }
     }
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
-    if images.is_empty() {
+    if images.is_empty() && blocked.is_empty() {
         bail!("{origin}: mirror.additionalImages is empty: there is nothing to mirror");
     }
+    if images.is_empty() {
+        bail!("{origin}: mirror.blockedImages blocks every image of mirror.additionalImages: there is nothing to mirror");
+    }
+    blocked.sort();
+    blocked.dedup();
     images.sort();
     images.dedup();
     let registries_label = |images: &[(ImageRef, Option<Digest>)]| {
@@ -118,6 +130,7 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
     let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
     Ok(Wanted {
         images,
+        blocked,
         architectures: cfg.architectures(),
         config: Some(ConfigInfo {
             path: origin,
@@ -125,6 +138,17 @@ fn wanted_from_config(path: &Path) -> Result<Wanted> {
         }),
         source_label,
     })
+}
+
+/// The `mirror.blockedImages` pattern that blocks an image, if any. Like oc-mirror, a pattern
+/// blocks an image when it matches anywhere in the reference; both the reference as written
+/// and its normalised form (`docker.io/library/...`) are tried.
+fn blocked_by(patterns: &[(String, regex::Regex)], written: &str, r: &ImageRef) -> Option<String> {
+    let normalised = r.to_string();
+    patterns
+        .iter()
+        .find(|(_, re)| re.is_match(written) || re.is_match(&normalised))
+        .map(|(path, _)| path.clone())
 }
 
 fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
@@ -149,6 +173,7 @@ fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
     }
     Ok(Wanted {
         images,
+        blocked: Vec::new(),
         architectures: Vec::new(),
         config: None,
         source_label: format!("file://{}", layout.root().display()),
@@ -214,7 +239,11 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let cache = (!args.dry_run && !matches!(&dest, Destination::Layout(l) if !l.root().exists()))
         .then(|| cache::ResolveCache::new(&workdir_for(&dest, args.workdir.as_deref())));
     let resolved = resolve_all(&source, &wanted, settings.concurrency, cache.as_ref()).await;
-    let mut statuses = Vec::new();
+    let mut statuses: Vec<ImageStatus> = wanted
+        .blocked
+        .iter()
+        .map(|(image, pattern)| ImageStatus::blocked(image, pattern))
+        .collect();
     let mut images = Vec::new();
     for (image, result) in wanted.images.iter().map(|(i, _)| i).zip(resolved) {
         match result {
@@ -454,7 +483,8 @@ fn source_and_wanted(args: &MirrorArgs, regs: &Arc<Registries>) -> Result<(Sourc
 
 /// Says on stderr which images were not mirrored, why, and what to do.
 fn report_failures(status: &StatusFile, status_path: &Path) {
-    for s in status.images.iter().filter(|s| s.outcome != Outcome::Ok) {
+    let not_mirrored = |s: &&ImageStatus| matches!(s.outcome, Outcome::Failed | Outcome::Skipped);
+    for s in status.images.iter().filter(not_mirrored) {
         eprintln!(
             "error: {} {}: {}",
             s.source,

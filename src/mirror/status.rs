@@ -1,6 +1,7 @@
 //! Partial failure is data: the per-image status file says which images were mirrored, which
-//! failed and why, and which were skipped because the run stopped first. The exit code is
-//! non-zero whenever it lists anything but `ok`, and the mirror record lists only the `ok`.
+//! failed and why, which were skipped because the run stopped first, and which the
+//! configuration blocked. The exit code is non-zero whenever an image failed or was skipped,
+//! and the mirror record lists only the `ok`.
 
 use super::plan::ResolvedImage;
 use super::record::{now_rfc3339, ImageRecord};
@@ -24,6 +25,8 @@ pub enum Outcome {
     Failed,
     /// Not tried because the run stopped at another failure first.
     Skipped,
+    /// Left out on purpose by `mirror.blockedImages` (not a failure).
+    Blocked,
 }
 
 impl Outcome {
@@ -33,6 +36,7 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
+            Outcome::Blocked => "blocked",
         }
     }
 }
@@ -69,6 +73,11 @@ impl ImageStatus {
         }
     }
 
+    /// An image left out by the blockedImages pattern at `pattern` (a config path).
+    pub fn blocked(source: &ImageRef, pattern: &str) -> Self {
+        Self::not_ok(source, Outcome::Blocked, format!("blocked by {pattern}"))
+    }
+
     /// An image that failed with `err`.
     pub fn failed(source: &ImageRef, err: &anyhow::Error) -> Self {
         Self::not_ok(source, Outcome::Failed, format!("{err:#}"))
@@ -103,6 +112,8 @@ pub struct StatusFile {
     pub failed: usize,
     /// Images not tried.
     pub skipped: usize,
+    /// Images left out by mirror.blockedImages.
+    pub blocked: usize,
     /// Every image of the run, sorted by source.
     pub images: Vec<ImageStatus>,
 }
@@ -125,6 +136,7 @@ impl StatusFile {
             ok: count(Outcome::Ok),
             failed: count(Outcome::Failed),
             skipped: count(Outcome::Skipped),
+            blocked: count(Outcome::Blocked),
             images,
         }
     }
