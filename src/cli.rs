@@ -34,6 +34,9 @@ pub enum Command {
     /// Copy images: registry to disk (file://DIR), disk to registry (--from file://DIR
     /// docker://HOST), or registry to registry (docker://HOST), verified and recorded.
     Mirror(MirrorArgs),
+    /// Model images: pack a local model directory as an OCI modelcar image.
+    #[command(subcommand)]
+    Model(ModelCmd),
     /// Check a disk mirror (file://DIR) or a registry (--record R docker://HOST[/PREFIX])
     /// against its mirror record; exit 0 only when everything matches.
     Verify(VerifyArgs),
@@ -170,4 +173,39 @@ pub struct VerifyArgs {
     /// Registry access.
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+/// `bootstrap model`.
+#[derive(Debug, Subcommand)]
+pub enum ModelCmd {
+    /// Pack a model directory as an OCI "modelcar" image (files under /models, one layer per
+    /// large file, each file's sha256 recorded) into an OCI layout that `bootstrap mirror
+    /// --from` pushes like any image.
+    Pack(ModelPackArgs),
+}
+
+/// `bootstrap model pack`.
+#[derive(Debug, Args)]
+pub struct ModelPackArgs {
+    /// The model's directory (its files land under /models in the image).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The image's name and tag, e.g. registry.example:5000/models/granite:3.1; `bootstrap
+    /// mirror --from` pushes it there.
+    #[arg(value_name = "REFERENCE")]
+    pub reference: String,
+
+    /// The OCI layout to write (created when missing; other images in it are kept).
+    #[arg(
+        long,
+        value_name = "file://DIR",
+        default_value = "file://models-layout"
+    )]
+    pub layout: String,
+
+    /// Files of at least this many MiB get a layer of their own, so a changed shard is sent
+    /// again alone; smaller files share one layer.
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    pub layer_threshold_mib: u64,
 }

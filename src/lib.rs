@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod mirror;
+pub mod model;
 pub mod oci;
 pub mod output;
 pub mod secret;

@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command};
+use bootstrap::cli::{Cli, Command, ModelCmd};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Mirror(args) => bootstrap::mirror::run(args, cli.output).await,
             Command::Verify(args) => bootstrap::verify::run(args, cli.output).await,
+            Command::Model(ModelCmd::Pack(args)) => bootstrap::model::pack(args, cli.output).await,
         }
     });
     match result {

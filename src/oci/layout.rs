@@ -222,6 +222,43 @@ impl OciLayout {
         Ok(())
     }
 
+    /// Writes a blob whose digest is not known beforehand (content built here, such as a
+    /// model layer): into `.partial/`, hashed while written, synced, then renamed to the
+    /// digest it turned out to have. Returns that digest and the size. One pass over the
+    /// content, however large.
+    pub async fn write_new_blob(&self, mut body: ByteStream) -> Result<(Digest, u64)> {
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self
+            .root
+            .join(PARTIAL_DIR)
+            .join(format!("new-{}-{seq}", std::process::id()));
+        let result = async {
+            let mut file = tokio::fs::File::create(&tmp)
+                .await
+                .with_context(|| format!("creating {}", tmp.display()))?;
+            let mut hasher = StreamHasher::new();
+            while let Some(chunk) = body.next().await {
+                let chunk = chunk.context("building a blob")?;
+                hasher.update(&chunk);
+                file.write_all(&chunk)
+                    .await
+                    .with_context(|| format!("writing {}", tmp.display()))?;
+            }
+            flush_and_sync(&mut file, &tmp).await?;
+            let (digest, size) = hasher.finish();
+            tokio::fs::rename(&tmp, self.blob_path(&digest))
+                .await
+                .with_context(|| format!("moving {} into place", tmp.display()))?;
+            anyhow::Ok((digest, size))
+        }
+        .await;
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&tmp).await;
+        }
+        result
+    }
+
     /// Writes a whole blob from a stream (see [`OciLayout::write_blob_from`]).
     pub async fn write_blob(&self, digest: &Digest, size: u64, body: ByteStream) -> Result<()> {
         let mut body = Some(body);

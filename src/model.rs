@@ -1,0 +1,375 @@
+//! `bootstrap model pack`: a local model directory becomes an OCI "modelcar" image (the files
+//! under `/models`, as KServe's modelcars expect), written into an OCI image layout that
+//! `bootstrap mirror --from` pushes like any other image.
+//!
+//! Every file larger than the layer threshold gets a layer of its own, so a new model version
+//! that changes one shard re-sends one shard; the small files share one layer. Layers are plain
+//! tar (model weights do not compress), built deterministically (sorted paths, zero times and
+//! owners), so the same directory always gives the same digests. Each file's sha256 is computed
+//! on the way and recorded: in the layer's annotations, in the manifest's, and in the output.
+
+use crate::cli::ModelPackArgs;
+use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
+use crate::oci::reference::ImageRef;
+use crate::oci::stream::ByteStream;
+use crate::output::{human_bytes, OutputFormat};
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Media type of the layers (uncompressed tar).
+pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
+/// Annotation holding a layer's or file's sha256 list (`<hex>  <path>` lines, as sha256sum).
+pub const SUMS_ANNOTATION: &str = "dev.bootstrap.model.sha256sums";
+/// Where the files land inside the image.
+pub const MODEL_ROOT: &str = "models";
+
+/// One file of the model.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelFile {
+    /// Path inside the image (`models/...`).
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// sha256 of the content.
+    pub sha256: Digest,
+}
+
+/// One layer of the packed image.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackedLayer {
+    /// Layer digest.
+    pub digest: Digest,
+    /// Layer size.
+    pub size: u64,
+    /// The files it holds.
+    pub files: Vec<ModelFile>,
+}
+
+/// What `model pack` made.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PackedModel {
+    /// The image's name in the layout.
+    pub reference: String,
+    /// Its manifest digest.
+    pub digest: Digest,
+    /// The layout written.
+    pub layout: String,
+    /// Its layers in order.
+    pub layers: Vec<PackedLayer>,
+    /// Bytes of all layers.
+    pub bytes: u64,
+}
+
+/// Runs `bootstrap model pack`.
+pub async fn pack(args: ModelPackArgs, output: OutputFormat) -> Result<ExitCode> {
+    let reference = ImageRef::parse(&args.reference)
+        .with_context(|| format!("the image reference '{}'", args.reference))?;
+    if reference.tag.is_none() || reference.digest.is_some() {
+        bail!(
+            "the image reference '{}' needs a tag (and no digest: the digest is what packing computes), e.g. registry.example:5000/models/granite:3.1",
+            args.reference
+        );
+    }
+    let files = model_files(&args.dir)?;
+    let groups = layer_groups(&files, args.layer_threshold_mib * 1024 * 1024);
+    let out = args
+        .layout
+        .strip_prefix("file://")
+        .with_context(|| format!("--layout '{}' must be file://DIR", args.layout))?;
+    let layout = OciLayout::create(Path::new(out))?;
+    let _lock = layout.lock()?;
+    let mut layers = Vec::new();
+    for group in groups {
+        eprintln!(
+            "packing {} ({} files, {})",
+            group[0].0,
+            group.len(),
+            human_bytes(group.iter().map(|(_, _, s)| s).sum())
+        );
+        layers.push(write_layer(&layout, &args.dir, group).await?);
+    }
+    let packed = write_image(&layout, &reference, layers, out).await?;
+    report(&packed, output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Regular files under `dir`, sorted, as (path inside the image, path on disk, size).
+/// Symlinks and special files are refused: a modelcar carries content, not links.
+fn model_files(dir: &Path) -> Result<Vec<(String, PathBuf, u64)>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf, u64)>) -> Result<()> {
+        for entry in fs_err::read_dir(dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            let kind = entry.file_type()?;
+            let rel = path
+                .strip_prefix(root)
+                .expect("walked path is under root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if kind.is_dir() {
+                walk(root, &path, out)?;
+            } else if kind.is_file() {
+                let size = entry.metadata()?.len();
+                out.push((format!("{MODEL_ROOT}/{rel}"), path, size));
+            } else {
+                bail!(
+                    "{} is a symlink or special file; a modelcar carries content only: copy the file in instead",
+                    path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a directory: name the model's directory",
+            dir.display()
+        );
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    if out.is_empty() {
+        bail!(
+            "{} holds no files: there is no model to pack",
+            dir.display()
+        );
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Files of at least `threshold` bytes get a layer each; the rest share the first layer.
+fn layer_groups(
+    files: &[(String, PathBuf, u64)],
+    threshold: u64,
+) -> Vec<Vec<(String, PathBuf, u64)>> {
+    let (large, small): (Vec<_>, Vec<_>) =
+        files.iter().cloned().partition(|(_, _, s)| *s >= threshold);
+    let mut groups = Vec::new();
+    if !small.is_empty() {
+        groups.push(small);
+    }
+    groups.extend(large.into_iter().map(|f| vec![f]));
+    groups
+}
+
+/// Builds one tar layer of `group` into the layout, streaming: a thread writes the tar into a
+/// bounded channel while the layout hashes and stores it, and each file is hashed as read.
+async fn write_layer(
+    layout: &OciLayout,
+    dir: &Path,
+    group: Vec<(String, PathBuf, u64)>,
+) -> Result<PackedLayer> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Bytes>>(4);
+    let builder = tokio::task::spawn_blocking(move || write_tar(group, tx));
+    let body: ByteStream = Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    }));
+    let written = layout.write_new_blob(body).await;
+    let files = builder
+        .await
+        .context("the layer builder stopped")?
+        .with_context(|| format!("packing files of {}", dir.display()))?;
+    let (digest, size) = written?;
+    Ok(PackedLayer {
+        digest,
+        size,
+        files,
+    })
+}
+
+/// Writes a deterministic tar of `group` to `tx`; returns each file's size and sha256.
+fn write_tar(
+    group: Vec<(String, PathBuf, u64)>,
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+) -> Result<Vec<ModelFile>> {
+    let mut tar = tar::Builder::new(ChannelWriter {
+        tx: tx.clone(),
+        buf: Vec::with_capacity(CHANNEL_CHUNK),
+    });
+    let mut files = Vec::new();
+    for (inner, path, size) in group {
+        let file = fs_err::File::open(&path)?;
+        let mut header = tar::Header::new_ustar();
+        header.set_size(size);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        let mut reader = HashingReader {
+            inner: file.take(size),
+            hasher: StreamHasher::new(),
+        };
+        tar.append_data(&mut header, &inner, &mut reader)
+            .with_context(|| format!("adding {} to the layer", path.display()))?;
+        if reader.hasher.len() != size {
+            bail!("{} changed size while it was packed", path.display());
+        }
+        let (sha256, _) = reader.hasher.finish();
+        files.push(ModelFile {
+            path: inner,
+            size,
+            sha256,
+        });
+    }
+    let mut writer = tar.into_inner().context("finishing the layer")?;
+    writer.flush().context("finishing the layer")?;
+    Ok(files)
+}
+
+const CHANNEL_CHUNK: usize = 1024 * 1024;
+
+/// A `Write` that hands 1 MiB pieces to the async side (blocking when it is behind).
+struct ChannelWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHANNEL_CHUNK {
+            self.flush()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let piece = Bytes::from(std::mem::replace(
+            &mut self.buf,
+            Vec::with_capacity(CHANNEL_CHUNK),
+        ));
+        self.tx
+            .blocking_send(Ok(piece))
+            .map_err(|_| std::io::Error::other("the layer writer stopped reading"))
+    }
+}
+
+/// Hashes what passes through a reader.
+struct HashingReader<R> {
+    inner: R,
+    hasher: StreamHasher,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+fn sums(files: &[ModelFile]) -> String {
+    files
+        .iter()
+        .map(|f| format!("{}  {}\n", f.sha256.hex(), f.path))
+        .collect()
+}
+
+/// Writes the config, the manifest and the index entry named `reference`.
+async fn write_image(
+    layout: &OciLayout,
+    reference: &ImageRef,
+    layers: Vec<PackedLayer>,
+    out: &str,
+) -> Result<PackedModel> {
+    let config = serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {},
+        "rootfs": {
+            "type": "layers",
+            "diff_ids": layers.iter().map(|l| l.digest.to_string()).collect::<Vec<_>>(),
+        },
+    });
+    let config_bytes = Bytes::from(serde_json::to_vec(&config)?);
+    let config_digest = Digest::of(&config_bytes);
+    layout
+        .write_bytes(&config_digest, config_bytes.clone())
+        .await?;
+    let all_files: Vec<ModelFile> = layers.iter().flat_map(|l| l.files.clone()).collect();
+    let layer_descs: Vec<serde_json::Value> = layers
+        .iter()
+        .map(|l| {
+            let mut annotations = BTreeMap::new();
+            annotations.insert(SUMS_ANNOTATION, sums(&l.files));
+            if let [only] = l.files.as_slice() {
+                annotations.insert("org.opencontainers.image.title", only.path.clone());
+            }
+            serde_json::json!({
+                "mediaType": LAYER_MEDIA_TYPE,
+                "digest": l.digest,
+                "size": l.size,
+                "annotations": annotations,
+            })
+        })
+        .collect();
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": config_bytes.len(),
+        },
+        "layers": layer_descs,
+        "annotations": { SUMS_ANNOTATION: sums(&all_files) },
+    });
+    let manifest_bytes = Bytes::from(serde_json::to_vec(&manifest)?);
+    let digest = Digest::of(&manifest_bytes);
+    layout.write_bytes(&digest, manifest_bytes.clone()).await?;
+    let mut annotations = BTreeMap::new();
+    annotations.insert(REF_NAME.to_string(), reference.to_string());
+    layout.add_to_index(&[IndexEntry {
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+        digest: digest.clone(),
+        size: manifest_bytes.len() as u64,
+        annotations,
+    }])?;
+    Ok(PackedModel {
+        reference: reference.to_string(),
+        digest,
+        layout: format!("file://{out}"),
+        bytes: layers.iter().map(|l| l.size).sum(),
+        layers,
+    })
+}
+
+fn report(p: &PackedModel, output: OutputFormat) -> Result<()> {
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(p)?),
+        OutputFormat::Text => {
+            for l in &p.layers {
+                for f in &l.files {
+                    println!("{}  {}", f.sha256.hex(), f.path);
+                }
+            }
+            println!(
+                "packed {} as {} ({} layers, {}) into {}",
+                p.reference,
+                p.digest,
+                p.layers.len(),
+                human_bytes(p.bytes),
+                p.layout
+            );
+            let host = p.reference.split('/').next().unwrap_or_default();
+            println!(
+                "push it with: bootstrap mirror --from {} docker://{host}",
+                p.layout
+            );
+        }
+    }
+    Ok(())
+}
