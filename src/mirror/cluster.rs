@@ -1,7 +1,8 @@
 //! What the cluster needs to use the mirror, written beside the record and named and laid out
 //! like oc-mirror v2's `cluster-resources/` so existing runbooks apply: an ImageDigestMirrorSet
-//! for images mirrored by digest, an ImageTagMirrorSet for images mirrored by tag, and the
-//! `imageDigestSources` snippet for install-config.yaml, so nobody copies mirror paths by hand.
+//! for images mirrored by digest, an ImageTagMirrorSet for images mirrored by tag, a
+//! CatalogSource per mirrored catalog, and the `imageDigestSources` snippet for
+//! install-config.yaml, so nobody copies mirror paths by hand.
 //!
 //! Mirrors are scoped to the namespace (the repository path without its last component) when
 //! the destination keeps the source path under its prefix, as ours always does, so one entry
@@ -65,6 +66,31 @@ type Scopes = BTreeMap<Category, BTreeMap<String, BTreeSet<String>>>;
 pub struct ClusterResources {
     by_digest: Scopes,
     by_tag: Scopes,
+    /// Mirrored (rebuilt) catalog images, as the cluster pulls them.
+    catalogs: Vec<ImageRef>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CatalogSourceSpec {
+    source_type: &'static str,
+    image: String,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NamespacedResource<S> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: NamespacedMetadata,
+    spec: S,
+}
+
+#[derive(serde::Serialize)]
+struct NamespacedMetadata {
+    name: String,
+    namespace: &'static str,
+    annotations: BTreeMap<&'static str, &'static str>,
 }
 
 #[derive(serde::Serialize)]
@@ -128,6 +154,38 @@ impl ClusterResources {
         res
     }
 
+    /// Adds a mirrored catalog image (at its destination): it gets a CatalogSource, and, as
+    /// oc-mirror does, no mirror-set entry (the cluster pulls it from the CatalogSource).
+    pub fn add_catalog(&mut self, destination: ImageRef) {
+        self.catalogs.push(destination);
+    }
+
+    /// One CatalogSource per catalog: `(file name, YAML)`. Named as oc-mirror names them,
+    /// `cs-<last path component>-<tag, or the digest's first 12 hex digits>`, lower case, with
+    /// characters DNS labels refuse turned into `-`; in openshift-marketplace, sourceType grpc.
+    pub fn catalog_sources(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for image in &self.catalogs {
+            let name = catalog_source_name(image);
+            let cs = NamespacedResource {
+                api_version: "operators.coreos.com/v1alpha1",
+                kind: "CatalogSource",
+                metadata: NamespacedMetadata {
+                    name: name.clone(),
+                    namespace: "openshift-marketplace",
+                    annotations: BTreeMap::from([("createdBy", "bootstrap")]),
+                },
+                spec: CatalogSourceSpec {
+                    source_type: "grpc",
+                    image: image.to_string(),
+                },
+            };
+            out.push((format!("{name}.yaml"), serde_saphyr::to_string(&cs)?));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The ImageDigestMirrorSet documents, or `None` when nothing was mirrored by digest.
     pub fn idms_yaml(&self) -> Result<Option<String>> {
         let docs: Vec<_> = self
@@ -185,11 +243,16 @@ impl ClusterResources {
 
     /// Writes the files that have content into `dir` (created); returns their paths.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
-        let files = [
-            (IDMS_FILE, self.idms_yaml()?),
-            (ITMS_FILE, self.itms_yaml()?),
-            (DIGEST_SOURCES_FILE, self.install_config_yaml()?),
+        let mut files = vec![
+            (IDMS_FILE.to_string(), self.idms_yaml()?),
+            (ITMS_FILE.to_string(), self.itms_yaml()?),
+            (DIGEST_SOURCES_FILE.to_string(), self.install_config_yaml()?),
         ];
+        files.extend(
+            self.catalog_sources()?
+                .into_iter()
+                .map(|(name, text)| (name, Some(text))),
+        );
         let mut written = Vec::new();
         for (name, text) in files {
             let Some(text) = text else { continue };
@@ -253,6 +316,30 @@ fn scopes(img: &MirroredImage) -> (String, String) {
             format!("{}/{}", img.registry, img.repository),
         )
     }
+}
+
+/// `cs-<repository's last component>-<suffix>`: the suffix is the tag's first 12 characters,
+/// or for an image by digest only the digest's first 12 hex digits.
+fn catalog_source_name(image: &ImageRef) -> String {
+    let last = image
+        .repository
+        .rsplit('/')
+        .next()
+        .unwrap_or(&image.repository);
+    let suffix: String = match (&image.tag, &image.digest) {
+        (Some(tag), _) => tag.chars().take(12).collect(),
+        (None, Some(d)) => d.hex()[..12].to_string(),
+        (None, None) => "0".to_string(),
+    };
+    let dns = |c: char| {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '-'
+        }
+    };
+    format!("cs-{last}-{suffix}").chars().map(dns).collect()
 }
 
 fn namespace(registry: &str, repository: &str) -> String {
@@ -346,6 +433,36 @@ mod tests {
                 "{ns} by tag in IDMS"
             );
         }
+    }
+
+    #[test]
+    fn catalog_sources_are_named_like_oc_mirror_and_match_their_golden_file() {
+        let mut res = sample();
+        res.add_catalog(
+            ImageRef::parse("registry.site.example:8443/mirror/redhat/redhat-operator-index:v4.18")
+                .unwrap(),
+        );
+        res.add_catalog(
+            ImageRef::parse(
+                "registry.site.example:8443/mirror/nvidia/gpu-catalog@sha256:00000000000000000000000000000000000000000000000000000000000000ab",
+            )
+            .unwrap(),
+        );
+        let cs = res.catalog_sources().unwrap();
+        let names: Vec<&str> = cs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cs-gpu-catalog-000000000000.yaml",
+                "cs-redhat-operator-index-v4-18.yaml"
+            ]
+        );
+        golden("cs-redhat-operator-index-v4-18.yaml", &cs[1].1);
+        // Catalogs get CatalogSources, not mirror-set entries.
+        assert!(!res.idms_yaml().unwrap().unwrap().contains("operator-index"));
+        let dir = tempfile::tempdir().unwrap();
+        let written = res.write(dir.path()).unwrap();
+        assert_eq!(written.len(), 5);
     }
 
     #[test]
