@@ -5,6 +5,7 @@ pub mod cache;
 pub mod cluster;
 pub mod config;
 pub mod dryrun;
+pub mod graph;
 pub mod journal;
 pub mod plan;
 pub mod record;
