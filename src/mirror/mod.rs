@@ -9,6 +9,7 @@ pub mod graph;
 pub mod journal;
 pub mod plan;
 pub mod record;
+pub mod release;
 pub mod space;
 pub mod status;
 pub mod transfer;
