@@ -10,6 +10,7 @@ pub mod journal;
 pub mod plan;
 pub mod record;
 pub mod release;
+pub mod resolve;
 pub mod space;
 pub mod status;
 pub mod transfer;
