@@ -81,22 +81,20 @@ impl ResolveCache {
                 platform: platform.clone(),
             });
         }
-        Some(ResolvedImage {
-            source: source.clone(),
-            root,
-            children,
-            platforms: entry.platforms,
-            dropped: entry.dropped,
-            blobs: entry
-                .blobs
-                .into_iter()
-                .map(|(digest, size, media_type)| BlobDesc {
-                    digest,
-                    size,
-                    media_type,
-                })
-                .collect(),
-        })
+        let mut image = ResolvedImage::new(source.clone(), root);
+        image.children = children;
+        image.platforms = entry.platforms;
+        image.dropped = entry.dropped;
+        image.blobs = entry
+            .blobs
+            .into_iter()
+            .map(|(digest, size, media_type)| BlobDesc {
+                digest,
+                size,
+                media_type,
+            })
+            .collect();
+        Some(image)
     }
 
     /// Keeps `image` for later runs (best effort: a cache that cannot be written only costs

@@ -25,22 +25,39 @@ pub const ITMS_FILE: &str = "itms-oc-mirror.yaml";
 pub const DIGEST_SOURCES_FILE: &str = "install-config-imageDigestSources.yaml";
 
 /// What kind of content an image is; each kind gets its own mirror set, as oc-mirror does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Category {
     /// Release payload and its components.
     Release,
     /// Operator bundles and their related images.
     Operator,
     /// Additional images.
+    #[default]
     Generic,
+    /// A rebuilt operator catalog: it gets a CatalogSource, no mirror-set entry.
+    Catalog,
 }
 
 impl Category {
-    fn name(self) -> &'static str {
+    /// The category named `name` (as [`Category::name`] writes it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Category::Release,
+            Category::Operator,
+            Category::Generic,
+            Category::Catalog,
+        ]
+        .into_iter()
+        .find(|c| c.name() == name)
+    }
+
+    /// Its lower-case name, as mirror-set names and index annotations use it.
+    pub fn name(self) -> &'static str {
         match self {
             Category::Release => "release",
             Category::Operator => "operator",
             Category::Generic => "generic",
+            Category::Catalog => "catalog",
         }
     }
 }
@@ -137,7 +154,7 @@ impl ClusterResources {
     /// mirrored by tag (the installer pulls releases by digest), as oc-mirror does.
     pub fn new(images: &[MirroredImage]) -> Self {
         let mut res = ClusterResources::default();
-        for img in images {
+        for img in images.iter().filter(|i| i.category != Category::Catalog) {
             let (source, mirror) = scopes(img);
             let by_digest = img.source.tag.is_none() || img.category == Category::Release;
             let by_tag = img.source.tag.is_some();

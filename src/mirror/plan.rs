@@ -3,6 +3,7 @@
 //! the whole set, so each unique blob is transferred once.
 
 use super::cache::ResolveCache;
+use super::cluster::Category;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::manifest::{platform_of, select_entries, Parsed, RawManifest};
@@ -57,9 +58,58 @@ pub struct ResolvedImage {
     pub dropped: Vec<String>,
     /// Blobs needed, each once.
     pub blobs: Vec<BlobDesc>,
+    /// Where it goes and what kind of content it is.
+    pub placement: Placement,
+    /// Blobs this run made (a rebuilt catalog's configs layer and config), with their bytes:
+    /// they exist at no source.
+    pub generated: Vec<(Digest, Bytes)>,
+    /// For an image this run rebuilt (a filtered catalog), the source's digest.
+    pub rebuilt_from: Option<Digest>,
+}
+
+/// Where an image goes under the destination prefix, and what kind of content it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// The destination repository under the prefix; default: the source's repository path.
+    pub repository: Option<String>,
+    /// The destination tag; default: the source's tag, else the digest alone.
+    pub tag: Option<String>,
+    /// What kind of content it is (which mirror set maps it).
+    pub category: Category,
 }
 
 impl ResolvedImage {
+    /// A resolved image of one manifest and no blobs yet, placed by default.
+    pub fn new(source: ImageRef, root: RawManifest) -> Self {
+        ResolvedImage {
+            source,
+            root,
+            children: Vec::new(),
+            platforms: Vec::new(),
+            dropped: Vec::new(),
+            blobs: Vec::new(),
+            placement: Placement::default(),
+            generated: Vec::new(),
+            rebuilt_from: None,
+        }
+    }
+
+    /// The destination repository path under the prefix.
+    pub fn dest_path(&self) -> &str {
+        self.placement
+            .repository
+            .as_deref()
+            .unwrap_or(&self.source.repository)
+    }
+
+    /// The tag to push under, or `root`'s digest when there is none.
+    pub fn dest_reference(&self, root: &RawManifest) -> String {
+        match self.placement.tag.as_ref().or(self.source.tag.as_ref()) {
+            Some(t) => t.clone(),
+            None => root.digest.to_string(),
+        }
+    }
+
     /// Bytes of every manifest and blob this image needs.
     pub fn total_size(&self) -> u64 {
         self.root.bytes.len() as u64
@@ -153,14 +203,7 @@ async fn resolve_fetching(
         .manifest(image, &reference)
         .await?
         .with_context(|| format!("manifest {reference} of {image} is missing from the layout"))?;
-    let mut resolved = ResolvedImage {
-        source: image.clone(),
-        root: root.clone(),
-        children: Vec::new(),
-        platforms: Vec::new(),
-        dropped: Vec::new(),
-        blobs: Vec::new(),
-    };
+    let mut resolved = ResolvedImage::new(image.clone(), root.clone());
     let mut seen = BTreeSet::new();
     match root.parse().with_context(|| format!("reading {image}"))? {
         Parsed::Image(m) => {
@@ -269,6 +312,8 @@ pub struct BlobNode {
     pub from: ImageRef,
     /// Destination repositories (paths under the prefix) that need it.
     pub repositories: BTreeSet<String>,
+    /// Its bytes, when this run made it (no source holds it).
+    pub generated: Option<Bytes>,
 }
 
 /// The blob graph of a set: every unique blob once, largest first so the link stays busy with
@@ -277,15 +322,21 @@ pub fn blob_graph<'a>(images: impl IntoIterator<Item = &'a ResolvedImage>) -> Ve
     let mut nodes: BTreeMap<Digest, BlobNode> = BTreeMap::new();
     for img in images {
         for b in &img.blobs {
-            nodes
-                .entry(b.digest.clone())
-                .or_insert_with(|| BlobNode {
-                    blob: b.clone(),
-                    from: img.source.clone(),
-                    repositories: BTreeSet::new(),
-                })
-                .repositories
-                .insert(img.source.repository.clone());
+            let generated = img
+                .generated
+                .iter()
+                .find(|(d, _)| *d == b.digest)
+                .map(|(_, bytes)| bytes.clone());
+            let node = nodes.entry(b.digest.clone()).or_insert_with(|| BlobNode {
+                blob: b.clone(),
+                from: img.source.clone(),
+                repositories: BTreeSet::new(),
+                generated: None,
+            });
+            if node.generated.is_none() {
+                node.generated = generated;
+            }
+            node.repositories.insert(img.dest_path().to_string());
         }
     }
     let mut out: Vec<BlobNode> = nodes.into_values().collect();
@@ -322,4 +373,88 @@ pub fn rewrite_index(image: &ResolvedImage) -> Result<RawManifest> {
         Bytes::from(bytes),
         Some(&image.root.media_type),
     ))
+}
+
+/// Index annotation of a disk mirror naming an image's destination repository and tag when
+/// they are not the source's (`openshift/release:4.18.3-x86_64-etcd`), so a push from disk
+/// puts it where a mirror to mirror would.
+pub const DESTINATION_ANNOTATION: &str = "dev.bootstrap.mirror.destination";
+/// Index annotation of a disk mirror naming an image's category (`release`, `operator`,
+/// `catalog`); absent for additional images.
+pub const CATEGORY_ANNOTATION: &str = "dev.bootstrap.mirror.category";
+
+/// The index annotations that keep `placement` across the air gap.
+pub fn placement_annotations(placement: &Placement) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if placement.repository.is_some() || placement.tag.is_some() {
+        let mut value = placement.repository.clone().unwrap_or_default();
+        if let Some(tag) = &placement.tag {
+            value.push(':');
+            value.push_str(tag);
+        }
+        out.push((DESTINATION_ANNOTATION.to_string(), value));
+    }
+    if placement.category != Category::Generic {
+        out.push((
+            CATEGORY_ANNOTATION.to_string(),
+            placement.category.name().to_string(),
+        ));
+    }
+    out
+}
+
+/// The placement the annotations of a disk mirror's index entry record; `origin` names the
+/// entry in errors.
+pub fn placement_from_annotations(
+    annotations: &BTreeMap<String, String>,
+    origin: &str,
+) -> Result<Placement> {
+    let mut placement = Placement::default();
+    if let Some(value) = annotations.get(DESTINATION_ANNOTATION) {
+        let (repo, tag) = match value.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, Some(t)),
+            _ => (value.as_str(), None),
+        };
+        if !repo.is_empty() {
+            crate::oci::reference::ImageRef::parse(&format!("localhost/{repo}")).map_err(|e| {
+                anyhow::anyhow!("{origin}: {DESTINATION_ANNOTATION} '{value}': {}", e.reason)
+            })?;
+            placement.repository = Some(repo.to_string());
+        }
+        placement.tag = tag.map(str::to_string);
+    }
+    if let Some(value) = annotations.get(CATEGORY_ANNOTATION) {
+        placement.category = Category::from_name(value).with_context(|| {
+            format!("{origin}: {CATEGORY_ANNOTATION} '{value}' is not release, operator, catalog or generic")
+        })?;
+    }
+    Ok(placement)
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn placement_survives_the_index_annotations() {
+        for p in [
+            Placement::default(),
+            Placement {
+                repository: Some("openshift/release".into()),
+                tag: Some("4.18.3-x86_64-etcd".into()),
+                category: Category::Release,
+            },
+            Placement {
+                repository: None,
+                tag: Some("v1".into()),
+                category: Category::Catalog,
+            },
+        ] {
+            let annotations: BTreeMap<String, String> =
+                placement_annotations(&p).into_iter().collect();
+            assert_eq!(placement_from_annotations(&annotations, "t").unwrap(), p);
+        }
+        let bad = BTreeMap::from([(CATEGORY_ANNOTATION.to_string(), "x".to_string())]);
+        assert!(placement_from_annotations(&bad, "t").is_err());
+    }
 }

@@ -10,7 +10,7 @@
 //! thrown away and the blob starts over; it is never committed.
 
 use super::journal::{Journal, UploadEntry};
-use super::plan::{rewrite_index, BlobNode, ResolvedImage, Source};
+use super::plan::{placement_annotations, rewrite_index, BlobNode, ResolvedImage, Source};
 use super::record::{ImageRecord, ManifestRecord};
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
@@ -219,6 +219,12 @@ impl Transfer {
     /// The blob's bytes from `offset`, unverified (the consumer hashes them).
     async fn open(&self, node: &BlobNode, offset: u64) -> Result<ByteStream> {
         let d = &node.blob.digest;
+        if let Some(bytes) = &node.generated {
+            let rest = bytes.slice((offset as usize).min(bytes.len())..);
+            return Ok(Box::pin(futures_util::stream::once(async move {
+                Ok::<_, std::io::Error>(rest)
+            })));
+        }
         match &self.source {
             Source::Registry(regs) => {
                 let client = regs.client(&node.from.registry)?;
@@ -618,8 +624,8 @@ impl Transfer {
                             && layout.blob_size(&root.digest).is_some()
                     }
                     Destination::Registry { client, target } => {
-                        let repo = target.repository_for(&image.source.repository);
-                        let reference = push_reference(image, &root);
+                        let repo = target.repository_for(image.dest_path());
+                        let reference = image.dest_reference(&root);
                         matches!(client.head_manifest(&repo, &reference).await,
                             Ok(Some(d)) if d == root.digest)
                     }
@@ -642,9 +648,12 @@ impl Transfer {
                 format!("oci:{}:{}", layout.root().display(), image.source)
             }
             Destination::Registry { target, .. } => {
-                let repo = target.repository_for(&image.source.repository);
+                let repo = target.repository_for(image.dest_path());
                 let mut r = image.source.moved_to(&target.registry, &repo);
-                if root.digest != image.root.digest {
+                if image.placement.tag.is_some() {
+                    r.tag = image.placement.tag.clone();
+                }
+                if root.digest != image.root.digest || image.rebuilt_from.is_some() {
                     r.digest = Some(root.digest.clone());
                 }
                 r.to_string()
@@ -655,7 +664,10 @@ impl Transfer {
             path: image.source.repository.clone(),
             destination,
             digest: root.digest.clone(),
-            source_digest: (root.digest != image.root.digest).then(|| image.root.digest.clone()),
+            source_digest: image
+                .rebuilt_from
+                .clone()
+                .or_else(|| (root.digest != image.root.digest).then(|| image.root.digest.clone())),
             media_type: root.media_type.clone(),
             size: root.bytes.len() as u64,
             total_size: image.total_size(),
@@ -687,20 +699,13 @@ async fn write_image(layout: &OciLayout, image: &ResolvedImage) -> Result<IndexE
     layout.write_bytes(&root.digest, root.bytes.clone()).await?;
     let mut annotations = std::collections::BTreeMap::new();
     annotations.insert(REF_NAME.to_string(), image.source.to_string());
+    annotations.extend(placement_annotations(&image.placement));
     Ok(IndexEntry {
         media_type: root.media_type.clone(),
         digest: root.digest.clone(),
         size: root.bytes.len() as u64,
         annotations,
     })
-}
-
-/// The tag to push under, or the digest when the source was pinned by digest only.
-fn push_reference(image: &ResolvedImage, root: &RawManifest) -> String {
-    match &image.source.tag {
-        Some(t) => t.clone(),
-        None => root.digest.to_string(),
-    }
 }
 
 /// Pushes one image's manifests to a registry, children first; returns the top manifest as
@@ -711,7 +716,7 @@ async fn push_image(
     image: &ResolvedImage,
     rewrite_filtered: bool,
 ) -> Result<RawManifest> {
-    let repo = target.repository_for(&image.source.repository);
+    let repo = target.repository_for(image.dest_path());
     for c in &image.children {
         client
             .put_manifest(&repo, &c.manifest.digest.to_string(), &c.manifest)
@@ -724,7 +729,7 @@ async fn push_image(
     } else {
         image.root.clone()
     };
-    let reference = push_reference(image, &root);
+    let reference = image.dest_reference(&root);
     if let Err(e) = client.put_manifest(&repo, &reference, &root).await {
         let rejected_sparse = sparse
             && e.code().is_some_and(|c| {
@@ -761,6 +766,7 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mirror::plan::placement_annotations;
     use crate::mirror::plan::BlobDesc;
     use crate::oci::reference::ImageRef;
 
@@ -786,6 +792,7 @@ mod tests {
             },
             from: ImageRef::parse("registry.example/a/b:1").unwrap(),
             repositories: BTreeSet::new(),
+            generated: None,
         };
         let moved = Arc::new(AtomicU64::new(0));
         let first = transfer.on_bytes(&node, moved.clone(), 0);

@@ -11,4 +11,5 @@
 
 pub mod fbc;
 pub mod layers;
+pub mod rebuild;
 pub mod select;
