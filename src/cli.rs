@@ -84,6 +84,12 @@ pub struct MirrorArgs {
     #[arg(value_name = "DESTINATION")]
     pub destination: String,
 
+    /// Update graph (Cincinnati) for mirror.platform.channels: an http(s) URL queried with
+    /// `?channel=NAME&arch=ARCH`, or file://PATH to a saved graph (air-gapped use; `{arch}` in
+    /// the path is replaced by each architecture, else the one file serves them all).
+    #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_GRAPH_URL)]
+    pub graph_url: String,
+
     /// Blobs in flight at once.
     #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
     pub max_concurrent_blobs: usize,

@@ -500,7 +500,8 @@ impl ImageEntry<'_> {
 }
 
 /// The reason [`ImageSetConfig::ensure_supported`] gives for release, operator and helm sections.
-const LATER: &str = "release payloads, operator catalogs and helm charts arrive in a later release";
+const LATER: &str =
+    "the update graph image, KubeVirt containers and helm charts arrive in a later release";
 
 impl ImageSetConfig {
     /// Where the value at `path` is written, e.g. `location("mirror.additionalImages[1].name")`
@@ -565,20 +566,19 @@ impl ImageSetConfig {
     }
 
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
-    /// in file-schema order: `mirror.platform.channels`, `mirror.platform.release`,
-    /// `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`, `mirror.platform.platforms`,
-    /// `mirror.operators`, `mirror.additionalImages[].targetRepo`,
-    /// `mirror.additionalImages[].targetTag`, `mirror.additionalImages[].platforms`,
-    /// `mirror.helm`, `mirror.blockedImages`, `mirror.samples`. A section counts only when it
-    /// would change what is mirrored (`graph: false` or `operators: []` do not).
+    /// in file-schema order: `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`,
+    /// `mirror.platform.platforms`, `mirror.operators[].platforms`,
+    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
+    /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
+    /// `mirror.additionalImages[].platforms`, `mirror.helm`, `mirror.samples`. A section counts
+    /// only when it would change what is mirrored (`graph: false` does not).
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
     }
 
     /// Refuses a configuration that uses any of [`ImageSetConfig::unsupported_sections`], with
-    /// one line per section, e.g. `isc.yaml:14:3: mirror.operators is not supported yet by this
-    /// version of bootstrap (release payloads, operator catalogs and helm charts arrive in a
-    /// later release); remove it or mirror it with oc-mirror`.
+    /// one line per section, e.g. `isc.yaml:14:3: mirror.helm is not supported yet by this
+    /// version of bootstrap (...); remove it or mirror it with oc-mirror`.
     pub fn ensure_supported(&self, origin: &str) -> Result<(), ConfigError> {
         let problems: Vec<Problem> = self
             .unsupported()
@@ -618,22 +618,6 @@ impl ImageSetConfig {
                 })
             };
         let or_oc_mirror = "remove it or mirror it with oc-mirror";
-        if !p.channels.is_empty() {
-            add(
-                "mirror.platform.channels",
-                "mirror.platform.channels".into(),
-                LATER,
-                or_oc_mirror,
-            );
-        }
-        if p.release.as_deref().is_some_and(|r| !r.is_empty()) {
-            add(
-                "mirror.platform.release",
-                "mirror.platform.release".into(),
-                LATER,
-                or_oc_mirror,
-            );
-        }
         if p.graph {
             add(
                 "mirror.platform.graph",
@@ -658,13 +642,35 @@ impl ImageSetConfig {
                 "list the architectures under mirror.platform.architectures instead (e.g. [arm64])",
             );
         }
-        if !m.operators.is_empty() {
-            add(
-                "mirror.operators",
-                "mirror.operators".into(),
-                LATER,
-                or_oc_mirror,
-            );
+        for (i, op) in m.operators.iter().enumerate() {
+            if !op.platforms.is_empty() {
+                add(
+                    "mirror.operators[].platforms",
+                    format!("mirror.operators[{i}].platforms"),
+                    "mirror.platform.architectures applies to every image; per-catalog filters are not applied",
+                    "remove it and set mirror.platform.architectures",
+                );
+            }
+            if op
+                .target_catalog_source_template
+                .as_deref()
+                .is_some_and(|s| !s.is_empty())
+            {
+                add(
+                    "mirror.operators[].targetCatalogSourceTemplate",
+                    format!("mirror.operators[{i}].targetCatalogSourceTemplate"),
+                    "CatalogSources are written from bootstrap's own template",
+                    "remove it and edit the written cs-*.yaml if needed",
+                );
+            }
+            if op.catalog.starts_with("oci://") {
+                add(
+                    "mirror.operators[].catalog oci://",
+                    format!("mirror.operators[{i}].catalog"),
+                    "catalogs are read from registries",
+                    "push the catalog to a registry and name it there",
+                );
+            }
         }
         let first = |f: fn(&AdditionalImage) -> bool| m.additional_images.iter().position(f);
         if let Some(i) = first(|a| a.target_repo.as_deref().is_some_and(|s| !s.is_empty())) {
@@ -1829,9 +1835,7 @@ mirror:
         assert_eq!(
             c.unsupported_sections(),
             vec![
-                "mirror.platform.channels",
                 "mirror.platform.graph",
-                "mirror.operators",
                 "mirror.additionalImages[].targetRepo",
                 "mirror.additionalImages[].targetTag",
                 "mirror.helm",
@@ -1840,15 +1844,12 @@ mirror:
         let e = c.ensure_supported("isc.yaml").unwrap_err();
         assert!(matches!(e, ConfigError::Unsupported { .. }));
         let text = e.to_string();
-        assert_eq!(text.lines().count(), 6, "{text}");
+        assert_eq!(text.lines().count(), 4, "{text}");
         assert!(
-            text.contains("isc.yaml:20:3: mirror.operators is not supported yet by this version of bootstrap (release payloads, operator catalogs and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
+            text.contains("mirror.platform.graph is not supported yet by this version of bootstrap (the update graph image, KubeVirt containers and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
             "{text}"
         );
-        assert!(
-            text.contains("isc.yaml:7:5: mirror.platform.channels is not supported"),
-            "{text}"
-        );
+        assert!(!text.contains("mirror.operators"), "{text}");
         assert!(
             text.contains("isc.yaml:40:5: mirror.additionalImages[1].targetRepo is not supported"),
             "{text}"

@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod cluster;
 pub mod config;
+pub mod content;
 pub mod dryrun;
 pub mod graph;
 pub mod journal;
@@ -25,6 +26,7 @@ use crate::oci::retry::RetryPolicy;
 use crate::oci::stall::StallPolicy;
 use crate::output::{human_bytes, OutputFormat, Progress};
 use anyhow::{bail, Context, Result};
+use content::WantedImage;
 use futures_util::StreamExt;
 use plan::{ResolvedImage, Source};
 use record::{BlobRecord, ConfigInfo, MirrorRecord, RunInfo};
@@ -84,62 +86,84 @@ pub fn registries_with(args: &RegistryArgs, retry: RetryPolicy) -> Result<Regist
 
 /// What a run was asked to mirror.
 struct Wanted {
-    images: Vec<(ImageRef, Option<Digest>)>,
+    images: Vec<WantedImage>,
+    /// Rebuilt catalogs, already resolved.
+    catalogs: Vec<ResolvedImage>,
     /// Images left out by `mirror.blockedImages`, with the pattern that matched.
     blocked: Vec<(ImageRef, String)>,
     architectures: Vec<String>,
     config: Option<ConfigInfo>,
     source_label: String,
+    releases: Vec<content::ReleaseInfo>,
+    catalog_reports: Vec<content::CatalogInfo>,
 }
 
-fn wanted_from_config(path: &Path) -> Result<Wanted> {
+async fn wanted_from_config(
+    path: &Path,
+    regs: &Arc<Registries>,
+    graph_url: &str,
+) -> Result<Wanted> {
     let origin = path.display().to_string();
     let cfg = config::load(path)?;
     cfg.ensure_supported(&origin)?;
-    let mut images = Vec::new();
-    let mut blocked = Vec::new();
     let mut problems = Vec::new();
-    let patterns = cfg.blocked_images();
+    let mut additional = Vec::new();
     for entry in cfg.additional_images() {
         match ImageRef::parse(entry.name) {
-            Ok(r) => match blocked_by(&patterns, entry.name, &r) {
-                Some(pattern) => blocked.push((r, pattern)),
-                None => images.push((r, None)),
-            },
+            Ok(r) => additional.push(WantedImage::generic(r)),
             Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
         }
     }
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
-    if images.is_empty() && blocked.is_empty() {
-        bail!("{origin}: mirror.additionalImages is empty: there is nothing to mirror");
+    let architectures = cfg.architectures();
+    let content = content::resolve(&cfg, &origin, regs, graph_url, &architectures).await?;
+    let patterns = cfg.blocked_images();
+    let mut images = Vec::new();
+    let mut blocked = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for w in content.images.into_iter().chain(additional) {
+        if !seen.insert(w.source.clone()) {
+            continue;
+        }
+        match blocked_by(&patterns, &w.source.to_string(), &w.source) {
+            Some(pattern) => blocked.push((w.source, pattern)),
+            None => images.push(w),
+        }
     }
-    if images.is_empty() {
-        bail!("{origin}: mirror.blockedImages blocks every image of mirror.additionalImages: there is nothing to mirror");
+    if images.is_empty() && blocked.is_empty() && content.catalogs.is_empty() {
+        bail!("{origin}: names nothing to mirror: add mirror.platform, mirror.operators or mirror.additionalImages");
+    }
+    if images.is_empty() && content.catalogs.is_empty() {
+        bail!("{origin}: mirror.blockedImages blocks every image: there is nothing to mirror");
     }
     blocked.sort();
     blocked.dedup();
-    images.sort();
-    images.dedup();
-    let registries_label = |images: &[(ImageRef, Option<Digest>)]| {
-        let hosts: std::collections::BTreeSet<String> = images
-            .iter()
-            .map(|(r, _)| format!("docker://{}", r.registry))
-            .collect();
-        hosts.into_iter().collect::<Vec<_>>().join(", ")
-    };
-    let source_label = registries_label(&images);
+    let hosts: std::collections::BTreeSet<String> = images
+        .iter()
+        .map(|w| format!("docker://{}", w.source.registry))
+        .chain(
+            content
+                .catalogs
+                .iter()
+                .map(|c| format!("docker://{}", c.source.registry)),
+        )
+        .collect();
+    let source_label = hosts.into_iter().collect::<Vec<_>>().join(", ");
     let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
     Ok(Wanted {
         images,
+        catalogs: content.catalogs,
         blocked,
-        architectures: cfg.architectures(),
+        architectures,
         config: Some(ConfigInfo {
             path: origin,
             sha256: Digest::of(&bytes).hex().to_string(),
         }),
         source_label,
+        releases: content.releases,
+        catalog_reports: content.catalog_reports,
     })
 }
 
@@ -156,6 +180,7 @@ fn blocked_by(patterns: &[(String, regex::Regex)], written: &str, r: &ImageRef) 
 
 fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
     let mut images = Vec::new();
+    let index_path = layout.root().join("index.json");
     for entry in layout.index()? {
         let Some(name) = entry.ref_name() else {
             continue;
@@ -166,7 +191,15 @@ fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
                 layout.root().display()
             )
         })?;
-        images.push((r, Some(entry.digest.clone())));
+        let placement = plan::placement_from_annotations(
+            &entry.annotations,
+            &format!("{} entry {name}", index_path.display()),
+        )?;
+        images.push(WantedImage {
+            source: r,
+            digest: Some(entry.digest.clone()),
+            placement,
+        });
     }
     if images.is_empty() {
         bail!(
@@ -176,10 +209,13 @@ fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
     }
     Ok(Wanted {
         images,
+        catalogs: Vec::new(),
         blocked: Vec::new(),
         architectures: Vec::new(),
         config: None,
         source_label: format!("file://{}", layout.root().display()),
+        releases: Vec::new(),
+        catalog_reports: Vec::new(),
     })
 }
 
@@ -223,6 +259,12 @@ pub struct Summary {
     /// written; registry destinations only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_resources: Option<String>,
+    /// Release payloads chosen (mirror.platform).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<content::ReleaseInfo>,
+    /// Catalogs filtered and rebuilt (mirror.operators).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalogs: Vec<content::CatalogInfo>,
 }
 
 /// Runs `bootstrap mirror`.
@@ -232,11 +274,24 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let dest_loc = Location::parse(&args.destination, "the destination")?;
     let settings = transfer_settings(&args);
     let regs = Arc::new(registries_with(&args.registry, settings.retry)?);
-    let (source, wanted) = source_and_wanted(&args, &regs)?;
-    if matches!(source, Source::Layout(_)) && matches!(dest_loc, Location::Disk(_)) {
+    if args.from.is_some() && matches!(dest_loc, Location::Disk(_)) {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
+    // Bad input is refused before anything is contacted; a configuration's releases and
+    // catalogs are read only once the destination answered.
+    let early = match (&args.from, &args.config) {
+        (Some(_), _) => Some(source_and_wanted(&args, &regs).await?),
+        (None, Some(path)) => {
+            config::load(path)?.ensure_supported(&path.display().to_string())?;
+            None
+        }
+        (None, None) => None,
+    };
     let dest = connect_destination(&dest_loc, &regs).await?;
+    let (source, mut wanted) = match early {
+        Some(sw) => sw,
+        None => source_and_wanted(&args, &regs).await?,
+    };
     // A disk mirror that does not exist yet gets nothing written before input is known good,
     // and a dry run writes nothing at all.
     let cache = (!args.dry_run && !matches!(&dest, Destination::Layout(l) if !l.root().exists()))
@@ -247,8 +302,8 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         .iter()
         .map(|(image, pattern)| ImageStatus::blocked(image, pattern))
         .collect();
-    let mut images = Vec::new();
-    for (image, result) in wanted.images.iter().map(|(i, _)| i).zip(resolved) {
+    let mut images = std::mem::take(&mut wanted.catalogs);
+    for (image, result) in wanted.images.iter().map(|w| &w.source).zip(resolved) {
         match result {
             Ok(r) => images.push(r),
             // Bad input fails before anything is written, unless told to carry on.
@@ -383,6 +438,8 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
         record: record_path.display().to_string(),
         status: status_path.display().to_string(),
         cluster_resources: cluster_dir.map(|d| d.display().to_string()),
+        releases: wanted.releases,
+        catalogs: wanted.catalog_reports,
     };
     print_summary(&summary, &mirrored, output)?;
     if failed > 0 {
@@ -407,15 +464,31 @@ fn write_cluster_resources(
         .map(|img| cluster::MirroredImage {
             source: img.source.clone(),
             registry: target.registry.clone(),
-            repository: target.repository_for(&img.source.repository),
-            category: cluster::Category::Generic,
+            repository: target.repository_for(img.dest_path()),
+            category: img.placement.category,
         })
         .collect();
     let dir = record_path
         .parent()
         .unwrap_or(Path::new("."))
         .join(cluster::DIR);
-    let written = cluster::ClusterResources::new(&images).write(&dir)?;
+    let mut resources = cluster::ClusterResources::new(&images);
+    for img in mirrored
+        .iter()
+        .filter(|i| i.placement.category == cluster::Category::Catalog)
+    {
+        let mut at = ImageRef::parse(&format!(
+            "{}/{}",
+            target.registry,
+            target.repository_for(img.dest_path())
+        ))?;
+        at.tag = img.placement.tag.clone().or_else(|| img.source.tag.clone());
+        if at.tag.is_none() {
+            at.digest = Some(img.root.digest.clone());
+        }
+        resources.add_catalog(at);
+    }
+    let written = resources.write(&dir)?;
     Ok((!written.is_empty()).then_some(dir))
 }
 
@@ -467,7 +540,7 @@ fn transfer_settings(args: &MirrorArgs) -> TransferSettings {
 
 /// Where images are read from and which: a disk mirror (`--from`) or the configuration's
 /// registries (`-c`).
-fn source_and_wanted(args: &MirrorArgs, regs: &Arc<Registries>) -> Result<(Source, Wanted)> {
+async fn source_and_wanted(args: &MirrorArgs, regs: &Arc<Registries>) -> Result<(Source, Wanted)> {
     match (&args.from, &args.config) {
         (Some(from), _) => match Location::parse(from, "--from")? {
             Location::Disk(dir) => {
@@ -479,7 +552,10 @@ fn source_and_wanted(args: &MirrorArgs, regs: &Arc<Registries>) -> Result<(Sourc
                 "--from takes a disk mirror (file://DIR); to mirror from registries, name them in the ImageSetConfiguration (-c)"
             ),
         },
-        (None, Some(cfg)) => Ok((Source::Registry(regs.clone()), wanted_from_config(cfg)?)),
+        (None, Some(cfg)) => Ok((
+            Source::Registry(regs.clone()),
+            wanted_from_config(cfg, regs, &args.graph_url).await?,
+        )),
         (None, None) => bail!("name what to mirror: -c CONFIG, or --from file://DIR"),
     }
 }
@@ -600,11 +676,13 @@ async fn resolve_all(
     cache: Option<&cache::ResolveCache>,
 ) -> Vec<Result<ResolvedImage>> {
     futures_util::stream::iter(&wanted.images)
-        .map(|(image, digest)| async move {
+        .map(|w| async move {
             let arches = &wanted.architectures;
-            plan::resolve(source, image, digest.as_ref(), arches, cache)
+            let mut resolved = plan::resolve(source, &w.source, w.digest.as_ref(), arches, cache)
                 .await
-                .with_context(|| format!("resolving {image}"))
+                .with_context(|| format!("resolving {}", w.source))?;
+            resolved.placement = w.placement.clone();
+            Ok(resolved)
         })
         .buffered(concurrency.max(1))
         .collect()
@@ -646,6 +724,25 @@ fn print_summary(s: &Summary, images: &[&ResolvedImage], output: OutputFormat) -
                 println!(
                     "{} images were already at the destination",
                     s.images_unchanged
+                );
+            }
+            for r in &s.releases {
+                println!(
+                    "release {} ({}): {} components, {}",
+                    r.version, r.arch, r.components, r.image
+                );
+            }
+            for c in &s.catalogs {
+                let packages: Vec<String> = c
+                    .bundles
+                    .iter()
+                    .map(|(p, b)| format!("{p} ({})", b.join(", ")))
+                    .collect();
+                println!(
+                    "catalog {}: {} images; kept {}",
+                    c.catalog,
+                    c.images,
+                    packages.join("; ")
                 );
             }
             println!("record: {}", s.record);

@@ -68,7 +68,7 @@ pub struct ResolvedImage {
 }
 
 /// Where an image goes under the destination prefix, and what kind of content it is.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Placement {
     /// The destination repository under the prefix; default: the source's repository path.
     pub repository: Option<String>,
@@ -416,7 +416,11 @@ pub fn placement_from_annotations(
             _ => (value.as_str(), None),
         };
         if !repo.is_empty() {
-            crate::oci::reference::ImageRef::parse(&format!("localhost/{repo}")).map_err(|e| {
+            crate::oci::reference::ImageRef::parse(&format!(
+                "localhost/{repo}:{}",
+                tag.unwrap_or("latest")
+            ))
+            .map_err(|e| {
                 anyhow::anyhow!("{origin}: {DESTINATION_ANNOTATION} '{value}': {}", e.reason)
             })?;
             placement.repository = Some(repo.to_string());

@@ -1,0 +1,580 @@
+//! OpenShift content: from `mirror.platform` and `mirror.operators` to the images they imply,
+//! read from the source registries.
+//!
+//! - Release payloads: explicit `platform.release` images, and `platform.channels` resolved
+//!   against the update graph ([`super::graph`]); each release image's
+//!   `release-manifests/image-references` lists its components ([`super::release`]). The
+//!   release image goes to `<prefix>/openshift/release-images:<version>-<arch>`, components to
+//!   `<prefix>/openshift/release` by digest, as oc-mirror places them.
+//! - Operator catalogs: the catalog image's config directory is read out of its layers
+//!   ([`super::resolve::layers`], streamed, verified, in memory), filtered by the entry's rules
+//!   ([`super::resolve::select`]), and rebuilt as a new image ([`super::resolve::rebuild`]);
+//!   every kept bundle image and related image is mirrored at its source path.
+
+use super::cluster::Category;
+use super::config::{ImageSetConfig, Operator};
+use super::graph::Graph;
+use super::plan::{self, Child, Placement, ResolvedImage, Source};
+use super::release;
+use super::resolve::{fbc, layers, rebuild, select};
+use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
+use crate::oci::reference::ImageRef;
+use crate::oci::registry::Registries;
+use crate::oci::stream::{response_stream, ByteStream};
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+use std::sync::Arc;
+
+/// The public update service.
+pub const DEFAULT_GRAPH_URL: &str = "https://api.openshift.com/api/upgrades_info/v1/graph";
+
+/// One image a configuration asks for, and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WantedImage {
+    /// The source reference.
+    pub source: ImageRef,
+    /// When read from a disk mirror: the manifest digest its index recorded.
+    pub digest: Option<Digest>,
+    /// Where it goes and what it is.
+    pub placement: Placement,
+}
+
+impl WantedImage {
+    /// An image placed by default (source path, generic).
+    pub fn generic(source: ImageRef) -> Self {
+        WantedImage {
+            source,
+            digest: None,
+            placement: Placement::default(),
+        }
+    }
+}
+
+/// A release chosen for mirroring, for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReleaseInfo {
+    /// Its version.
+    pub version: String,
+    /// Its architecture as release tags spell it (`x86_64`).
+    pub arch: String,
+    /// Its payload image.
+    pub image: String,
+    /// How many components its image-references list.
+    pub components: usize,
+}
+
+/// A catalog filtered for mirroring, for reports.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CatalogInfo {
+    /// The source catalog image.
+    pub catalog: String,
+    /// Kept bundles by package.
+    pub bundles: BTreeMap<String, Vec<String>>,
+    /// Bundles added to satisfy dependencies (`package/bundle`).
+    pub dependencies: Vec<String>,
+    /// Images the kept bundles need.
+    pub images: usize,
+}
+
+/// What `mirror.platform` and `mirror.operators` add to a run.
+#[derive(Default)]
+pub struct Content {
+    /// Release payloads, their components, bundle and related images.
+    pub images: Vec<WantedImage>,
+    /// The rebuilt catalogs, resolved already (their new blobs carried in `generated`).
+    pub catalogs: Vec<ResolvedImage>,
+    /// Releases chosen.
+    pub releases: Vec<ReleaseInfo>,
+    /// Catalogs filtered.
+    pub catalog_reports: Vec<CatalogInfo>,
+}
+
+/// How release tags spell an architecture.
+pub fn release_arch(arch: &str) -> &str {
+    match arch {
+        "amd64" => "x86_64",
+        "arm64" => "aarch64",
+        other => other,
+    }
+}
+
+/// Reads `mirror.platform` and `mirror.operators` of `cfg` (`origin` names it in errors).
+pub async fn resolve(
+    cfg: &ImageSetConfig,
+    origin: &str,
+    regs: &Arc<Registries>,
+    graph_url: &str,
+    architectures: &[String],
+) -> Result<Content> {
+    let mut content = Content::default();
+    releases(cfg, origin, regs, graph_url, architectures, &mut content).await?;
+    for (i, op) in cfg.mirror.operators.iter().enumerate() {
+        catalog(cfg, origin, op, i, regs, architectures, &mut content).await?;
+    }
+    Ok(content)
+}
+
+/// Fetches the update graph of `channel` for `arch`.
+async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
+    if let Some(path) = url.strip_prefix("file://") {
+        let path = path.replace("{arch}", arch);
+        let bytes = fs_err::read(&path).context("reading the update graph (--graph-url)")?;
+        return Graph::from_json(&bytes, &path);
+    }
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        bail!("--graph-url '{url}' must be an http(s) URL or file://PATH");
+    }
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let resp = client
+        .get(url)
+        .query(&[("channel", channel), ("arch", arch)])
+        .header("Accept", "application/json")
+        .send()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(crate::oci::registry::describe_transport_error(url, &e)).context(
+                "fetching the update graph; on an air-gapped side pass --graph-url file://GRAPH.json",
+            )
+        })?;
+    if !resp.status().is_success() {
+        bail!(
+            "the update graph at {url} answered {} for channel {channel}, arch {arch}",
+            resp.status()
+        );
+    }
+    let bytes = resp.bytes().await?;
+    Graph::from_json(&bytes, url)
+}
+
+async fn releases(
+    cfg: &ImageSetConfig,
+    origin: &str,
+    regs: &Arc<Registries>,
+    graph_url: &str,
+    architectures: &[String],
+    content: &mut Content,
+) -> Result<()> {
+    let platform = &cfg.mirror.platform;
+    // (payload, version if known, arch)
+    let mut payloads: Vec<(ImageRef, Option<String>, String)> = Vec::new();
+    let graph_arches: Vec<&str> = if architectures.iter().any(|a| a == "multi") {
+        vec!["multi"]
+    } else {
+        architectures.iter().map(String::as_str).collect()
+    };
+    if let Some(r) = platform.release.as_deref().filter(|r| !r.is_empty()) {
+        let image = ImageRef::parse(r).map_err(|e| {
+            anyhow::anyhow!("{origin}: mirror.platform.release '{r}': {}", e.reason)
+        })?;
+        payloads.push((image, None, graph_arches[0].to_string()));
+    }
+    for (i, channel) in platform.channels.iter().enumerate() {
+        let path = format!("mirror.platform.channels[{i}]");
+        for arch in &graph_arches {
+            let graph = fetch_graph(graph_url, &channel.name, arch).await?;
+            let chosen = graph
+                .releases(channel, &path)
+                .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
+            for r in chosen {
+                let image = ImageRef::parse(&r.payload).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the update graph lists release {} with payload '{}': {}",
+                        r.version,
+                        r.payload,
+                        e.reason
+                    )
+                })?;
+                payloads.push((image, Some(r.version.to_string()), arch.to_string()));
+            }
+        }
+    }
+    payloads.sort();
+    payloads.dedup();
+    let source = Source::Registry(regs.clone());
+    for (image, version, arch) in payloads {
+        let resolved = plan::resolve(&source, &image, None, architectures, None)
+            .await
+            .with_context(|| format!("resolving release image {image}"))?;
+        let (manifest, _) = first_image(&resolved)?;
+        let config = read_blob(regs, &image, &config_digest(&manifest)?).await?;
+        let version = match version {
+            Some(v) => v,
+            None => release_version(&config).with_context(|| {
+                format!("{image} has no io.openshift.release label: is it a release image?")
+            })?,
+        };
+        let files = read_dir(regs, &image, &manifest, "/release-manifests").await?;
+        let refs = files.get("image-references").with_context(|| {
+            format!(
+                "{image} has no {}: is it a release image?",
+                release::IMAGE_REFERENCES
+            )
+        })?;
+        let components = release::components(refs, &image.to_string())?;
+        let arch_tag = release_arch(&arch).to_string();
+        content.releases.push(ReleaseInfo {
+            version: version.clone(),
+            arch: arch_tag.clone(),
+            image: image.to_string(),
+            components: components.len(),
+        });
+        content.images.push(WantedImage {
+            source: image,
+            digest: None,
+            placement: Placement {
+                repository: Some(release::RELEASE_IMAGES_REPO.to_string()),
+                tag: Some(format!("{version}-{arch_tag}")),
+                category: Category::Release,
+            },
+        });
+        for c in components {
+            content.images.push(WantedImage {
+                source: c.image,
+                digest: None,
+                placement: Placement {
+                    repository: Some(release::COMPONENTS_REPO.to_string()),
+                    tag: None,
+                    category: Category::Release,
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `io.openshift.release` label of a release image's config.
+fn release_version(config: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
+    v.pointer("/config/Labels/io.openshift.release")
+        .and_then(|l| l.as_str())
+        .map(str::to_string)
+}
+
+/// The first single-platform manifest of a resolved image (the image itself, or its first
+/// kept child), parsed.
+fn first_image(resolved: &ResolvedImage) -> Result<(Box<OciImageManifest>, RawManifest)> {
+    let raw = match resolved.children.first() {
+        Some(c) => c.manifest.clone(),
+        None => resolved.root.clone(),
+    };
+    match raw.parse()? {
+        Parsed::Image(m) => Ok((m, raw)),
+        Parsed::Index(_) => bail!("{}: nested indexes are not supported", resolved.source),
+    }
+}
+
+fn config_digest(m: &OciImageManifest) -> Result<Digest> {
+    Ok(m.config.digest.parse()?)
+}
+
+/// Reads a small blob whole, verified.
+async fn read_blob(regs: &Registries, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
+    let client = regs.client(&image.registry)?;
+    let resp = client.get_blob(&image.repository, digest, 0).await?;
+    let bytes = resp
+        .bytes()
+        .await
+        .with_context(|| format!("reading {digest} of {image}"))?;
+    if Digest::of(&bytes) != *digest {
+        bail!("blob {digest} of {image} does not match its digest");
+    }
+    Ok(bytes)
+}
+
+/// Reads the regular files under `dir` of an image's layers, streaming each layer from the
+/// registry through the defensive layer reader and verifying its digest.
+async fn read_dir(
+    regs: &Arc<Registries>,
+    image: &ImageRef,
+    manifest: &OciImageManifest,
+    dir: &str,
+) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut readers = Vec::new();
+    for l in &manifest.layers {
+        readers.push(BlobRead::new(
+            regs.clone(),
+            image.clone(),
+            l.digest.parse()?,
+            l.size.max(0) as u64,
+        ));
+    }
+    let digests: Vec<String> = manifest.layers.iter().map(|l| l.digest.clone()).collect();
+    let what = image.to_string();
+    let dir = dir.to_string();
+    tokio::task::spawn_blocking(move || -> Result<BTreeMap<String, Vec<u8>>> {
+        let files = layers::read_config_dir(readers.iter_mut(), &dir).map_err(|e| {
+            let layer = match &e {
+                layers::LayerError::Unsafe { layer, .. }
+                | layers::LayerError::Read { layer, .. } => digests.get(*layer).map(String::as_str),
+                _ => None,
+            };
+            match layer {
+                Some(d) => anyhow::anyhow!("{what}: layer {d}: {e}"),
+                None => anyhow::anyhow!("{what}: {e}"),
+            }
+        })?;
+        for r in &mut readers {
+            r.drain()
+                .with_context(|| format!("{what}: reading layer {}", r.digest))?;
+        }
+        Ok(files)
+    })
+    .await
+    .context("the layer reader stopped")?
+}
+
+/// A blob read synchronously from a registry (for the tar reader), opened on first read,
+/// hashed as it passes and checked against its digest at the end.
+struct BlobRead {
+    regs: Arc<Registries>,
+    image: ImageRef,
+    digest: Digest,
+    size: u64,
+    handle: tokio::runtime::Handle,
+    stream: Option<ByteStream>,
+    buf: Bytes,
+    hasher: StreamHasher,
+    done: bool,
+}
+
+impl BlobRead {
+    fn new(regs: Arc<Registries>, image: ImageRef, digest: Digest, size: u64) -> Self {
+        BlobRead {
+            regs,
+            image,
+            digest,
+            size,
+            handle: tokio::runtime::Handle::current(),
+            stream: None,
+            buf: Bytes::new(),
+            hasher: StreamHasher::new(),
+            done: false,
+        }
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        let regs = self.regs.clone();
+        let (image, digest) = (self.image.clone(), self.digest.clone());
+        let resp = self
+            .handle
+            .block_on(async move {
+                let client = regs.client(&image.registry)?;
+                Ok::<_, anyhow::Error>(client.get_blob(&image.repository, &digest, 0).await?)
+            })
+            .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        self.stream = Some(response_stream(resp));
+        Ok(())
+    }
+
+    /// Reads what the tar reader left (padding after the end of the archive) and verifies.
+    fn drain(&mut self) -> io::Result<()> {
+        let mut sink = [0u8; 64 * 1024];
+        while self.read(&mut sink)? > 0 {}
+        Ok(())
+    }
+}
+
+impl Read for BlobRead {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.buf.is_empty() {
+            if self.done {
+                return Ok(0);
+            }
+            if self.stream.is_none() {
+                self.open()?;
+            }
+            let stream = self.stream.as_mut().expect("opened above");
+            match self.handle.block_on(stream.next()) {
+                Some(Ok(bytes)) => {
+                    self.hasher.update(&bytes);
+                    if self.hasher.len() > self.size {
+                        return Err(io::Error::other(format!(
+                            "blob {} is longer than its manifest says ({} bytes)",
+                            self.digest, self.size
+                        )));
+                    }
+                    self.buf = bytes;
+                }
+                Some(Err(e)) => return Err(e),
+                None => {
+                    self.done = true;
+                    let hasher = std::mem::take(&mut self.hasher);
+                    hasher
+                        .verify(&format!("blob of {}", self.image), &self.digest, self.size)
+                        .map_err(io::Error::other)?;
+                    return Ok(0);
+                }
+            }
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        self.buf = self.buf.slice(n..);
+        Ok(n)
+    }
+}
+
+/// Filters one catalog and rebuilds its image.
+async fn catalog(
+    cfg: &ImageSetConfig,
+    origin: &str,
+    op: &Operator,
+    index: usize,
+    regs: &Arc<Registries>,
+    architectures: &[String],
+    content: &mut Content,
+) -> Result<()> {
+    let path = format!("mirror.operators[{index}]");
+    let at = |p: &str| match cfg.location(p) {
+        Some(l) => format!("{origin}:{}:{}: {p}", l.line, l.column),
+        None => format!("{origin}: {p}"),
+    };
+    let image = ImageRef::parse(&op.catalog).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: '{}': {}",
+            at(&format!("{path}.catalog")),
+            op.catalog,
+            e.reason
+        )
+    })?;
+    let source = Source::Registry(regs.clone());
+    let resolved = plan::resolve(&source, &image, None, architectures, None)
+        .await
+        .with_context(|| format!("resolving catalog {image} ({path})"))?;
+    let (manifest, _) = first_image(&resolved)?;
+    let config = read_blob(regs, &image, &config_digest(&manifest)?).await?;
+    let config_dir = configs_label(&config).with_context(|| {
+        format!(
+            "{image} has no {} label: it is not a file-based catalog (opm 1.19 or later)",
+            layers::CONFIGS_LABEL
+        )
+    })?;
+    let files = read_dir(regs, &image, &manifest, &config_dir).await?;
+    let catalog =
+        fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {image}"))?;
+    let selection = select::select(&catalog, op, index).map_err(|e| match &e {
+        select::SelectError::Config { path, .. } => {
+            anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
+        }
+        _ => anyhow::anyhow!("catalog {image}: {e}"),
+    })?;
+    let rendered = selection.render(select::UnknownSchemas::Keep);
+    let cache_dir = rebuild::cache_dir_of(&config);
+    let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
+    let mut rebuilt = rebuild_image(regs, &resolved, &layer).await?;
+    rebuilt.placement = Placement {
+        repository: op.target_catalog.clone().filter(|s| !s.is_empty()),
+        tag: op.target_tag.clone().filter(|s| !s.is_empty()),
+        category: Category::Catalog,
+    };
+    content.catalog_reports.push(CatalogInfo {
+        catalog: image.to_string(),
+        bundles: selection
+            .bundle_names()
+            .into_iter()
+            .map(|(p, b)| (p.to_string(), b.into_iter().map(str::to_string).collect()))
+            .collect(),
+        dependencies: selection
+            .dependencies
+            .iter()
+            .map(|d| format!("{}/{}", d.package, d.bundle))
+            .collect(),
+        images: selection.images.len(),
+    });
+    for name in &selection.images {
+        let r = ImageRef::parse(name).map_err(|e| {
+            anyhow::anyhow!(
+                "catalog {image}: a kept bundle names image '{name}': {}",
+                e.reason
+            )
+        })?;
+        content.images.push(WantedImage {
+            source: r,
+            digest: None,
+            placement: Placement {
+                category: Category::Operator,
+                ..Placement::default()
+            },
+        });
+    }
+    content.catalogs.push(rebuilt);
+    Ok(())
+}
+
+/// The config directory a catalog image's label names.
+fn configs_label(config: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
+    v.get("config")?
+        .get("Labels")?
+        .get(layers::CONFIGS_LABEL)?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The rebuilt catalog: every kept platform's manifest with `layer` added, and an index over
+/// them when the source was an index.
+async fn rebuild_image(
+    regs: &Arc<Registries>,
+    resolved: &ResolvedImage,
+    layer: &rebuild::ConfigsLayer,
+) -> Result<ResolvedImage> {
+    let image = &resolved.source;
+    let mut out = ResolvedImage::new(image.clone(), resolved.root.clone());
+    out.rebuilt_from = Some(resolved.root.digest.clone());
+    out.platforms = resolved.platforms.clone();
+    out.dropped = resolved.dropped.clone();
+    out.generated
+        .push((layer.digest.clone(), layer.bytes.clone()));
+    let sources: Vec<(RawManifest, Option<String>)> = if resolved.children.is_empty() {
+        vec![(resolved.root.clone(), None)]
+    } else {
+        resolved
+            .children
+            .iter()
+            .map(|c| (c.manifest.clone(), c.platform.clone()))
+            .collect()
+    };
+    let mut replaced = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (raw, platform) in sources {
+        let Parsed::Image(m) = raw.parse()? else {
+            bail!("{image}: nested indexes are not supported");
+        };
+        let config = read_blob(regs, image, &config_digest(&m)?).await?;
+        let new = rebuild::rebuild_manifest(&raw, &config, layer)
+            .with_context(|| format!("rebuilding catalog {image}"))?;
+        let Parsed::Image(nm) = new.manifest.parse()? else {
+            bail!("{image}: the rebuilt manifest is not an image manifest");
+        };
+        for d in std::iter::once(&nm.config).chain(nm.layers.iter()) {
+            let digest: Digest = d.digest.parse()?;
+            if seen.insert(digest.clone()) {
+                out.blobs.push(plan::BlobDesc {
+                    digest,
+                    size: d.size.max(0) as u64,
+                    media_type: d.media_type.clone(),
+                });
+            }
+        }
+        out.generated
+            .push((new.config_digest.clone(), new.config.clone()));
+        replaced.insert(raw.digest.to_string(), new.manifest.clone());
+        out.children.push(Child {
+            manifest: new.manifest,
+            platform,
+        });
+    }
+    if resolved.children.is_empty() {
+        out.root = out.children.pop().expect("one manifest").manifest;
+    } else {
+        out.root = rebuild::rebuild_index(&resolved.root, &replaced)?;
+        // Only the kept platforms are listed: nothing was dropped from the new index.
+        out.dropped.clear();
+    }
+    Ok(out)
+}
