@@ -98,10 +98,21 @@ fn the_production_mirror_set_is_accepted_whole() {
     let graph = dir.path().join("no-graph.json");
     let graph_url = format!("file://{}", graph.display());
     let dest = format!("file://{}", dir.path().join("m").display());
-    let o = bootstrap(&["mirror", "--dry-run", "-c", path, "--graph-url", &graph_url, &dest]);
+    let o = bootstrap(&[
+        "mirror",
+        "--dry-run",
+        "-c",
+        path,
+        "--graph-url",
+        &graph_url,
+        &dest,
+    ]);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(!err.contains("not supported"), "{err}");
-    assert!(err.contains("reading the update graph (--graph-url)"), "{err}");
+    assert!(
+        err.contains("reading the update graph (--graph-url)"),
+        "{err}"
+    );
     assert!(err.contains("no-graph.json"), "{err}");
 }
