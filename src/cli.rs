@@ -90,6 +90,12 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_GRAPH_URL)]
     pub graph_url: String,
 
+    /// Release signatures to write into cluster-resources/signature-configmap.yaml for the
+    /// release images mirrored: a directory laid out as the signature store on
+    /// mirror.openshift.com (`sha256=<hex>/signature-1`, ...) or holding `sha256-<hex>-1`, ...
+    #[arg(long, value_name = "DIR")]
+    pub release_signatures: Option<PathBuf>,
+
     /// Blobs in flight at once.
     #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
     pub max_concurrent_blobs: usize,

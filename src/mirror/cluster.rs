@@ -9,6 +9,7 @@
 //! covers every image of that namespace; otherwise to the repository. Output is sorted and has
 //! no timestamps: the same mirror gives the same bytes.
 
+use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
 use crate::oci::reference::ImageRef;
 use anyhow::{Context, Result};
@@ -23,6 +24,10 @@ pub const IDMS_FILE: &str = "idms-oc-mirror.yaml";
 pub const ITMS_FILE: &str = "itms-oc-mirror.yaml";
 /// The install-config.yaml snippet.
 pub const DIGEST_SOURCES_FILE: &str = "install-config-imageDigestSources.yaml";
+/// The release signature ConfigMap (oc-mirror's names; YAML and JSON).
+pub const SIGNATURES_FILE: &str = "signature-configmap.yaml";
+/// The release signature ConfigMap as JSON.
+pub const SIGNATURES_JSON_FILE: &str = "signature-configmap.json";
 
 /// What kind of content an image is; each kind gets its own mirror set, as oc-mirror does.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,6 +90,25 @@ pub struct ClusterResources {
     by_tag: Scopes,
     /// Mirrored (rebuilt) catalog images, as the cluster pulls them.
     catalogs: Vec<ImageRef>,
+    /// Release signatures by release image digest, in order (`signature-1`, ...).
+    signatures: BTreeMap<Digest, Vec<Vec<u8>>>,
+}
+
+/// The ConfigMap the cluster-version operator reads release signatures from.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SignatureConfigMap {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: SignatureMetadata,
+    binary_data: BTreeMap<String, String>,
+}
+
+#[derive(serde::Serialize)]
+struct SignatureMetadata {
+    name: &'static str,
+    namespace: &'static str,
+    labels: BTreeMap<&'static str, &'static str>,
 }
 
 #[derive(serde::Serialize)]
@@ -175,6 +199,46 @@ impl ClusterResources {
     /// oc-mirror does, no mirror-set entry (the cluster pulls it from the CatalogSource).
     pub fn add_catalog(&mut self, destination: ImageRef) {
         self.catalogs.push(destination);
+    }
+
+    /// Adds the signatures of a mirrored release image (`digest`), in order.
+    pub fn add_signatures(&mut self, digest: Digest, signatures: Vec<Vec<u8>>) {
+        if !signatures.is_empty() {
+            self.signatures.insert(digest, signatures);
+        }
+    }
+
+    /// The release signature ConfigMap, as oc-mirror writes it: `mirrored-release-signatures`
+    /// in `openshift-config-managed`, labelled `release.openshift.io/verification-signatures`,
+    /// one `binaryData` key `sha256-<hex>-<n>` per signature; `(YAML, JSON)`, or `None` when
+    /// no signatures were given.
+    pub fn signatures_configmap(&self) -> Result<Option<(String, String)>> {
+        if self.signatures.is_empty() {
+            return Ok(None);
+        }
+        let mut binary_data = BTreeMap::new();
+        for (digest, sigs) in &self.signatures {
+            for (i, sig) in sigs.iter().enumerate() {
+                binary_data.insert(
+                    format!("{}-{}", digest.dashed(), i + 1),
+                    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, sig),
+                );
+            }
+        }
+        let cm = SignatureConfigMap {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: SignatureMetadata {
+                name: "mirrored-release-signatures",
+                namespace: "openshift-config-managed",
+                labels: BTreeMap::from([("release.openshift.io/verification-signatures", "")]),
+            },
+            binary_data,
+        };
+        Ok(Some((
+            serde_saphyr::to_string(&cm)?,
+            serde_json::to_string_pretty(&cm)? + "\n",
+        )))
     }
 
     /// One CatalogSource per catalog: `(file name, YAML)`. Named as oc-mirror names them,
@@ -270,6 +334,10 @@ impl ClusterResources {
                 .into_iter()
                 .map(|(name, text)| (name, Some(text))),
         );
+        if let Some((yaml, json)) = self.signatures_configmap()? {
+            files.push((SIGNATURES_FILE.to_string(), Some(yaml)));
+            files.push((SIGNATURES_JSON_FILE.to_string(), Some(json)));
+        }
         let mut written = Vec::new();
         for (name, text) in files {
             let Some(text) = text else { continue };
@@ -480,6 +548,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let written = res.write(dir.path()).unwrap();
         assert_eq!(written.len(), 5);
+    }
+
+    #[test]
+    fn release_signatures_configmap_matches_its_golden_file() {
+        let mut res = sample();
+        assert!(res.signatures_configmap().unwrap().is_none());
+        let d: Digest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+            .parse()
+            .unwrap();
+        res.add_signatures(d, vec![b"first".to_vec(), b"second".to_vec()]);
+        let (yaml, json) = res.signatures_configmap().unwrap().unwrap();
+        golden(SIGNATURES_FILE, &yaml);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["metadata"]["namespace"], "openshift-config-managed");
+        assert_eq!(
+            v["binaryData"]
+                ["sha256-0000000000000000000000000000000000000000000000000000000000000001-2"],
+            "c2Vjb25k"
+        );
     }
 
     #[test]

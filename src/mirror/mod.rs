@@ -274,6 +274,14 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     let dest_loc = Location::parse(&args.destination, "the destination")?;
     let settings = transfer_settings(&args);
     let regs = Arc::new(registries_with(&args.registry, settings.retry)?);
+    if let Some(dir) = &args.release_signatures {
+        if !dir.is_dir() {
+            bail!(
+                "--release-signatures {}: not a directory (give the directory holding sha256=<hex>/signature-1 files)",
+                dir.display()
+            );
+        }
+    }
     if args.from.is_some() && matches!(dest_loc, Location::Disk(_)) {
         bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
     }
@@ -418,7 +426,12 @@ pub async fn run(args: MirrorArgs, output: OutputFormat) -> Result<ExitCode> {
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     status.write(&status_path)?;
     let record_path = write_record(&dest, &mut rec, args.record.clone(), &stamp)?;
-    let cluster_dir = write_cluster_resources(&dest, &mirrored, &record_path)?;
+    let cluster_dir = write_cluster_resources(
+        &dest,
+        &mirrored,
+        &record_path,
+        args.release_signatures.as_deref(),
+    )?;
     let failed = status.failed + status.skipped;
     let summary = Summary {
         source: wanted.source_label,
@@ -455,6 +468,7 @@ fn write_cluster_resources(
     dest: &Destination,
     mirrored: &[&ResolvedImage],
     record_path: &Path,
+    signatures: Option<&Path>,
 ) -> Result<Option<PathBuf>> {
     let Destination::Registry { target, .. } = dest else {
         return Ok(None);
@@ -488,8 +502,41 @@ fn write_cluster_resources(
         }
         resources.add_catalog(at);
     }
+    if let Some(sig_dir) = signatures {
+        for img in mirrored
+            .iter()
+            .filter(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
+        {
+            let sigs = release_signatures(sig_dir, &img.root.digest)?;
+            if sigs.is_empty() {
+                eprintln!(
+                    "warning: {} has no signature in {}: a cluster will not update to it without one",
+                    img.source,
+                    sig_dir.display()
+                );
+            }
+            resources.add_signatures(img.root.digest.clone(), sigs);
+        }
+    }
     let written = resources.write(&dir)?;
     Ok((!written.is_empty()).then_some(dir))
+}
+
+/// The signatures of release `digest` in `dir`: `sha256=<hex>/signature-<n>` (the signature
+/// store's layout) or `sha256-<hex>-<n>`, for n = 1, 2, ... until one is missing.
+fn release_signatures(dir: &Path, digest: &Digest) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for n in 1.. {
+        let store = dir
+            .join(format!("sha256={}", digest.hex()))
+            .join(format!("signature-{n}"));
+        let flat = dir.join(format!("{}-{n}", digest.dashed()));
+        match [store, flat].into_iter().find(|p| p.is_file()) {
+            Some(p) => out.push(fs_err::read(&p).context("reading a release signature")?),
+            None => break,
+        }
+    }
+    Ok(out)
 }
 
 /// `--dry-run`: reports the plan and touches neither destination nor working directory.
