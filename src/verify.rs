@@ -284,10 +284,12 @@ pub async fn verify_registry(
     let mut checks = Vec::new();
     for img in &record.images {
         let repo = target.repository_for(&img.path);
-        if let Some(tag) = crate::oci::reference::ImageRef::parse(&img.source)
-            .ok()
-            .and_then(|r| r.tag)
-        {
+        let source_tag = || {
+            crate::oci::reference::ImageRef::parse(&img.source)
+                .ok()
+                .and_then(|r| r.tag)
+        };
+        if let Some(tag) = img.tag.clone().or_else(source_tag) {
             checks.push(Check::Manifest {
                 repo: repo.clone(),
                 reference: tag.clone(),

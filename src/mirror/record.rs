@@ -71,8 +71,17 @@ pub struct ConfigInfo {
 pub struct ImageRecord {
     /// The reference as it was mirrored from (`quay.io/a/b:v1` or `...@sha256:...`).
     pub source: String,
-    /// The repository path kept under the destination prefix (`a/b`).
+    /// The repository path under the destination prefix (`a/b`, the source's; or where the
+    /// content's kind puts it, `openshift/release`).
     pub path: String,
+    /// The destination tag, when it is not the source's (`4.18.3-x86_64` for a release image,
+    /// a catalog's `targetTag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// What kind of content it is: `release`, `operator`, `catalog` (absent: an additional
+    /// image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
     /// The full destination reference.
     pub destination: String,
     /// The digest of the top manifest at the destination.

@@ -661,7 +661,10 @@ impl Transfer {
         };
         ImageRecord {
             source: image.source.to_string(),
-            path: image.source.repository.clone(),
+            path: image.dest_path().to_string(),
+            tag: image.placement.tag.clone(),
+            category: (image.placement.category != crate::mirror::cluster::Category::Generic)
+                .then(|| image.placement.category.name().to_string()),
             destination,
             digest: root.digest.clone(),
             source_digest: image
