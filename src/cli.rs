@@ -40,6 +40,10 @@ pub enum Command {
     /// Check a disk mirror (file://DIR) or a registry (--record R docker://HOST[/PREFIX])
     /// against its mirror record; exit 0 only when everything matches.
     Verify(VerifyArgs),
+    /// A rehearsal lab: seed a local registry with a scaled-down upstream (release payloads,
+    /// an operator catalog, a modelcar) to mirror from.
+    #[command(subcommand)]
+    Lab(LabCmd),
 }
 
 /// How to reach registries: credentials and trust.
@@ -220,4 +224,31 @@ pub struct ModelPackArgs {
     /// again alone; smaller files share one layer.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub layer_threshold_mib: u64,
+}
+
+/// `bootstrap lab`.
+#[derive(Debug, Subcommand)]
+pub enum LabCmd {
+    /// Push a realistic, scaled-down upstream into a registry: OpenShift 4.18.1-4.18.4 release
+    /// payloads (about 20 components each), redhat/redhat-operator-index:v4.18 with six
+    /// packages whose bundle and related images all exist, and a modelcar; write the update
+    /// graph (DIR/graph.json) and what was pushed (DIR/seed.json). Deterministic and
+    /// idempotent: a rerun sends nothing the registry already has.
+    Seed(LabSeedArgs),
+}
+
+/// `bootstrap lab seed`.
+#[derive(Debug, Args)]
+pub struct LabSeedArgs {
+    /// The lab registry, docker://HOST:PORT (no path: the upstream's repositories are kept).
+    #[arg(value_name = "docker://HOST:PORT")]
+    pub registry_url: String,
+
+    /// Where to write graph.json, seed.json and the modelcar's model directory and layout.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Registry access.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }

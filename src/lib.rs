@@ -2,6 +2,7 @@
 //! `main.rs` only parses arguments and dispatches.
 
 pub mod cli;
+pub mod lab;
 pub mod mirror;
 pub mod model;
 pub mod oci;

@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command, ModelCmd};
+use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             Command::Mirror(args) => bootstrap::mirror::run(args, cli.output).await,
             Command::Verify(args) => bootstrap::verify::run(args, cli.output).await,
             Command::Model(ModelCmd::Pack(args)) => bootstrap::model::pack(args, cli.output).await,
+            Command::Lab(LabCmd::Seed(args)) => bootstrap::lab::seed(args, cli.output).await,
         }
     });
     match result {

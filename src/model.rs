@@ -78,12 +78,33 @@ pub async fn pack(args: ModelPackArgs, output: OutputFormat) -> Result<ExitCode>
             args.reference
         );
     }
-    let files = model_files(&args.dir)?;
-    let groups = layer_groups(&files, args.layer_threshold_mib * 1024 * 1024);
     let out = args
         .layout
         .strip_prefix("file://")
         .with_context(|| format!("--layout '{}' must be file://DIR", args.layout))?;
+    let packed = pack_into_layout(
+        &args.dir,
+        &reference,
+        out,
+        args.layer_threshold_mib * 1024 * 1024,
+    )
+    .await?;
+    report(&packed, output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Packs the model directory `dir` as `reference` (tagged, no digest) into the OCI layout at
+/// `out` (created when missing; other images kept); files of at least `threshold` bytes get
+/// a layer each. `bootstrap lab seed` packs its generated model with this, so the lab's
+/// modelcar is exactly what `bootstrap model pack` makes.
+pub(crate) async fn pack_into_layout(
+    dir: &Path,
+    reference: &ImageRef,
+    out: &str,
+    threshold: u64,
+) -> Result<PackedModel> {
+    let files = model_files(dir)?;
+    let groups = layer_groups(&files, threshold);
     let layout = OciLayout::create(Path::new(out))?;
     let _lock = layout.lock()?;
     let mut layers = Vec::new();
@@ -94,11 +115,9 @@ pub async fn pack(args: ModelPackArgs, output: OutputFormat) -> Result<ExitCode>
             group.len(),
             human_bytes(group.iter().map(|(_, _, s)| s).sum())
         );
-        layers.push(write_layer(&layout, &args.dir, group).await?);
+        layers.push(write_layer(&layout, dir, group).await?);
     }
-    let packed = write_image(&layout, &reference, layers, out).await?;
-    report(&packed, output)?;
-    Ok(ExitCode::SUCCESS)
+    write_image(&layout, reference, layers, out).await
 }
 
 /// Regular files under `dir`, sorted, as (path inside the image, path on disk, size).

@@ -1,0 +1,275 @@
+//! `bootstrap lab seed docker://HOST:PORT --out DIR`: builds the lab's images in memory (the
+//! modelcar through an OCI layout under DIR), pushes them (idempotently: HEAD before every blob
+//! and manifest), and writes `DIR/graph.json` (the update graph) and `DIR/seed.json` (what was
+//! pushed). Everything is deterministic: the same registry address gives the same digests.
+
+use super::catalog::{self, PackageRecord, CATALOG_REPO, CATALOG_TAG};
+use super::image::Image;
+use super::modelcar;
+use super::push::{Pusher, Transfer};
+use super::release;
+use crate::cli::{LabSeedArgs, RegistryArgs};
+use crate::oci::auth::AuthFile;
+use crate::oci::digest::Digest;
+use crate::oci::layout::write_atomic;
+use crate::oci::reference::RegistryTarget;
+use crate::oci::registry::{Registries, RegistryOptions};
+use crate::oci::retry::RetryPolicy;
+use crate::output::{human_bytes, OutputFormat};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The graph file's name under DIR.
+pub const GRAPH_FILE: &str = "graph.json";
+/// The seed record's name under DIR.
+pub const SEED_FILE: &str = "seed.json";
+
+/// `DIR/seed.json`: everything the seed pushed.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Seed {
+    /// The registry, `HOST:PORT`.
+    pub registry: String,
+    /// Every image pushed, sorted by repository then digest.
+    pub images: Vec<ImageRecord>,
+    /// The releases, lowest first.
+    pub releases: Vec<ReleaseRecord>,
+    /// The update graph's file name, beside this one.
+    pub graph: String,
+    /// The operator catalog.
+    pub catalog: CatalogRecord,
+    /// The modelcar.
+    pub modelcar: ImageRecord,
+}
+
+/// One pushed image.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageRecord {
+    /// `HOST/repository:tag` for tagged images, else `HOST/repository@digest`.
+    pub reference: String,
+    /// Repository path.
+    pub repository: String,
+    /// Tag, when it has one.
+    pub tag: Option<String>,
+    /// Manifest digest.
+    pub digest: Digest,
+    /// `release`, `component`, `catalog`, `bundle`, `operand` or `modelcar`.
+    pub kind: &'static str,
+    /// Bytes of manifest, config and layers.
+    pub size: u64,
+}
+
+/// One release.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseRecord {
+    /// Version.
+    pub version: String,
+    /// The release image by tag.
+    pub image: String,
+    /// Its digest.
+    pub digest: Digest,
+    /// Channels listing it.
+    pub channels: Vec<String>,
+    /// Components: tag name -> image by digest.
+    pub components: BTreeMap<String, String>,
+}
+
+/// The catalog.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogRecord {
+    /// The catalog image by tag.
+    pub image: String,
+    /// Its digest.
+    pub digest: Digest,
+    /// Packages.
+    pub packages: Vec<PackageRecord>,
+}
+
+/// What `--output json` prints: the seed record and what this run sent.
+#[derive(Debug, serde::Serialize)]
+struct Summary<'a> {
+    #[serde(flatten)]
+    seed: &'a Seed,
+    transfer: Transfer,
+}
+
+/// Runs `bootstrap lab seed`.
+pub async fn seed(args: LabSeedArgs, output: OutputFormat) -> Result<ExitCode> {
+    let host = registry_host(&args.registry_url)?;
+    let registries = registries(&args.registry)?;
+    let client = registries.client(&host)?;
+    client
+        .ping()
+        .await
+        .with_context(|| format!("reaching the lab registry {host}"))?;
+    fs_err::create_dir_all(&args.out).context("creating --out")?;
+
+    eprintln!("building release payloads, the operator catalog and the modelcar for {host}");
+    let releases = release::build(&host)?;
+    let built_catalog = catalog::build(&host)?;
+    let model = modelcar::build(&host, &args.out.join("modelcar")).await?;
+
+    let mut leaves: BTreeMap<(String, Digest), (&Image, &'static str)> = BTreeMap::new();
+    for r in &releases {
+        for c in r.components.values() {
+            leaves.insert((c.repository.clone(), c.digest().clone()), (c, "component"));
+        }
+    }
+    for img in &built_catalog.images {
+        let kind = if img.repository.ends_with("-bundle") {
+            "bundle"
+        } else {
+            "operand"
+        };
+        leaves.insert((img.repository.clone(), img.digest().clone()), (img, kind));
+    }
+    leaves.insert(
+        (model.repository.clone(), model.digest().clone()),
+        (&model, "modelcar"),
+    );
+    let mut roots: Vec<(&Image, &'static str)> =
+        releases.iter().map(|r| (&r.image, "release")).collect();
+    roots.push((&built_catalog.image, "catalog"));
+
+    let pusher = Pusher::new(&client);
+    eprintln!("pushing {} images to {host}", leaves.len());
+    let leaf_images: Vec<&Image> = leaves.values().map(|(i, _)| *i).collect();
+    pusher.push_all(&leaf_images).await?;
+    eprintln!(
+        "pushing {} release images and the catalog to {host}",
+        roots.len() - 1
+    );
+    let root_images: Vec<&Image> = roots.iter().map(|(i, _)| *i).collect();
+    pusher.push_all(&root_images).await?;
+
+    let graph = release::graph(&host, &releases);
+    write_json(&args.out.join(GRAPH_FILE), &graph)?;
+    let record = |img: &Image, kind| ImageRecord {
+        reference: img.tagged(&host),
+        repository: img.repository.clone(),
+        tag: img.tag.clone(),
+        digest: img.digest().clone(),
+        kind,
+        size: img.size(),
+    };
+    let mut images: Vec<ImageRecord> = leaves
+        .values()
+        .chain(roots.iter())
+        .map(|(img, kind)| record(img, kind))
+        .collect();
+    images.sort_by(|a, b| (&a.repository, &a.digest).cmp(&(&b.repository, &b.digest)));
+    let seed = Seed {
+        registry: host.clone(),
+        images,
+        releases: releases
+            .iter()
+            .map(|r| ReleaseRecord {
+                version: r.def.version.to_string(),
+                image: r.image.tagged(&host),
+                digest: r.image.digest().clone(),
+                channels: r.def.channels.iter().map(|c| c.to_string()).collect(),
+                components: r
+                    .components
+                    .iter()
+                    .map(|(name, img)| (name.clone(), img.pinned(&host)))
+                    .collect(),
+            })
+            .collect(),
+        graph: GRAPH_FILE.to_string(),
+        catalog: CatalogRecord {
+            image: format!("{host}/{CATALOG_REPO}:{CATALOG_TAG}"),
+            digest: built_catalog.image.digest().clone(),
+            packages: built_catalog.packages.clone(),
+        },
+        modelcar: record(&model, "modelcar"),
+    };
+    write_json(&args.out.join(SEED_FILE), &seed)?;
+    report(&seed, pusher.transfer(), &args.out, output)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `HOST:PORT` from `docker://HOST:PORT`; a path is refused, since the lab's repositories are
+/// the upstream's own paths.
+fn registry_host(url: &str) -> Result<String> {
+    let Some(rest) = url.strip_prefix("docker://") else {
+        bail!("the lab registry '{url}' must be docker://HOST:PORT, e.g. docker://127.0.0.1:5000");
+    };
+    let target =
+        RegistryTarget::parse(rest).with_context(|| format!("the lab registry '{url}'"))?;
+    if !target.prefix.is_empty() {
+        bail!(
+            "the lab registry '{url}' has a path (/{}): the lab seeds the upstream's own repositories (openshift-release-dev/..., redhat/...), so give docker://{} alone",
+            target.prefix,
+            target.registry
+        );
+    }
+    Ok(target.registry)
+}
+
+fn registries(args: &RegistryArgs) -> Result<Registries> {
+    Registries::new(RegistryOptions {
+        authfile: AuthFile::load(args.authfile.as_deref())?,
+        ca_bundle: args.ca_bundle.clone(),
+        plain_http: args.plain_http.clone(),
+        insecure_tls: args.insecure_skip_tls_verify.clone(),
+        retry: RetryPolicy::with_attempts(RetryPolicy::default().attempts),
+    })
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value)?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+fn report(seed: &Seed, transfer: Transfer, out: &Path, output: OutputFormat) -> Result<()> {
+    match output {
+        OutputFormat::Json => {
+            let summary = Summary { seed, transfer };
+            println!("{}", serde_json::to_string_pretty(&summary)?);
+        }
+        OutputFormat::Text => {
+            println!("seeded the lab upstream at {}:", seed.registry);
+            for r in &seed.releases {
+                println!(
+                    "  release {} {} ({} components; {})",
+                    r.image,
+                    r.digest,
+                    r.components.len(),
+                    r.channels.join(", ")
+                );
+            }
+            let bundles: usize = seed.catalog.packages.iter().map(|p| p.bundles.len()).sum();
+            println!(
+                "  catalog {} {} ({} packages, {bundles} bundles)",
+                seed.catalog.image,
+                seed.catalog.digest,
+                seed.catalog.packages.len()
+            );
+            println!(
+                "  modelcar {} {}",
+                seed.modelcar.reference, seed.modelcar.digest
+            );
+            println!(
+                "  {} images in all; this run sent {} blobs ({}) and {} manifests, found {} blobs and {} manifests already there",
+                seed.images.len(),
+                transfer.blobs_sent,
+                human_bytes(transfer.bytes_sent),
+                transfer.manifests_put,
+                transfer.blobs_present,
+                transfer.manifests_present
+            );
+            println!(
+                "wrote {} and {}",
+                out.join(GRAPH_FILE).display(),
+                out.join(SEED_FILE).display()
+            );
+        }
+    }
+    Ok(())
+}
