@@ -49,6 +49,16 @@ impl Lab {
         self.upstream.host()
     }
 
+    /// The seed's record of release `version`.
+    fn release(&self, version: &str) -> &Value {
+        self.seed["releases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["version"] == version)
+            .unwrap_or_else(|| panic!("the seed has no release {version}"))
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -120,6 +130,13 @@ impl Lab {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         failed(&bootstrap(&args))
     }
+}
+
+/// A seeded release image by digest, as the update graph names it.
+fn release_by_digest(release: &Value) -> String {
+    let image = release["image"].as_str().unwrap();
+    let repo = image.rsplit_once(':').unwrap().0;
+    format!("{repo}@{}", release["digest"].as_str().unwrap())
 }
 
 /// The source references of a plan or record.
@@ -280,4 +297,171 @@ fn catalog_files(registry: &Registry, repo: &str, tag: &str) -> BTreeMap<String,
         )
         .unwrap()
     })
+}
+
+/// The lab's mirror set, mirror to mirror: releases 4.18.2 and 4.18.3 with exactly the
+/// components their image-references list, in openshift/release(-images); the catalog rebuilt
+/// with only the selected bundles, read back from the site registry; every bundle and related
+/// image of a kept bundle present; cluster resources mapping every mirrored source repository;
+/// and a second run finds everything in place.
+#[test]
+fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
+    let lab = Lab::new();
+    let site = Registry::plain();
+    let cfg = lab.lab_config();
+    let record = lab.path("record.json");
+    let dest = format!("docker://{}/mirror", site.host());
+    let args = lab.mirror_args(
+        &[
+            "--output",
+            "json",
+            "-c",
+            cfg.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+            &dest,
+        ],
+        &[lab.host(), site.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    let rec = json(&record);
+    let mirrored = sources(&rec);
+
+    // Releases: exactly 4.18.2 and 4.18.3, and exactly their components.
+    let releases: Vec<&str> = summary["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(releases, ["4.18.2", "4.18.3"]);
+    let mut expected = BTreeSet::new();
+    for version in ["4.18.2", "4.18.3"] {
+        let release = lab.release(version);
+        expected.insert(release_by_digest(release));
+        for c in release["components"].as_object().unwrap().values() {
+            expected.insert(c.as_str().unwrap().to_string());
+        }
+    }
+    let release_images: BTreeSet<String> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["category"] == "release")
+        .map(|i| i["source"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(release_images, expected);
+    for img in rec["images"].as_array().unwrap() {
+        if img["category"] == "release" {
+            let path = img["path"].as_str().unwrap();
+            assert!(
+                path == "openshift/release" || path == "openshift/release-images",
+                "{img}"
+            );
+        }
+    }
+    let tagged = RegistryClient::new(&site);
+    let release_418_3 = release_by_digest(lab.release("4.18.3"));
+    block_on(async {
+        let (_, m) = tagged
+            .get_manifest("mirror/openshift/release-images", "4.18.3-x86_64")
+            .await
+            .unwrap();
+        assert_eq!(
+            digest(&m),
+            release_418_3.rsplit_once('@').unwrap().1,
+            "the release image is tagged <version>-<arch>"
+        );
+    });
+
+    // The catalog: read back from the site, only the selected packages and bundles.
+    let files = catalog_files(&site, "mirror/redhat/redhat-operator-index", "v4.18");
+    let catalog = bootstrap::mirror::resolve::fbc::Catalog::parse(&files).unwrap();
+    let kept: BTreeMap<String, BTreeSet<String>> = catalog
+        .bundles
+        .iter()
+        .map(|(p, b)| (p.clone(), b.keys().cloned().collect()))
+        .collect();
+    let reported: BTreeMap<String, BTreeSet<String>> = summary["catalogs"][0]["bundles"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(p, b)| {
+            (
+                p.clone(),
+                b.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(kept, reported);
+    assert_eq!(
+        kept.keys().cloned().collect::<Vec<_>>(),
+        [
+            "gpu-operator-certified",
+            "kubernetes-nmstate-operator",
+            "nfd",
+            "openshift-gitops-operator",
+            "rhods-operator",
+            "sriov-network-operator"
+        ]
+    );
+    for bundles in kept.values() {
+        assert_eq!(bundles.len(), 1, "heads only: {kept:?}");
+    }
+    // Every kept bundle's image and related images were mirrored.
+    for bundles in catalog.bundles.values() {
+        for b in bundles.values() {
+            let raw = &b.raw;
+            let mut images = vec![raw["image"].as_str().unwrap().to_string()];
+            for r in raw["relatedImages"].as_array().into_iter().flatten() {
+                images.push(r["image"].as_str().unwrap().to_string());
+            }
+            for i in images {
+                assert!(mirrored.contains(&i), "{i} of {} not mirrored", b.name);
+            }
+        }
+    }
+
+    // Cluster resources: every mirrored source repository mapped; a CatalogSource.
+    let resources = record.parent().unwrap().join("cluster-resources");
+    let idms = std::fs::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
+    let itms = std::fs::read_to_string(resources.join("itms-oc-mirror.yaml")).unwrap();
+    for img in rec["images"].as_array().unwrap() {
+        if img["category"] == "catalog" {
+            continue;
+        }
+        let source = img["source"].as_str().unwrap();
+        let repo = if source.contains('@') {
+            source.split('@').next().unwrap()
+        } else {
+            source.rsplit_once(':').unwrap().0
+        };
+        let (ns, _) = repo.rsplit_once('/').unwrap();
+        let text = if source.contains('@') { &idms } else { &itms };
+        assert!(
+            text.contains(&format!("source: {ns}\n"))
+                || text.contains(&format!("source: {repo}\n")),
+            "{source} is not mapped:\n{text}"
+        );
+    }
+    let cs =
+        std::fs::read_to_string(resources.join("cs-redhat-operator-index-v4-18.yaml")).unwrap();
+    assert!(cs.contains("sourceType: grpc"), "{cs}");
+    assert!(
+        cs.contains(&format!(
+            "image: {}/mirror/redhat/redhat-operator-index:v4.18",
+            site.host()
+        )),
+        "{cs}"
+    );
+
+    // Everything is in place: a second run sends nothing.
+    let again: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    assert_eq!(again["bytesTransferred"], 0, "{again}");
+    assert_eq!(again["imagesUnchanged"], again["images"], "{again}");
 }

@@ -491,15 +491,11 @@ fn write_cluster_resources(
         .iter()
         .filter(|i| i.placement.category == cluster::Category::Catalog)
     {
-        let mut at = ImageRef::parse(&format!(
-            "{}/{}",
-            target.registry,
-            target.repository_for(img.dest_path())
-        ))?;
+        let mut at = img
+            .source
+            .moved_to(&target.registry, &target.repository_for(img.dest_path()));
         at.tag = img.placement.tag.clone().or_else(|| img.source.tag.clone());
-        if at.tag.is_none() {
-            at.digest = Some(img.root.digest.clone());
-        }
+        at.digest = at.tag.is_none().then(|| img.root.digest.clone());
         resources.add_catalog(at);
     }
     if let Some(sig_dir) = signatures {
