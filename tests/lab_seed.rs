@@ -177,8 +177,14 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
     assert_eq!(second["transfer"]["blobsSent"], 0);
     assert_eq!(second["transfer"]["manifestsPut"], 0);
     assert_eq!(reg.blob_upload_puts_total(), uploads);
-    assert_eq!(std::fs::read(out.path().join("seed.json")).unwrap(), seed_bytes);
-    assert_eq!(std::fs::read(out.path().join("graph.json")).unwrap(), graph_bytes);
+    assert_eq!(
+        std::fs::read(out.path().join("seed.json")).unwrap(),
+        seed_bytes
+    );
+    assert_eq!(
+        std::fs::read(out.path().join("graph.json")).unwrap(),
+        graph_bytes
+    );
 }
 
 /// A registry URL with a path, or without docker://, is refused naming the fix.
@@ -194,7 +200,13 @@ fn a_bad_registry_url_is_refused_clearly() {
     ]);
     let err = support::run::failed(&o);
     assert!(err.contains("has a path"), "{err}");
-    let o = bootstrap(&["lab", "seed", "127.0.0.1:5000", "--out", out.path().to_str().unwrap()]);
+    let o = bootstrap(&[
+        "lab",
+        "seed",
+        "127.0.0.1:5000",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
     let err = support::run::failed(&o);
     assert!(err.contains("docker://HOST:PORT"), "{err}");
 }

@@ -30,7 +30,10 @@ mod tests {
         let graph = serde_json::to_vec(&super::release::graph(HOST, &releases)).unwrap();
         let graph = Graph::from_json(&graph, "graph.json").unwrap();
         let chosen: Vec<String> = graph
-            .releases(&isc.mirror.platform.channels[0], "mirror.platform.channels[0]")
+            .releases(
+                &isc.mirror.platform.channels[0],
+                "mirror.platform.channels[0]",
+            )
             .unwrap()
             .into_iter()
             .map(|r| r.version.to_string())
@@ -43,13 +46,26 @@ mod tests {
         let catalog = Catalog::parse(&built.files).unwrap();
         let selection = select::select(&catalog, operator, 0).unwrap();
         let names = selection.bundle_names();
-        assert_eq!(names["gpu-operator-certified"], ["gpu-operator-certified.v24.9.1"]);
+        assert_eq!(
+            names["gpu-operator-certified"],
+            ["gpu-operator-certified.v24.9.1"]
+        );
         assert_eq!(names["nfd"], ["nfd.4.18.0-202503041405"]);
-        assert_eq!(names["openshift-gitops-operator"], ["openshift-gitops-operator.v1.15.1"]);
+        assert_eq!(
+            names["openshift-gitops-operator"],
+            ["openshift-gitops-operator.v1.15.1"]
+        );
         assert_eq!(names["rhods-operator"], ["rhods-operator.2.17.0"]);
         assert_eq!(names.len(), 6);
 
         let model = &isc.mirror.additional_images[0].name;
-        assert_eq!(model, &format!("{HOST}/{}:{}", super::modelcar::MODEL_REPO, super::modelcar::MODEL_TAG));
+        assert_eq!(
+            model,
+            &format!(
+                "{HOST}/{}:{}",
+                super::modelcar::MODEL_REPO,
+                super::modelcar::MODEL_TAG
+            )
+        );
     }
 }
