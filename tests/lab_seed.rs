@@ -210,3 +210,36 @@ fn a_bad_registry_url_is_refused_clearly() {
     let err = support::run::failed(&o);
     assert!(err.contains("docker://HOST:PORT"), "{err}");
 }
+
+/// Seeding a registry behind HTTPS and token auth works (uploads are one-shot requests that
+/// must carry a push token), and is idempotent there too.
+#[test]
+fn seeding_a_token_auth_registry_works() {
+    let reg = Registry::tls_token("lab", "seed-secret");
+    let dir = tempfile::tempdir().unwrap();
+    let auth = dir.path().join("auth.json");
+    reg.write_authfile(&auth).unwrap();
+    let ca = reg.ca_pem().unwrap();
+    let host = reg.host();
+    let run = || {
+        let stdout = ok(&bootstrap(&[
+            "--output",
+            "json",
+            "lab",
+            "seed",
+            &format!("docker://{host}"),
+            "--authfile",
+            auth.to_str().unwrap(),
+            "--ca-bundle",
+            ca.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ]));
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+    let first = run();
+    assert!(first["transfer"]["blobsSent"].as_u64().unwrap() > 100);
+    let second = run();
+    assert_eq!(second["transfer"]["blobsSent"], 0);
+    assert_eq!(second["catalog"]["digest"], first["catalog"]["digest"]);
+}
