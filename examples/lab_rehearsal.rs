@@ -1,8 +1,10 @@
 //! The lab mirror rehearsal: the air-gap journey in miniature, on one machine. It starts a local
-//! source registry, fills it with generated images (shared base layers, a multi-arch index, a
-//! large layer), mirrors them to disk with `bootstrap mirror`, verifies the disk mirror, pushes it
-//! on to a second local registry (as on the far side of the air gap), verifies that registry
-//! against the record, and prints the summary. Everything listens on 127.0.0.1 and stops at exit.
+//! source registry, seeds it with `bootstrap lab seed` (4.18 release payloads and their update
+//! graph, an operator catalog of six real packages, a modelcar; see docs/lab.md), mirrors
+//! `mirrorsets/lab.yaml` to disk with `bootstrap mirror` (releases from the graph, the catalog
+//! filtered and rebuilt), verifies the disk mirror, pushes it on to a second local registry (as
+//! on the far side of the air gap) with its cluster resources, verifies that registry against
+//! the record, and prints the summary. Everything listens on 127.0.0.1 and stops at exit.
 //!
 //! Run it with `scripts/lab-rehearsal.sh` (which installs the registry and builds the tool).
 
@@ -12,7 +14,7 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
-use support::{Registry, SyntheticSet};
+use support::Registry;
 
 fn run(bin: &str, args: &[String]) {
     eprintln!("\n$ bootstrap {}", args.join(" "));
@@ -37,25 +39,30 @@ fn main() {
     eprintln!("starting the connected-side registry and the site registry on 127.0.0.1");
     let upstream = Registry::plain();
     let site = Registry::plain();
-    let pushed = SyntheticSet::standard(2026).push_to(&upstream, "lab");
-    eprintln!("seeded {} images into {}", pushed.len(), upstream.host());
-
-    let mut isc = String::from(
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [amd64, arm64]\n  additionalImages:\n",
-    );
-    for p in &pushed {
-        isc.push_str(&format!(
-            "  - name: {}/{}:{}\n",
+    let s = |v: &str| v.to_string();
+    let seed_dir = work.join("seed");
+    run(
+        &bin,
+        &[
+            s("lab"),
+            s("seed"),
+            format!("docker://{}", upstream.host()),
+            s("--plain-http"),
             upstream.host(),
-            p.repo,
-            p.tag
-        ));
-    }
-    let cfg = work.join("isc.yaml");
-    std::fs::write(&cfg, isc).expect("writing isc.yaml");
+            s("--out"),
+            seed_dir.display().to_string(),
+        ],
+    );
+    // mirrorsets/lab.yaml names the upstream 127.0.0.1:5000; this run's registry has its own
+    // port.
+    let lab_yaml =
+        std::fs::read_to_string("mirrorsets/lab.yaml").expect("reading mirrorsets/lab.yaml");
+    let cfg = work.join("lab.yaml");
+    std::fs::write(&cfg, lab_yaml.replace("127.0.0.1:5000", &upstream.host()))
+        .expect("writing lab.yaml");
+    let graph_url = format!("file://{}", seed_dir.join("graph.json").display());
     let disk = format!("file://{}", work.join("archive").display());
     let record = work.join("site-record.json");
-    let s = |v: &str| v.to_string();
 
     run(
         &bin,
@@ -63,6 +70,8 @@ fn main() {
             s("mirror"),
             s("-c"),
             cfg.display().to_string(),
+            s("--graph-url"),
+            graph_url,
             disk.clone(),
             s("--plain-http"),
             upstream.host(),
@@ -98,8 +107,7 @@ fn main() {
         ],
     );
     eprintln!(
-        "\nlab rehearsal OK: {} images mirrored to disk ({}) and on to {}; records in {}",
-        pushed.len(),
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; records and cluster-resources/ in {}",
         disk,
         site.host(),
         work.display()

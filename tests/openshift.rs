@@ -465,3 +465,143 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
     assert_eq!(again["bytesTransferred"], 0, "{again}");
     assert_eq!(again["imagesUnchanged"], again["images"], "{again}");
 }
+
+/// The images a plan mirrors for operators: everything but the catalog itself.
+fn operator_images(plan: &Value, lab: &Lab) -> BTreeSet<String> {
+    let catalog = format!("{}/redhat/redhat-operator-index:v4.18", lab.host());
+    let mut out = sources(plan);
+    assert!(out.remove(&catalog), "the plan holds the catalog {catalog}");
+    out
+}
+
+/// Bundle images and related images of `bundles` (names), from what the seed pushed.
+fn images_of(lab: &Lab, bundles: &[&str]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut found = BTreeSet::new();
+    for p in lab.seed["catalog"]["packages"].as_array().unwrap() {
+        for b in p["bundles"].as_array().unwrap() {
+            let name = b["name"].as_str().unwrap();
+            if bundles.contains(&name) {
+                found.insert(name);
+                out.insert(b["image"].as_str().unwrap().to_string());
+                for r in b["relatedImages"].as_object().unwrap().values() {
+                    out.insert(r.as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    assert_eq!(
+        found.len(),
+        bundles.len(),
+        "bundles {bundles:?} not all seeded"
+    );
+    out
+}
+
+fn assert_selects(lab: &Lab, name: &str, operators: &str, bundles: &[&str]) {
+    let cfg = lab.operators_config(name, operators);
+    let plan = lab.plan(&cfg);
+    assert_eq!(
+        operator_images(&plan, lab),
+        images_of(lab, bundles),
+        "{operators}"
+    );
+}
+
+/// Heads only (no range, not full): a listed channel gives its head bundle alone.
+#[test]
+fn selection_heads_only() {
+    let lab = Lab::new();
+    assert_selects(
+        &lab,
+        "heads.yaml",
+        "    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n    - name: openshift-gitops-operator\n      channels:\n      - name: gitops-1.14\n      defaultChannel: gitops-1.14\n",
+        &[
+            "gpu-operator-certified.v24.9.1",
+            "openshift-gitops-operator.v1.14.3",
+        ],
+    );
+}
+
+/// `minVersion` alone: from that version to the channel's head.
+#[test]
+fn selection_min_version_only() {
+    let lab = Lab::new();
+    assert_selects(
+        &lab,
+        "min.yaml",
+        "    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n        minVersion: 24.9.0\n",
+        &["gpu-operator-certified.v24.9.0", "gpu-operator-certified.v24.9.1"],
+    );
+}
+
+/// `minVersion` and `maxVersion`: the bundles between them, bounds included.
+#[test]
+fn selection_min_and_max_version() {
+    let lab = Lab::new();
+    assert_selects(
+        &lab,
+        "range.yaml",
+        "    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n        minVersion: 24.6.2\n        maxVersion: 24.9.0\n",
+        &["gpu-operator-certified.v24.6.2", "gpu-operator-certified.v24.9.0"],
+    );
+}
+
+/// `full: true`: every bundle of every channel of the listed packages.
+#[test]
+fn selection_full() {
+    let lab = Lab::new();
+    assert_selects(
+        &lab,
+        "full.yaml",
+        "    full: true\n    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n",
+        &[
+            "gpu-operator-certified.v24.6.0",
+            "gpu-operator-certified.v24.6.2",
+            "gpu-operator-certified.v24.9.0",
+            "gpu-operator-certified.v24.9.1",
+        ],
+    );
+}
+
+/// A selection that drops the package's default channel needs `defaultChannel`: without it the
+/// run fails naming the field, line and column, before anything is written; with it, it works.
+#[test]
+fn selection_dropping_the_default_channel_needs_default_channel() {
+    let lab = Lab::new();
+    let cfg = lab.operators_config(
+        "dropped.yaml",
+        "    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: v24.6\n",
+    );
+    let err = lab.plan_error(&cfg);
+    assert!(err.contains("dropped.yaml:"), "{err}");
+    assert!(err.contains("mirror.operators[0].packages[0]"), "{err}");
+    assert!(err.contains("defaultChannel"), "{err}");
+    assert!(!lab.path("never-created").exists());
+    assert_selects(
+        &lab,
+        "kept.yaml",
+        "    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      defaultChannel: v24.6\n      channels:\n      - name: v24.6\n",
+        &["gpu-operator-certified.v24.6.2"],
+    );
+}
+
+/// `olm.package.required` is followed: gpu-operator v24.9.1 requires nfd >=4.17.0, so nfd's
+/// head comes along, and is reported; `skipDependencies: true` leaves it out.
+#[test]
+fn selection_follows_a_dependency() {
+    let lab = Lab::new();
+    let operators = "    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n";
+    assert_selects(
+        &lab,
+        "deps.yaml",
+        operators,
+        &["gpu-operator-certified.v24.9.1", "nfd.4.18.0-202503041405"],
+    );
+    assert_selects(
+        &lab,
+        "nodeps.yaml",
+        &format!("    skipDependencies: true\n{operators}"),
+        &["gpu-operator-certified.v24.9.1"],
+    );
+}

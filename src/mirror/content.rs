@@ -194,7 +194,11 @@ async fn releases(
             }
         }
     }
-    payloads.sort();
+    payloads.sort_by(|a, b| {
+        let version =
+            |v: &Option<String>| v.as_deref().and_then(|s| semver::Version::parse(s).ok());
+        (version(&a.1), &a.2, &a.0).cmp(&(version(&b.1), &b.2, &b.0))
+    });
     payloads.dedup();
     let source = Source::Registry(regs.clone());
     for (image, version, arch) in payloads {
@@ -430,9 +434,19 @@ async fn catalog(
     content: &mut Content,
 ) -> Result<()> {
     let path = format!("mirror.operators[{index}]");
-    let at = |p: &str| match cfg.location(p) {
-        Some(l) => format!("{origin}:{}:{}: {p}", l.line, l.column),
-        None => format!("{origin}: {p}"),
+    // The field's place, or its nearest written parent's (an absent defaultChannel is
+    // reported where its package is).
+    let at = |p: &str| {
+        let mut probe = p;
+        loop {
+            if let Some(l) = cfg.location(probe) {
+                return format!("{origin}:{}:{}: {p}", l.line, l.column);
+            }
+            match probe.rfind(['.', '[']) {
+                Some(i) => probe = &probe[..i],
+                None => return format!("{origin}: {p}"),
+            }
+        }
     };
     let image = ImageRef::parse(&op.catalog).map_err(|e| {
         anyhow::anyhow!(
