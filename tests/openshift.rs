@@ -605,3 +605,93 @@ fn selection_follows_a_dependency() {
         &["gpu-operator-certified.v24.9.1"],
     );
 }
+
+/// Across the air gap: the lab set mirrored to disk, then pushed from disk, lands where a mirror
+/// to mirror puts it (release images by version tag, components in openshift/release, the
+/// rebuilt catalog at its name) and writes the same cluster resources, with no registry of the
+/// connected side reachable.
+#[test]
+fn the_lab_set_crosses_the_gap_with_its_placement() {
+    let lab = Lab::new();
+    let cfg = lab.lab_config();
+    let disk = lab.path("disk");
+    let args = lab.mirror_args(
+        &[
+            "-c",
+            cfg.to_str().unwrap(),
+            &format!("file://{}", disk.display()),
+        ],
+        &[lab.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&bootstrap(&args));
+    ok(&bootstrap(&[
+        "verify",
+        &format!("file://{}", disk.display()),
+    ]));
+    let upstream_host = lab.host();
+    let seed = lab.seed.clone();
+    drop(lab.upstream);
+
+    let site = Registry::plain();
+    let record = lab.dir.path().join("site-record.json");
+    let o = bootstrap(&[
+        "mirror",
+        "--from",
+        &format!("file://{}", disk.display()),
+        "--plain-http",
+        &site.host(),
+        "--record",
+        record.to_str().unwrap(),
+        &format!("docker://{}/site", site.host()),
+    ]);
+    ok(&o);
+    let client = RegistryClient::new(&site);
+    block_on(async {
+        for version in ["4.18.2", "4.18.3"] {
+            let release = seed["releases"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["version"] == version)
+                .unwrap();
+            let (_, m) = client
+                .get_manifest(
+                    "site/openshift/release-images",
+                    &format!("{version}-x86_64"),
+                )
+                .await
+                .unwrap();
+            assert_eq!(digest(&m), release["digest"].as_str().unwrap());
+            for c in release["components"].as_object().unwrap().values() {
+                let d = c.as_str().unwrap().rsplit_once('@').unwrap().1;
+                client
+                    .get_manifest("site/openshift/release", d)
+                    .await
+                    .unwrap_or_else(|e| panic!("component {c} missing: {e}"));
+            }
+        }
+    });
+    let files = catalog_files(&site, "site/redhat/redhat-operator-index", "v4.18");
+    assert!(files.contains_key("gpu-operator-certified/catalog.json"));
+    let resources = lab.dir.path().join("cluster-resources");
+    let idms = std::fs::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
+    assert!(
+        idms.contains(&format!(
+            "- source: {upstream_host}/openshift-release-dev/ocp-v4.0-art-dev\n    mirrors:\n    - {}/site/openshift/release\n",
+            site.host()
+        )),
+        "{idms}"
+    );
+    assert!(resources
+        .join("cs-redhat-operator-index-v4-18.yaml")
+        .is_file());
+    ok(&bootstrap(&[
+        "verify",
+        "--plain-http",
+        &site.host(),
+        "--record",
+        record.to_str().unwrap(),
+        &format!("docker://{}/site", site.host()),
+    ]));
+}
