@@ -769,7 +769,6 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::plan::placement_annotations;
     use crate::mirror::plan::BlobDesc;
     use crate::oci::reference::ImageRef;
 
