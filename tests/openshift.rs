@@ -311,6 +311,19 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
     let cfg = lab.lab_config();
     let record = lab.path("record.json");
     let dest = format!("docker://{}/mirror", site.host());
+    // A signature for 4.18.3 in the signature store's layout; none for 4.18.2 (a warning).
+    let sigs = lab.path("signatures");
+    let signed = lab.release("4.18.3")["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    std::fs::create_dir_all(sigs.join(format!("sha256={signed}"))).unwrap();
+    std::fs::write(
+        sigs.join(format!("sha256={signed}/signature-1")),
+        b"gpg-signature",
+    )
+    .unwrap();
     let args = lab.mirror_args(
         &[
             "--output",
@@ -319,6 +332,8 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
             cfg.to_str().unwrap(),
             "--record",
             record.to_str().unwrap(),
+            "--release-signatures",
+            sigs.to_str().unwrap(),
             &dest,
         ],
         &[lab.host(), site.host()],
@@ -413,6 +428,19 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
     for bundles in kept.values() {
         assert_eq!(bundles.len(), 1, "heads only: {kept:?}");
     }
+    let channels: BTreeMap<String, Vec<String>> = catalog
+        .channels
+        .iter()
+        .map(|(p, c)| (p.clone(), c.keys().cloned().collect()))
+        .collect();
+    for (package, only) in [
+        ("gpu-operator-certified", "stable"),
+        ("openshift-gitops-operator", "latest"),
+        ("rhods-operator", "stable"),
+        ("nfd", "stable"),
+    ] {
+        assert_eq!(channels[package], [only], "{channels:?}");
+    }
     // Every kept bundle's image and related images were mirrored.
     for bundles in catalog.bundles.values() {
         for b in bundles.values() {
@@ -449,6 +477,12 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
             "{source} is not mapped:\n{text}"
         );
     }
+    let sig = std::fs::read_to_string(resources.join("signature-configmap.yaml")).unwrap();
+    assert!(
+        sig.contains(&format!("sha256-{signed}-1: Z3BnLXNpZ25hdHVyZQ==")),
+        "{sig}"
+    );
+    assert_eq!(sig.matches("sha256-").count(), 1, "{sig}");
     let cs =
         std::fs::read_to_string(resources.join("cs-redhat-operator-index-v4-18.yaml")).unwrap();
     assert!(cs.contains("sourceType: grpc"), "{cs}");
