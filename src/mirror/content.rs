@@ -277,18 +277,11 @@ fn config_digest(m: &OciImageManifest) -> Result<Digest> {
     Ok(m.config.digest.parse()?)
 }
 
-/// Reads a small blob whole, verified.
-async fn read_blob(regs: &Registries, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
-    let client = regs.client(&image.registry)?;
-    let resp = client.get_blob(&image.repository, digest, 0).await?;
-    let bytes = resp
-        .bytes()
+/// Reads a small blob (a config) whole, verified.
+async fn read_blob(regs: &Arc<Registries>, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
+    Source::Registry(regs.clone())
+        .small_blob(image, digest)
         .await
-        .with_context(|| format!("reading {digest} of {image}"))?;
-    if Digest::of(&bytes) != *digest {
-        bail!("blob {digest} of {image} does not match its digest");
-    }
-    Ok(bytes)
 }
 
 /// Reads the regular files under `dir` of an image's layers, streaming each layer from the

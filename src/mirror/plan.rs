@@ -144,8 +144,8 @@ impl Source {
         }
     }
 
-    /// Reads a small blob (an image config) whole.
-    async fn small_blob(&self, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
+    /// Reads a small blob (an image config) whole, verified.
+    pub(crate) async fn small_blob(&self, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
         match self {
             Source::Registry(regs) => {
                 let client = regs.client(&image.registry)?;
