@@ -9,3 +9,4 @@ pub mod oci;
 pub mod output;
 pub mod secret;
 pub mod verify;
+pub mod yaml;

@@ -18,11 +18,10 @@
 //! value further (the image reference parser) can still point at it with
 //! [`ImageSetConfig::location`] and [`ConfigError::at`].
 
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
-use serde_saphyr::Spanned;
+use crate::yaml::{self, quote, render_problems, Index, Shape};
+pub use crate::yaml::{Location, Problem};
+use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
-use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
@@ -47,91 +46,9 @@ pub const DEFAULT_ARCHITECTURE: &str = "amd64";
 /// Files larger than this are refused before parsing: an ImageSetConfiguration is a few KiB.
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Longest user-supplied value quoted in a message; longer ones are cut.
-const MAX_QUOTED_CHARS: usize = 120;
-
 // ---------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------
-
-/// A 1-based line and column (counted in characters) in the configuration file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Location {
-    /// Line, from 1.
-    pub line: usize,
-    /// Column, from 1, in characters.
-    pub column: usize,
-}
-
-impl Location {
-    fn from_yaml(loc: serde_saphyr::Location) -> Option<Self> {
-        if loc.line() == 0 {
-            return None;
-        }
-        Some(Location {
-            line: usize::try_from(loc.line()).unwrap_or(usize::MAX),
-            column: usize::try_from(loc.column()).unwrap_or(usize::MAX),
-        })
-    }
-}
-
-impl fmt::Display for Location {
-    /// `LINE:COLUMN`, ready to follow `file:`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.line, self.column)
-    }
-}
-
-/// One thing wrong with a configuration: where, which field, what and how to fix it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
-    /// Where in the file, when known.
-    pub location: Option<Location>,
-    /// The field path (`mirror.additionalImages[1].name`), or empty when `message` already says
-    /// where (unknown or missing keys: "... in mirror") or the problem concerns the whole file.
-    pub path: String,
-    /// What is wrong and what to write instead.
-    pub message: String,
-}
-
-impl Problem {
-    fn new(
-        location: Option<Location>,
-        path: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        Problem {
-            location,
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-
-    /// Renders `ORIGIN[:LINE:COL]: [PATH: ]MESSAGE`.
-    fn render(&self, origin: &str, out: &mut String) {
-        out.push_str(origin);
-        if let Some(loc) = self.location {
-            out.push_str(&format!(":{loc}"));
-        }
-        out.push_str(": ");
-        if !self.path.is_empty() {
-            out.push_str(&self.path);
-            out.push_str(": ");
-        }
-        out.push_str(&self.message);
-    }
-}
-
-fn render_problems(origin: &str, problems: &[Problem]) -> String {
-    let mut out = String::new();
-    for (i, p) in problems.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        p.render(origin, &mut out);
-    }
-    out
-}
 
 /// Why a configuration cannot be used. `Display` gives one line per problem, each
 /// `file:line:column: [field path: ]message`, e.g.
@@ -508,17 +425,13 @@ impl ImageSetConfig {
     /// or `location("mirror.platform.architectures")`. Paths use the YAML key names, `.` between
     /// keys and `[N]` for list items; the top level is `""`.
     pub fn location(&self, path: &str) -> Option<Location> {
-        self.index
-            .get(path)
-            .and_then(|e| Location::from_yaml(e.value))
+        self.index.location(path)
     }
 
     /// Where the key of the mapping entry at `path` is written (`operators:` rather than its
     /// first item), falling back to the value's location for list items and the top level.
     pub fn key_location(&self, path: &str) -> Option<Location> {
-        self.index
-            .get(path)
-            .and_then(|e| Location::from_yaml(e.key.unwrap_or(e.value)))
+        self.index.key_location(path)
     }
 
     /// The `mirror.additionalImages` names with their field paths and locations, in file order.
@@ -767,12 +680,9 @@ fn io_message(e: &std::io::Error) -> String {
 /// separately by [`ImageSetConfig::ensure_supported`].
 pub fn parse(text: &str, origin: &str) -> Result<ImageSetConfig, ConfigError> {
     // Pass 1: a generic tree of the document, only to know the field path at every position.
-    // Duplicate keys pass here so that pass 3 can report them with their path.
-    let mut tree_options = yaml_options();
-    tree_options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
-    let index = match serde_saphyr::from_str_with_options::<Option<Node>>(text, tree_options) {
-        Ok(Some(root)) => Index::build(&root),
-        Ok(None) | Err(serde_saphyr::Error::Eof { .. }) => {
+    let index = match yaml::index(text) {
+        Ok(Some(index)) => index,
+        Ok(None) => {
             return Err(ConfigError::invalid(
                 origin,
                 vec![Problem::new(
@@ -828,10 +738,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ImageSetConfig, ConfigError> {
 }
 
 fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    // Messages are reshaped into one line per problem; no rustc-style snippet.
-    options.with_snippet = false;
-    options
+    yaml::options()
 }
 
 /// Only `apiVersion` and `kind`; every other key is ignored in this pass.
@@ -1208,436 +1115,9 @@ fn reference_shape_problem(name: &str) -> Option<String> {
     None
 }
 
-// ---------------------------------------------------------------------------------------------
-// The location index: a generic pass over the YAML, keeping each node's position by path
-// ---------------------------------------------------------------------------------------------
-
-/// A YAML node with its position (serde-saphyr's `Spanned` gives the position).
-struct Node {
-    at: serde_saphyr::Location,
-    kind: NodeKind,
-}
-
-enum NodeKind {
-    Scalar(String),
-    Null,
-    Seq(Vec<Node>),
-    Map(Vec<(Node, Node)>),
-}
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let spanned = Spanned::<NodeKind>::deserialize(d)?;
-        Ok(Node {
-            at: spanned.referenced,
-            kind: spanned.value,
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for NodeKind {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = NodeKind;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("any YAML node")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_i128<E: de::Error>(self, v: i128) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_u128<E: de::Error>(self, v: u128) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(v.to_string()))
-            }
-            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<NodeKind, E> {
-                Ok(NodeKind::Scalar(String::from_utf8_lossy(v).into_owned()))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<NodeKind, E> {
-                Ok(NodeKind::Null)
-            }
-            fn visit_none<E: de::Error>(self) -> Result<NodeKind, E> {
-                Ok(NodeKind::Null)
-            }
-            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<NodeKind, D2::Error> {
-                NodeKind::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<NodeKind, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = a.next_element::<Node>()? {
-                    items.push(item);
-                }
-                Ok(NodeKind::Seq(items))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<NodeKind, A::Error> {
-                let mut entries = Vec::new();
-                while let Some(entry) = a.next_entry::<Node, Node>()? {
-                    entries.push(entry);
-                }
-                Ok(NodeKind::Map(entries))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    Scalar,
-    Null,
-    Seq,
-    Map,
-}
-
-/// One node of the document: its path, the position of its key (mapping values) and its own.
-#[derive(Clone, Debug)]
-struct Entry {
-    path: String,
-    depth: usize,
-    key: Option<serde_saphyr::Location>,
-    value: serde_saphyr::Location,
-    shape: Shape,
-    scalar: Option<String>,
-}
-
-impl Entry {
-    /// How the node reads in "found ..." messages.
-    fn found(&self) -> String {
-        match self.shape {
-            Shape::Scalar => quote(self.scalar.as_deref().unwrap_or("")),
-            Shape::Null => "nothing (null)".into(),
-            Shape::Seq => "a list".into(),
-            Shape::Map => "a mapping".into(),
-        }
-    }
-
-    fn parent_path(&self) -> &str {
-        parent_path(&self.path)
-    }
-}
-
-fn parent_path(path: &str) -> &str {
-    let cut = path.rfind(['.', '[']).unwrap_or(0);
-    &path[..cut]
-}
-
-fn same_span(a: serde_saphyr::Location, b: serde_saphyr::Location) -> bool {
-    a.line() == b.line()
-        && a.column() == b.column()
-        && a.span().offset() == b.span().offset()
-        && a.span().len() == b.span().len()
-}
-
-fn same_point(a: serde_saphyr::Location, b: serde_saphyr::Location) -> bool {
-    a.line() == b.line() && a.column() == b.column()
-}
-
-#[derive(Clone, Debug, Default)]
-struct Index {
-    entries: Vec<Entry>,
-    /// Path to the first entry with that path (duplicated keys share a path).
-    by_path: HashMap<String, usize>,
-}
-
-/// What an error's position was matched to.
-enum Hit<'a> {
-    /// The key of this entry (unknown, missing or duplicate keys).
-    Key(&'a Entry),
-    /// The node itself (wrong type or value).
-    Value(&'a Entry),
-}
-
-impl Index {
-    fn build(root: &Node) -> Self {
-        let mut index = Index::default();
-        index.add(root, String::new(), 0, None);
-        index
-    }
-
-    fn add(
-        &mut self,
-        node: &Node,
-        path: String,
-        depth: usize,
-        key: Option<serde_saphyr::Location>,
-    ) {
-        let (shape, scalar) = match &node.kind {
-            NodeKind::Scalar(s) => (Shape::Scalar, Some(s.clone())),
-            NodeKind::Null => (Shape::Null, None),
-            NodeKind::Seq(_) => (Shape::Seq, None),
-            NodeKind::Map(_) => (Shape::Map, None),
-        };
-        self.by_path
-            .entry(path.clone())
-            .or_insert(self.entries.len());
-        self.entries.push(Entry {
-            path: path.clone(),
-            depth,
-            key,
-            value: node.at,
-            shape,
-            scalar,
-        });
-        match &node.kind {
-            NodeKind::Seq(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    self.add(item, format!("{path}[{i}]"), depth + 1, None);
-                }
-            }
-            NodeKind::Map(entries) => {
-                for (k, v) in entries {
-                    let name = match &k.kind {
-                        NodeKind::Scalar(s) => s.clone(),
-                        NodeKind::Null => "~".into(),
-                        _ => "?".into(),
-                    };
-                    let child = if path.is_empty() {
-                        name
-                    } else {
-                        format!("{path}.{name}")
-                    };
-                    self.add(v, child, depth + 1, Some(k.at));
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The first entry at `path` (the first of duplicated keys).
-    fn get(&self, path: &str) -> Option<&Entry> {
-        self.by_path.get(path).map(|&i| &self.entries[i])
-    }
-
-    /// The key written at `at`: exact span first, then same line and column.
-    fn key_at(&self, at: serde_saphyr::Location) -> Option<&Entry> {
-        let exact = self
-            .entries
-            .iter()
-            .find(|e| e.key.is_some_and(|k| same_span(k, at)));
-        exact.or_else(|| {
-            self.entries
-                .iter()
-                .find(|e| e.key.is_some_and(|k| same_point(k, at)))
-        })
-    }
-
-    /// The node written at `at`. A block list starts where its first item does, so several
-    /// nodes can share a position: prefer the one whose shape is not `expected` (the one that
-    /// is wrong), then the deepest.
-    fn value_at(&self, at: serde_saphyr::Location, expected: Option<Shape>) -> Option<&Entry> {
-        let pick = |same: fn(serde_saphyr::Location, serde_saphyr::Location) -> bool| {
-            let candidates: Vec<&Entry> =
-                self.entries.iter().filter(|e| same(e.value, at)).collect();
-            let wrong: Vec<&Entry> = candidates
-                .iter()
-                .copied()
-                .filter(|e| Some(e.shape) != expected)
-                .collect();
-            let pool = if wrong.is_empty() { candidates } else { wrong };
-            pool.into_iter().max_by_key(|e| e.depth)
-        };
-        pick(same_span).or_else(|| pick(same_point))
-    }
-
-    fn find(
-        &self,
-        at: serde_saphyr::Location,
-        want_key: bool,
-        expected: Option<Shape>,
-    ) -> Option<Hit<'_>> {
-        if want_key {
-            self.key_at(at)
-                .map(Hit::Key)
-                .or_else(|| self.value_at(at, expected).map(Hit::Value))
-        } else {
-            self.value_at(at, expected)
-                .map(Hit::Value)
-                .or_else(|| self.key_at(at).map(Hit::Key))
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// serde-saphyr errors reshaped into one clear line
-// ---------------------------------------------------------------------------------------------
-
-/// "in mirror.operators[0]" / "at the top level".
-fn where_in(path: &str) -> String {
-    if path.is_empty() {
-        "at the top level".into()
-    } else {
-        format!("in {path}")
-    }
-}
-
+/// A YAML-level error as a [`ConfigError`].
 fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigError {
-    use serde_saphyr::Error as E;
-    let mut inner = err.without_snippet();
-    while let E::AliasError { error, .. } = inner {
-        inner = error.without_snippet();
-    }
-    let at = inner
-        .location()
-        .or_else(|| err.location())
-        .unwrap_or(serde_saphyr::Location::UNKNOWN);
-    let mut location = Location::from_yaml(at);
-    let mut path = String::new();
-    let message = match inner {
-        E::SerdeUnknownField { field, expected, .. } => {
-            let parent = match index.find(at, true, None) {
-                Some(Hit::Key(e)) => e.parent_path().to_string(),
-                Some(Hit::Value(e)) => e.path.clone(),
-                None => String::new(),
-            };
-            unknown_field_message(field, expected, &parent)
-        }
-        E::SerdeMissingField { field, .. } => {
-            let mapping = match index.find(at, true, Some(Shape::Map)) {
-                Some(Hit::Key(e)) => index.get(e.parent_path()),
-                Some(Hit::Value(e)) => Some(e),
-                None => None,
-            };
-            if let Some(m) = mapping {
-                location = Location::from_yaml(m.value).or(location);
-            }
-            let parent = mapping.map(|m| m.path.as_str()).unwrap_or("");
-            format!("missing required field '{field}' {}; add `{field}:` there", where_in(parent))
-        }
-        E::DuplicateMappingKey { key, .. } => {
-            let parent = match index.find(at, true, None) {
-                Some(Hit::Key(e)) => e.parent_path().to_string(),
-                _ => String::new(),
-            };
-            let first = key
-                .as_deref()
-                .and_then(|k| {
-                    let p = if parent.is_empty() {
-                        k.to_string()
-                    } else {
-                        format!("{parent}.{k}")
-                    };
-                    index.get(&p).and_then(|e| Location::from_yaml(e.key.unwrap_or(e.value)))
-                })
-                .filter(|l| Some(*l) != location)
-                .map(|l| format!(" (first at line {})", l.line))
-                .unwrap_or_default();
-            match key {
-                Some(k) => format!(
-                    "duplicate key {} {}{first}; a key may appear only once: merge or remove one",
-                    quote(k),
-                    where_in(&parent)
-                ),
-                None => format!("duplicate key {}; a key may appear only once", where_in(&parent)),
-            }
-        }
-        E::Unexpected { expected, .. } => {
-            let (want, shape) = match *expected {
-                "mapping start" => ("a mapping (key: value entries)".to_string(), Some(Shape::Map)),
-                "sequence start" => ("a list (entries starting with '- ')".to_string(), Some(Shape::Seq)),
-                "string scalar" => ("a single value".to_string(), Some(Shape::Scalar)),
-                other => (other.to_string(), None),
-            };
-            let hit = index.value_at(at, shape);
-            if let Some(e) = hit {
-                path = e.path.clone();
-                format!("expected {want}, found {}", e.found())
-            } else {
-                format!("expected {want}")
-            }
-        }
-        E::InvalidScalar { ty, .. } => {
-            let want = match *ty {
-                "bool" | "boolean" => "true or false",
-                "i8" | "i16" | "i32" | "i64" | "i128" | "u8" | "u16" | "u32" | "u64" | "u128"
-                | "isize" | "usize" => "a whole number",
-                "f32" | "f64" => "a number",
-                other => other,
-            };
-            match index.value_at(at, None) {
-                Some(e) => {
-                    path = e.path.clone();
-                    format!("expected {want}, found {}", e.found())
-                }
-                None => format!("expected {want}"),
-            }
-        }
-        E::NullIntoString { .. } => {
-            if let Some(e) = index.value_at(at, None) {
-                path = e.path.clone();
-            }
-            "a value is required here, found nothing (null)".into()
-        }
-        E::SerdeUnknownVariant {
-            variant, expected, ..
-        } => {
-            if let Some(e) = index.value_at(at, None) {
-                path = e.path.clone();
-            }
-            format!("unknown value {}; expected one of {}", quote(variant), expected.join(", "))
-        }
-        E::SerdeInvalidType {
-            unexpected,
-            expected,
-            ..
-        }
-        | E::SerdeInvalidValue {
-            unexpected,
-            expected,
-            ..
-        } => {
-            if let Some(e) = index.value_at(at, None) {
-                path = e.path.clone();
-            }
-            format!("expected {expected}, found {unexpected}")
-        }
-        E::MultipleDocuments { .. } => {
-            "holds more than one YAML document (a `---` separator); put one ImageSetConfiguration in the file".into()
-        }
-        E::Eof { .. } => "unexpected end of file".into(),
-        E::UnknownAnchor { .. } => {
-            "this alias (*name) refers to no anchor (&name) defined before it".into()
-        }
-        other => {
-            use serde_saphyr::MessageFormatter;
-            serde_saphyr::UserMessageFormatter
-                .format_message(other)
-                .into_owned()
-        }
-    };
-    ConfigError::invalid(
-        origin,
-        vec![Problem::new(location, path, sanitize(&message))],
-    )
-}
-
-fn unknown_field_message(field: &str, expected: &[&'static str], parent: &str) -> String {
-    let mut message = format!("unknown field {} {}", quote(field), where_in(parent));
-    if let Some(hint) = special_hint(field, parent) {
-        message.push_str(&format!(": {hint}"));
-    } else if let Some(near) = did_you_mean(field, expected) {
-        message.push_str(&format!(" (did you mean '{near}'?)"));
-    }
-    if !expected.is_empty() {
-        message.push_str(&format!("; expected one of {}", expected.join(", ")));
-    }
-    message
+    ConfigError::invalid(origin, vec![yaml::problem(err, index, KIND, special_hint)])
 }
 
 /// Keys that are not misspellings but belong elsewhere.
@@ -1649,67 +1129,6 @@ fn special_hint(field: &str, parent: &str) -> Option<&'static str> {
         ("mirror.platform", "architecture") => Some("the key is architectures (a list)"),
         _ => None,
     }
-}
-
-/// The expected key closest to `field`: same letters ignoring case, or at most two edits away.
-fn did_you_mean(field: &str, expected: &[&'static str]) -> Option<&'static str> {
-    let lower = field.to_ascii_lowercase();
-    if let Some(same) = expected.iter().find(|e| e.to_ascii_lowercase() == lower) {
-        return Some(same);
-    }
-    expected
-        .iter()
-        .map(|e| (edit_distance(&lower, &e.to_ascii_lowercase()), *e))
-        .filter(|(d, _)| *d <= 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, e)| e)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-/// A user-supplied value for a message: single-quoted, control characters escaped (no terminal
-/// escapes from a config file), cut to a readable length.
-fn quote(s: &str) -> String {
-    let mut out = String::from("'");
-    for (n, c) in s.chars().enumerate() {
-        if n == MAX_QUOTED_CHARS {
-            out.push_str("...");
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out.push('\'');
-    out
-}
-
-/// Control characters escaped in a whole message (serde-saphyr messages quote the input).
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
