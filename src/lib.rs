@@ -2,9 +2,11 @@
 //! `main.rs` only parses arguments and dispatches.
 
 pub mod cli;
+pub mod inventory;
 pub mod lab;
 pub mod mirror;
 pub mod model;
+pub mod netaddr;
 pub mod oci;
 pub mod output;
 pub mod secret;

@@ -1,0 +1,309 @@
+//! The site inventory as it is written: `site.yaml` (the cluster, its networks and the
+//! references to secrets and the mirror) and `nodes.yaml` (every node: role, BMC, NICs, bonds,
+//! VLANs, addresses, root device, labels). Plain serde types, read strictly (an unknown key is
+//! an error with file, line and column); positions live in a side index ([`crate::yaml`]), rules
+//! in [`super::validate`]. Secrets are never values here, only [`SecretRef`]s.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The only `apiVersion` of `site.yaml` and `nodes.yaml`.
+pub const API_VERSION: &str = "bootstrap.openshift-ai.dev/v1alpha1";
+/// `kind` of `site.yaml`.
+pub const SITE_KIND: &str = "Site";
+/// `kind` of `nodes.yaml`.
+pub const NODES_KIND: &str = "Nodes";
+/// File name of the site description inside an inventory directory.
+pub const SITE_FILE: &str = "site.yaml";
+/// File name of the node list inside an inventory directory.
+pub const NODES_FILE: &str = "nodes.yaml";
+
+/// `site.yaml`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Site {
+    /// [`API_VERSION`].
+    pub api_version: String,
+    /// [`SITE_KIND`].
+    pub kind: String,
+    /// The cluster.
+    pub cluster: Cluster,
+    /// Its networks.
+    pub networks: Networks,
+    /// Secrets and the mirror, by reference.
+    pub references: References,
+}
+
+/// `cluster`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Cluster {
+    /// `metadata.name` of install-config.yaml: a DNS label.
+    pub name: String,
+    /// `baseDomain`: the cluster's domain is `<name>.<baseDomain>`.
+    pub base_domain: String,
+    /// The OpenShift release: exactly one of `image` (by digest) or `version`.
+    pub release: Release,
+    /// `apiVIPs`: addresses in the machine network that no node uses.
+    pub api_vips: Vec<String>,
+    /// `ingressVIPs`: likewise, and none equal to an API VIP.
+    pub ingress_vips: Vec<String>,
+    /// The agent installer's rendezvous host: a control-plane node's static machine address.
+    #[serde(rename = "rendezvousIP")]
+    pub rendezvous_ip: String,
+    /// `additionalTrustBundlePolicy` (`Proxyonly` or `Always`; default `Always` when a registry
+    /// CA is referenced, so nodes trust the mirror).
+    #[serde(default)]
+    pub trust_bundle_policy: Option<String>,
+}
+
+/// `cluster.release`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Release {
+    /// The release image by digest (`quay.io/openshift-release-dev/ocp-release@sha256:...`).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The release version (`4.18.3`), resolved against the mirror record.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+/// `networks`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Networks {
+    /// `networking.machineNetwork`: the nodes' primary network(s), CIDRs.
+    pub machine: Vec<String>,
+    /// `networking.clusterNetwork`: pod networks.
+    pub cluster: Vec<ClusterNetwork>,
+    /// `networking.serviceNetwork`: service CIDRs.
+    pub service: Vec<String>,
+    /// Default gateway on the machine network.
+    pub gateway: String,
+    /// DNS servers (IP addresses).
+    pub dns: Vec<String>,
+    /// DNS search domains.
+    #[serde(default)]
+    pub dns_search: Vec<String>,
+    /// NTP sources (host names or IP addresses): agent-config `additionalNTPSources`.
+    #[serde(default)]
+    pub ntp: Vec<String>,
+    /// Named VLANs (machine, storage, backup, ...) that node interfaces refer to.
+    #[serde(default)]
+    pub vlans: Vec<VlanNetwork>,
+}
+
+/// `networks.cluster[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClusterNetwork {
+    /// CIDR.
+    pub cidr: String,
+    /// Prefix length of each node's slice.
+    pub host_prefix: u8,
+}
+
+/// `networks.vlans[]`: a VLAN and the subnet it carries.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VlanNetwork {
+    /// Name nodes use (`storage`).
+    pub name: String,
+    /// 802.1Q id, 1 to 4094.
+    pub id: u16,
+    /// Subnet on it.
+    pub cidr: String,
+    /// MTU, when not the default.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// `references`: what the rendered files need from outside the inventory.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct References {
+    /// The pull secret (JSON auths), inlined into install-config.yaml at render time.
+    pub pull_secret: SecretRef,
+    /// The SSH public key for `core@` on every node.
+    pub ssh_public_key: FileRef,
+    /// The mirror registry's CA (PEM): `additionalTrustBundle`.
+    #[serde(default)]
+    pub registry_ca: Option<FileRef>,
+    /// A mirror record written by `bootstrap mirror` to the site's registry:
+    /// `imageDigestSources` come from it, and `cluster.release.version` is looked up in it.
+    #[serde(default)]
+    pub mirror_record: Option<FileRef>,
+}
+
+/// A file, relative to the inventory directory unless absolute.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FileRef {
+    /// The path.
+    pub file: String,
+}
+
+/// A secret by reference: a file (relative to the inventory directory unless absolute) or an
+/// environment variable; exactly one of the two.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SecretRef {
+    /// A file holding the secret.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// An environment variable holding it.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+/// `nodes.yaml`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeList {
+    /// [`API_VERSION`].
+    pub api_version: String,
+    /// [`NODES_KIND`].
+    pub kind: String,
+    /// The nodes.
+    pub nodes: Vec<Node>,
+}
+
+/// One node.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Node {
+    /// Host name: a DNS label, unique.
+    pub hostname: String,
+    /// `master` (control plane), `worker` or `arbiter`.
+    pub role: Role,
+    /// Its BMC.
+    pub bmc: Bmc,
+    /// Where to install: a `/dev/disk/by-path/...` path or other hints.
+    pub root_device: RootDevice,
+    /// Physical NICs.
+    pub nics: Vec<Nic>,
+    /// Bonds over those NICs.
+    #[serde(default)]
+    pub bonds: Vec<Bond>,
+    /// VLAN interfaces over a NIC or bond.
+    #[serde(default)]
+    pub vlans: Vec<VlanInterface>,
+    /// Static addresses (`10.20.0.11/24`) on an interface (NIC, bond or VLAN interface name).
+    pub addresses: Vec<Address>,
+    /// Node labels (applied after install, e.g. `nvidia.com/gpu.present: "true"`).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A node's role, as agent-config.yaml names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Control plane.
+    Master,
+    /// Compute.
+    Worker,
+    /// Two-node arbiter.
+    Arbiter,
+}
+
+/// `bmc`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Bmc {
+    /// Redfish address: `https://HOST[:PORT]` or a full system URL
+    /// (`https://10.30.0.11/redfish/v1/Systems/System.Embedded.1`).
+    pub address: String,
+    /// User name and password, by reference: a file `user:password`, or an environment
+    /// variable holding it.
+    pub credentials: SecretRef,
+    /// The BMC's CA (PEM), to verify its TLS certificate.
+    #[serde(default)]
+    pub ca: Option<FileRef>,
+    /// Or its certificate's SHA-256 fingerprint (`sha256:AB:CD:...` or hex), pinned.
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+}
+
+/// `rootDevice`: agent-config `rootDeviceHints`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RootDevice {
+    /// `/dev/disk/by-path/...` (stable across boots) or `/dev/sdX`; by-id is refused by the
+    /// installer.
+    #[serde(default)]
+    pub device_name: Option<String>,
+    /// SCSI host:channel:target:lun.
+    #[serde(default)]
+    pub hctl: Option<String>,
+    /// Disk model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Disk vendor.
+    #[serde(default)]
+    pub vendor: Option<String>,
+    /// Disk serial number.
+    #[serde(default)]
+    pub serial_number: Option<String>,
+    /// Smallest size, GiB.
+    #[serde(default)]
+    pub min_size_gigabytes: Option<u32>,
+    /// World wide name (no vendor extension).
+    #[serde(default)]
+    pub wwn: Option<String>,
+    /// Rotational (false for SSD/NVMe).
+    #[serde(default)]
+    pub rotational: Option<bool>,
+}
+
+/// `nics[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Nic {
+    /// Kernel name (`ens1f0`).
+    pub name: String,
+    /// MAC address (any case; compared case-insensitively).
+    pub mac: String,
+    /// MTU, when not the default.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// `bonds[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Bond {
+    /// Name (`bond0`).
+    pub name: String,
+    /// NMState bond mode (`802.3ad`, `active-backup`, ...).
+    pub mode: String,
+    /// Member NIC names.
+    pub members: Vec<String>,
+    /// MTU, when not the default.
+    #[serde(default)]
+    pub mtu: Option<u32>,
+}
+
+/// `vlans[]`: a VLAN interface on a node.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct VlanInterface {
+    /// The site VLAN it carries (`networks.vlans[].name`).
+    pub network: String,
+    /// The NIC or bond it sits on.
+    pub base: String,
+    /// Interface name; default `<base>.<id>`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// `addresses[]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Address {
+    /// Interface name (a NIC, bond, or VLAN interface).
+    pub interface: String,
+    /// `IP/prefix`.
+    pub ip: String,
+}
