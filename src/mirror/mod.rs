@@ -108,9 +108,15 @@ async fn wanted_from_config(
     cfg.ensure_supported(&origin)?;
     let mut problems = Vec::new();
     let mut additional = Vec::new();
+    let patterns = cfg.blocked_images();
+    let mut blocked = Vec::new();
     for entry in cfg.additional_images() {
         match ImageRef::parse(entry.name) {
-            Ok(r) => additional.push(WantedImage::generic(r)),
+            // Matched as written too (`ubi9:latest`), not only normalised.
+            Ok(r) => match blocked_by(&patterns, entry.name, &r) {
+                Some(pattern) => blocked.push((r, pattern)),
+                None => additional.push(WantedImage::generic(r)),
+            },
             Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
         }
     }
@@ -119,9 +125,7 @@ async fn wanted_from_config(
     }
     let architectures = cfg.architectures();
     let content = content::resolve(&cfg, &origin, regs, graph_url, &architectures).await?;
-    let patterns = cfg.blocked_images();
     let mut images = Vec::new();
-    let mut blocked = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for w in content.images.into_iter().chain(additional) {
         if !seen.insert(w.source.clone()) {
