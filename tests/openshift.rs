@@ -632,6 +632,12 @@ fn selection_follows_a_dependency() {
         operators,
         &["gpu-operator-certified.v24.9.1", "nfd.4.18.0-202503041405"],
     );
+    let plan = lab.plan(&lab.path("deps.yaml"));
+    assert_eq!(
+        plan["catalogs"][0]["dependencies"],
+        serde_json::json!(["nfd/nfd.4.18.0-202503041405"]),
+        "{plan}"
+    );
     assert_selects(
         &lab,
         "nodeps.yaml",

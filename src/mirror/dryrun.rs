@@ -31,6 +31,12 @@ pub struct DryRun {
     /// Bytes the run would send at most: blobs of images the destination does not already
     /// hold (a registry may still have some of them; a disk mirror's partial files count).
     pub bytes_to_send: u64,
+    /// Release payloads chosen (mirror.platform).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<crate::mirror::content::ReleaseInfo>,
+    /// Catalogs filtered (mirror.operators): the bundles kept per package.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalogs: Vec<crate::mirror::content::CatalogInfo>,
 }
 
 /// One image of the plan.
@@ -92,6 +98,8 @@ impl DryRun {
             blobs: all.len(),
             bytes_total: all.iter().map(|n| n.blob.size).sum(),
             bytes_to_send,
+            releases: Vec::new(),
+            catalogs: Vec::new(),
         }
     }
 
@@ -116,6 +124,17 @@ impl DryRun {
                         img.destination,
                         human_bytes(img.size)
                     );
+                }
+                for r in &self.releases {
+                    println!(
+                        "release {} ({}): {} components, {}",
+                        r.version, r.arch, r.components, r.image
+                    );
+                }
+                for c in &self.catalogs {
+                    for (package, bundles) in &c.bundles {
+                        println!("catalog {}: {package}: {}", c.catalog, bundles.join(", "));
+                    }
                 }
                 println!(
                     "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",

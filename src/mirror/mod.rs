@@ -556,13 +556,15 @@ async fn dry_run(
         .iter()
         .map(Option::is_some)
         .collect();
-    let plan = dryrun::DryRun::new(
+    let mut plan = dryrun::DryRun::new(
         &transfer,
         images,
         &unchanged,
         &wanted.source_label,
         &args.destination,
     );
+    plan.releases = wanted.releases.clone();
+    plan.catalogs = wanted.catalog_reports.clone();
     plan.report(
         &PathBuf::from(format!("mirror-dry-run-{}.json", file_stamp())),
         output,
