@@ -60,11 +60,17 @@ impl<T> Loaded<T> {
 }
 
 /// Where `path` is written, else its nearest written parent (`hosts[1].interfaces` absent:
-/// `hosts[1]`), else the top of the file.
+/// `hosts[1]`), else the top of the file. A scalar is placed at its value; a mapping or list at
+/// its key (`baremetal:`), where a reader looks for it, rather than at its first entry.
 pub(crate) fn locate(index: &Index, path: &str) -> Option<Location> {
     let mut p = path;
     loop {
-        if let Some(loc) = index.location(p) {
+        let found = match index.get(p).map(|e| e.shape) {
+            Some(Shape::Map | Shape::Seq) => index.key_location(p),
+            Some(_) => index.location(p),
+            None => None,
+        };
+        if let Some(loc) = found {
             return Some(loc);
         }
         if p.is_empty() {

@@ -425,7 +425,8 @@ fn vips(
             );
             continue;
         };
-        if !machine.iter().any(|(m, _)| m.contains(ip)) {
+        // No machine network parsed (each was reported): nothing to compare with.
+        if !machine.is_empty() && !machine.iter().any(|(m, _)| m.contains(ip)) {
             let nets: Vec<String> = machine.iter().map(|(m, _)| m.to_string()).collect();
             r.push(
                 path.clone(),
@@ -916,7 +917,11 @@ fn role_counts(r: &mut Report<AgentConfig>, i: &InstallConfig, a: &AgentConfig) 
         if let Some(&extra) = hosts.get(usize::try_from(allowed.max(0)).unwrap_or(usize::MAX)) {
             r.push(
                 format!("hosts[{extra}].role"),
-                format!("{} hosts have role {role} but install-config {field} is {allowed}; raise {field} or change the roles", hosts.len()),
+                format!(
+                    "{} host{} with role {role}, more than install-config {field} ({allowed}); raise {field} or change the roles",
+                    hosts.len(),
+                    if hosts.len() == 1 { "" } else { "s" }
+                ),
             );
         }
     }
