@@ -116,6 +116,10 @@ fn addresses(iface: &Value, family: &str, path: &str, net: &mut HostNetwork) {
                     ),
                 )),
             },
+            None if entry.get("ip").is_some() => net.problems.push((
+                ip_path,
+                "is not an IP address; write the address as text, e.g. 10.20.0.11".into(),
+            )),
             None => net.problems.push((
                 format!("{path}.{family}.address[{k}]"),
                 "has no ip; write `ip: ADDRESS` and `prefix-length: N`".into(),
