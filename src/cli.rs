@@ -44,6 +44,9 @@ pub enum Command {
     /// an operator catalog, a modelcar) to mirror from.
     #[command(subcommand)]
     Lab(LabCmd),
+    /// Check a hand-written install-config.yaml and/or agent-config.yaml as the agent-based
+    /// installer reads them, and further; print every problem as file:line:col: path: message.
+    Validate(ValidateArgs),
 }
 
 /// How to reach registries: credentials and trust.
@@ -189,6 +192,19 @@ pub struct VerifyArgs {
     /// Registry access.
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+/// `bootstrap validate`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("files").required(true).multiple(true).args(["install_config", "agent_config"])))]
+pub struct ValidateArgs {
+    /// install-config.yaml to check.
+    #[arg(long, value_name = "FILE")]
+    pub install_config: Option<PathBuf>,
+
+    /// agent-config.yaml to check. With --install-config, the rules across both files run too.
+    #[arg(long, value_name = "FILE")]
+    pub agent_config: Option<PathBuf>,
 }
 
 /// `bootstrap model`.

@@ -1,0 +1,170 @@
+//! What the rules need from a host's NMState `networkConfig`: the interfaces it defines, its
+//! static addresses and the interface names it refers to (bond ports, VLAN base interfaces,
+//! bridge ports, route next hops), each with its field path. The document stays a generic value,
+//! as the installer passes it through to nmstate; only these fields are read.
+
+use serde_json::Value;
+use std::net::IpAddr;
+
+/// One host's NMState, as the rules see it.
+#[derive(Debug, Default)]
+pub struct HostNetwork {
+    /// Names of the interfaces the NMState defines.
+    pub names: Vec<String>,
+    /// Static addresses with the path of their `ip` field.
+    pub addresses: Vec<(IpAddr, String)>,
+    /// Interface names referred to: (name, path of the reference, what refers).
+    pub references: Vec<(String, String, &'static str)>,
+    /// Values that are not what NMState expects: (path, message).
+    pub problems: Vec<(String, String)>,
+}
+
+/// Walks `config` (the value of `base`, e.g. `hosts[0].networkConfig`).
+pub fn read(config: &Value, base: &str) -> HostNetwork {
+    let mut net = HostNetwork::default();
+    let Some(interfaces) = config.get("interfaces").and_then(Value::as_array) else {
+        return net;
+    };
+    for (j, iface) in interfaces.iter().enumerate() {
+        let path = format!("{base}.interfaces[{j}]");
+        if let Some(name) = iface.get("name").and_then(Value::as_str) {
+            net.names.push(name.to_string());
+        }
+        for family in ["ipv4", "ipv6"] {
+            addresses(iface, family, &path, &mut net);
+        }
+        if let Some(lag) = iface.get("link-aggregation") {
+            for key in ["port", "slaves"] {
+                names_in(
+                    lag.get(key),
+                    &format!("{path}.link-aggregation.{key}"),
+                    "bond port",
+                    &mut net,
+                );
+            }
+        }
+        if let Some(base_iface) = iface
+            .get("vlan")
+            .and_then(|v| v.get("base-iface"))
+            .and_then(Value::as_str)
+        {
+            net.references.push((
+                base_iface.to_string(),
+                format!("{path}.vlan.base-iface"),
+                "VLAN base-iface",
+            ));
+        }
+        if let Some(ports) = iface
+            .get("bridge")
+            .and_then(|b| b.get("port"))
+            .and_then(Value::as_array)
+        {
+            for (k, port) in ports.iter().enumerate() {
+                if let Some(name) = port.get("name").and_then(Value::as_str) {
+                    net.references.push((
+                        name.to_string(),
+                        format!("{path}.bridge.port[{k}].name"),
+                        "bridge port",
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(routes) = config
+        .get("routes")
+        .and_then(|r| r.get("config"))
+        .and_then(Value::as_array)
+    {
+        for (k, route) in routes.iter().enumerate() {
+            if let Some(name) = route.get("next-hop-interface").and_then(Value::as_str) {
+                net.references.push((
+                    name.to_string(),
+                    format!("{base}.routes.config[{k}].next-hop-interface"),
+                    "route next-hop-interface",
+                ));
+            }
+        }
+    }
+    net
+}
+
+/// The static addresses of one family, unless that family is disabled.
+fn addresses(iface: &Value, family: &str, path: &str, net: &mut HostNetwork) {
+    let Some(settings) = iface.get(family) else {
+        return;
+    };
+    if settings.get("enabled") == Some(&Value::Bool(false)) {
+        return;
+    }
+    let Some(list) = settings.get("address").and_then(Value::as_array) else {
+        return;
+    };
+    for (k, entry) in list.iter().enumerate() {
+        let ip_path = format!("{path}.{family}.address[{k}].ip");
+        match entry.get("ip").and_then(Value::as_str) {
+            Some(text) => match text.parse::<IpAddr>() {
+                Ok(ip) if ip.is_ipv4() == (family == "ipv4") => net.addresses.push((ip, ip_path)),
+                Ok(_) => net.problems.push((
+                    ip_path,
+                    format!("{} is not an {family} address; put it under the other family", crate::yaml::quote(text)),
+                )),
+                Err(_) => net.problems.push((
+                    ip_path,
+                    format!(
+                        "{} is not an IP address; write the address alone (the prefix goes in prefix-length)",
+                        crate::yaml::quote(text)
+                    ),
+                )),
+            },
+            None if entry.get("ip").is_some() => net.problems.push((
+                ip_path,
+                "is not an IP address; write the address as text, e.g. 10.20.0.11".into(),
+            )),
+            None => net.problems.push((
+                format!("{path}.{family}.address[{k}]"),
+                "has no ip; write `ip: ADDRESS` and `prefix-length: N`".into(),
+            )),
+        }
+    }
+}
+
+/// Interface names in a list of strings (bond ports).
+fn names_in(list: Option<&Value>, path: &str, what: &'static str, net: &mut HostNetwork) {
+    let Some(items) = list.and_then(Value::as_array) else {
+        return;
+    };
+    for (k, item) in items.iter().enumerate() {
+        if let Some(name) = item.as_str() {
+            net.references
+                .push((name.to_string(), format!("{path}[{k}]"), what));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_addresses_and_references() {
+        let v: Value = serde_json::json!({
+            "interfaces": [
+                {"name": "bond0", "type": "bond",
+                 "link-aggregation": {"mode": "active-backup", "port": ["eno1", "eno2"]},
+                 "ipv4": {"enabled": true, "address": [{"ip": "10.0.0.5", "prefix-length": 24}]}},
+                {"name": "bond0.10", "type": "vlan", "vlan": {"base-iface": "bond0", "id": 10},
+                 "ipv4": {"enabled": false, "address": [{"ip": "10.0.1.5"}]}}
+            ],
+            "routes": {"config": [{"destination": "0.0.0.0/0", "next-hop-interface": "bond0"}]}
+        });
+        let net = read(&v, "hosts[0].networkConfig");
+        assert_eq!(net.names, ["bond0", "bond0.10"]);
+        assert_eq!(net.addresses.len(), 1);
+        assert_eq!(
+            net.addresses[0].1,
+            "hosts[0].networkConfig.interfaces[0].ipv4.address[0].ip"
+        );
+        let refs: Vec<&str> = net.references.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(refs, ["eno1", "eno2", "bond0", "bond0"]);
+    }
+}
