@@ -175,8 +175,8 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     let emit = |what: &str, r: Result<String, serde_saphyr::ser::Error>| {
         r.map_err(|e| vec![inv.problem(InventoryFile::Site, "", format!("emitting {what}: {e}"))])
     };
-    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, serde_saphyr::to_string(&install))?);
-    let agent_config = emit(AGENT_CONFIG_FILE, serde_saphyr::to_string(&agent))?;
+    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, to_yaml(&install))?);
+    let agent_config = emit(AGENT_CONFIG_FILE, to_yaml(&agent))?;
     let nodes = agent
         .hosts
         .iter()
@@ -189,6 +189,15 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
         release,
         nodes,
     })
+}
+
+/// YAML as render writes it: serde-saphyr's defaults (YAML 1.1-ambiguous strings quoted, only
+/// true/false booleans, multi-line strings as literal blocks), but long single-line strings (an
+/// SSH key, the pull secret) kept on one line instead of folded.
+pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, serde_saphyr::ser::Error> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX / 2;
+    serde_saphyr::to_string_with_options(value, options)
 }
 
 fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
@@ -455,7 +464,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let text = serde_saphyr::to_string(&labels).unwrap();
+        let text = to_yaml(&labels).unwrap();
         for (k, v) in &labels {
             if *k == "i" {
                 assert!(text.contains("i: 802.3ad"), "{text}");
@@ -466,10 +475,10 @@ mod tests {
         }
         // And booleans are written only as true/false.
         let flags: BTreeMap<&str, bool> = [("p", true), ("q", false)].into_iter().collect();
-        assert_eq!(serde_saphyr::to_string(&flags).unwrap(), "p: true\nq: false\n");
+        assert_eq!(to_yaml(&flags).unwrap(), "p: true\nq: false\n");
         // Keys too: `y` is a YAML 1.1 boolean.
         let keys: BTreeMap<&str, &str> = [("y", "x")].into_iter().collect();
-        assert_eq!(serde_saphyr::to_string(&keys).unwrap(), "\"y\": x\n");
+        assert_eq!(to_yaml(&keys).unwrap(), "\"y\": x\n");
     }
 
     #[test]
