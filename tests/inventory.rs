@@ -226,16 +226,25 @@ fn every_rule_names_its_field_and_place() {
             None if problems.is_empty() => {}
             None => failures.push(format!("{}: expected valid, got:\n{rendered}", c.name)),
             Some((path, words)) => {
-                let hit = problems.iter().find(|(f, p)| {
-                    *f == c.file && p.path == path && p.message.contains(words)
-                });
+                let hit = problems
+                    .iter()
+                    .find(|(f, p)| *f == c.file && p.path == path && p.message.contains(words));
                 match hit {
                     Some((_, p)) if p.location.is_some() => {
                         // The rendered line is `DIR/FILE:LINE:COL: PATH: MESSAGE`.
                         let loc = p.location.unwrap();
-                        let prefix = format!("{}/{}:{}:{}: {path}: ", dir.display(), c.file, loc.line, loc.column);
+                        let prefix = format!(
+                            "{}/{}:{}:{}: {path}: ",
+                            dir.display(),
+                            c.file,
+                            loc.line,
+                            loc.column
+                        );
                         if !rendered.lines().any(|l| l.starts_with(&prefix)) {
-                            failures.push(format!("{}: no line starting {prefix:?} in\n{rendered}", c.name));
+                            failures.push(format!(
+                                "{}: no line starting {prefix:?} in\n{rendered}",
+                                c.name
+                            ));
                         }
                     }
                     Some(_) => failures.push(format!("{}: {path} has no location", c.name)),
@@ -255,13 +264,74 @@ fn every_rule_names_its_field_and_place() {
 fn unknown_keys_and_headers_are_refused_with_the_key_meant() {
     let tmp = tempfile::tempdir().unwrap();
     let load_cases = [
-        case("unknown-key", E, N, "  role: master", "  rol: master", Some(("nodes.yaml:10:3:", "unknown field 'rol' in nodes[0] (did you mean 'role'?)"))),
-        case("wwn-extension", E, N, "    deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "    wwnWithExtension: 0x5000c500a1b2c3d4", Some(("nodes.yaml:18:5:", "forbids WWN extensions"))),
-        case("bmc-password-inline", E, N, "    credentials:\n      file: secrets/bmc-control-plane.example", "    password: calvin\n    credentials:\n      file: secrets/bmc-control-plane.example", Some(("nodes.yaml:13:5:", "credentials are never written in the inventory"))),
-        case("wrong-api-version", E, S, "apiVersion: bootstrap.openshift-ai.dev/v1alpha1", "apiVersion: v1", Some(("site.yaml:2:13: apiVersion:", "expected 'bootstrap.openshift-ai.dev/v1alpha1'"))),
-        case("wrong-kind", E, N, "kind: Nodes", "kind: Site", Some(("nodes.yaml:6:7: kind:", "a Site belongs in site.yaml"))),
-        case("wrong-type", E, S, "hostPrefix: 23", "hostPrefix: big", Some(("site.yaml:18:17: networks.cluster[0].hostPrefix:", "expected a whole number"))),
-        case("missing-field", E, S, "  gateway: 10.20.0.1\n", "", Some(("site.yaml:", "missing required field 'gateway' in networks"))),
+        case(
+            "unknown-key",
+            E,
+            N,
+            "  role: master",
+            "  rol: master",
+            Some((
+                "nodes.yaml:10:3:",
+                "unknown field 'rol' in nodes[0] (did you mean 'role'?)",
+            )),
+        ),
+        case(
+            "wwn-extension",
+            E,
+            N,
+            "    deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1",
+            "    wwnWithExtension: 0x5000c500a1b2c3d4",
+            Some(("nodes.yaml:18:5:", "forbids WWN extensions")),
+        ),
+        case(
+            "bmc-password-inline",
+            E,
+            N,
+            "    credentials:\n      file: secrets/bmc-control-plane.example",
+            "    password: calvin\n    credentials:\n      file: secrets/bmc-control-plane.example",
+            Some((
+                "nodes.yaml:13:5:",
+                "credentials are never written in the inventory",
+            )),
+        ),
+        case(
+            "wrong-api-version",
+            E,
+            S,
+            "apiVersion: bootstrap.openshift-ai.dev/v1alpha1",
+            "apiVersion: v1",
+            Some((
+                "site.yaml:2:13: apiVersion:",
+                "expected 'bootstrap.openshift-ai.dev/v1alpha1'",
+            )),
+        ),
+        case(
+            "wrong-kind",
+            E,
+            N,
+            "kind: Nodes",
+            "kind: Site",
+            Some(("nodes.yaml:6:7: kind:", "a Site belongs in site.yaml")),
+        ),
+        case(
+            "wrong-type",
+            E,
+            S,
+            "hostPrefix: 23",
+            "hostPrefix: big",
+            Some((
+                "site.yaml:18:17: networks.cluster[0].hostPrefix:",
+                "expected a whole number",
+            )),
+        ),
+        case(
+            "missing-field",
+            E,
+            S,
+            "  gateway: 10.20.0.1\n",
+            "",
+            Some(("site.yaml:", "missing required field 'gateway' in networks")),
+        ),
     ];
     let mut failures = Vec::new();
     for c in load_cases {
@@ -272,7 +342,10 @@ fn unknown_keys_and_headers_are_refused_with_the_key_meant() {
             Err(e) => {
                 let text = e.to_string();
                 if !text.contains(place) || !text.contains(words) {
-                    failures.push(format!("{}: expected {place} ...{words}..., got:\n{text}", c.name));
+                    failures.push(format!(
+                        "{}: expected {place} ...{words}..., got:\n{text}",
+                        c.name
+                    ));
                 }
             }
         }
@@ -287,18 +360,32 @@ fn problems_of_both_files_are_reported_together() {
     let c = case("both", E, S, "  name: gpu-prod", "  nam: gpu-prod", None);
     let dir = mutated(&c, tmp.path());
     let nodes = dir.join("nodes.yaml");
-    let text = std::fs::read_to_string(&nodes).unwrap().replacen("  role: master", "  rol: master", 1);
+    let text =
+        std::fs::read_to_string(&nodes)
+            .unwrap()
+            .replacen("  role: master", "  rol: master", 1);
     std::fs::write(&nodes, text).unwrap();
     let e = inventory::load(&dir).unwrap_err();
     let files: Vec<InventoryFile> = e.problems().iter().map(|(f, _)| *f).collect();
-    assert_eq!(files, vec![InventoryFile::Site, InventoryFile::Nodes], "{e}");
+    assert_eq!(
+        files,
+        vec![InventoryFile::Site, InventoryFile::Nodes],
+        "{e}"
+    );
 }
 
 /// Many mistakes at once: every one is reported in one run, not the first alone.
 #[test]
 fn every_problem_is_reported_at_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let c = case("many", E, S, "apiVIPs: [10.20.0.5]", "apiVIPs: [10.21.0.5]", None);
+    let c = case(
+        "many",
+        E,
+        S,
+        "apiVIPs: [10.20.0.5]",
+        "apiVIPs: [10.21.0.5]",
+        None,
+    );
     let dir = mutated(&c, tmp.path());
     let site = dir.join("site.yaml");
     let text = std::fs::read_to_string(&site)
@@ -312,8 +399,19 @@ fn every_problem_is_reported_at_once() {
         .replacen("mode: 802.3ad", "mode: lacp", 1);
     std::fs::write(&nodes, text).unwrap();
     let inv = inventory::load(&dir).unwrap();
-    let paths: Vec<String> = inventory::validate(&inv).into_iter().map(|(_, p)| p.path).collect();
-    for want in ["cluster.name", "cluster.apiVIPs[0]", "networks.gateway", "nodes[0].bonds[0].mode"] {
-        assert!(paths.iter().any(|p| p == want), "{want} missing from {paths:?}");
+    let paths: Vec<String> = inventory::validate(&inv)
+        .into_iter()
+        .map(|(_, p)| p.path)
+        .collect();
+    for want in [
+        "cluster.name",
+        "cluster.apiVIPs[0]",
+        "networks.gateway",
+        "nodes[0].bonds[0].mode",
+    ] {
+        assert!(
+            paths.iter().any(|p| p == want),
+            "{want} missing from {paths:?}"
+        );
     }
 }

@@ -253,11 +253,20 @@ struct Header {
 }
 
 fn check_header(header: &Header, index: &Index, kind: &str) -> Result<(), Vec<Problem>> {
-    let at = |path: &str| index.location(path).or(Some(Location { line: 1, column: 1 }));
+    let at = |path: &str| {
+        index
+            .location(path)
+            .or(Some(Location { line: 1, column: 1 }))
+    };
     let fail = |path: &str, message: String| Err(vec![Problem::new(at(path), path, message)]);
     match header.api_version.as_deref() {
         Some(API_VERSION) => {}
-        None => return fail("", format!("apiVersion is missing; add `apiVersion: {API_VERSION}`")),
+        None => {
+            return fail(
+                "",
+                format!("apiVersion is missing; add `apiVersion: {API_VERSION}`"),
+            )
+        }
         Some(other) => {
             return fail(
                 "apiVersion",
@@ -273,7 +282,11 @@ fn check_header(header: &Header, index: &Index, kind: &str) -> Result<(), Vec<Pr
                 .iter()
                 .find(|k| **k == other)
                 .map(|k| {
-                    let name = if *k == SITE_KIND { SITE_FILE } else { NODES_FILE };
+                    let name = if *k == SITE_KIND {
+                        SITE_FILE
+                    } else {
+                        NODES_FILE
+                    };
                     format!(" (a {k} belongs in {name})")
                 })
                 .unwrap_or_default();
@@ -341,9 +354,17 @@ mod tests {
         assert_eq!(p[0].path, "apiVersion");
         assert!(p[0].message.contains(API_VERSION), "{}", p[0].message);
         let p = site_problems(&format!("apiVersion: {API_VERSION}\nkind: Nodes\n"));
-        assert!(p[0].message.contains("belongs in nodes.yaml"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("belongs in nodes.yaml"),
+            "{}",
+            p[0].message
+        );
         let p = site_problems("- a\n");
-        assert!(p[0].message.contains("expected a mapping"), "{}", p[0].message);
+        assert!(
+            p[0].message.contains("expected a mapping"),
+            "{}",
+            p[0].message
+        );
         let p = site_problems("");
         assert!(p[0].message.contains("holds no YAML document"));
     }

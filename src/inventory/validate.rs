@@ -200,7 +200,10 @@ impl<'a> Validator<'a> {
             }
         }
         for (pv, cv) in &vlan_cidrs {
-            for (pa, ca) in all.iter().filter(|(p, _)| !p.starts_with("networks.machine")) {
+            for (pa, ca) in all
+                .iter()
+                .filter(|(p, _)| !p.starts_with("networks.machine"))
+            {
                 if cv.overlaps(ca) {
                     self.site(pv.clone(), format!("{cv} overlaps {pa} ({ca}); pods and services would shadow this VLAN's hosts"));
                 }
@@ -220,12 +223,18 @@ impl<'a> Validator<'a> {
         }
         for (i, d) in n.dns.iter().enumerate() {
             if d.parse::<IpAddr>().is_err() {
-                self.site(format!("networks.dns[{i}]"), format!("{} is not an IP address", quote(d)));
+                self.site(
+                    format!("networks.dns[{i}]"),
+                    format!("{} is not an IP address", quote(d)),
+                );
             }
         }
         for (i, d) in n.dns_search.iter().enumerate() {
             if !is_dns_name(d) {
-                self.site(format!("networks.dnsSearch[{i}]"), format!("{} is not a DNS name", quote(d)));
+                self.site(
+                    format!("networks.dnsSearch[{i}]"),
+                    format!("{} is not a DNS name", quote(d)),
+                );
             }
         }
         for (i, s) in n.ntp.iter().enumerate() {
@@ -268,12 +277,24 @@ impl<'a> Validator<'a> {
                 self.site(format!("{path}.name"), format!("{} is not a simple name; use lower-case letters, digits and '-' (e.g. storage)", quote(&v.name)));
             }
             if let Some(first) = names.insert(v.name.as_str(), i) {
-                self.site(format!("{path}.name"), format!("{} is already the name of networks.vlans[{first}]", quote(&v.name)));
+                self.site(
+                    format!("{path}.name"),
+                    format!(
+                        "{} is already the name of networks.vlans[{first}]",
+                        quote(&v.name)
+                    ),
+                );
             }
             if !(1..=4094).contains(&v.id) {
-                self.site(format!("{path}.id"), format!("{} is not a VLAN id; 802.1Q ids are 1 to 4094", v.id));
+                self.site(
+                    format!("{path}.id"),
+                    format!("{} is not a VLAN id; 802.1Q ids are 1 to 4094", v.id),
+                );
             } else if let Some(first) = ids.insert(v.id, i) {
-                self.site(format!("{path}.id"), format!("VLAN {} is already networks.vlans[{first}]", v.id));
+                self.site(
+                    format!("{path}.id"),
+                    format!("VLAN {} is already networks.vlans[{first}]", v.id),
+                );
             }
             match v.cidr.parse::<Cidr>() {
                 Ok(c) => cidrs.push((format!("{path}.cidr"), c)),
@@ -290,7 +311,11 @@ impl<'a> Validator<'a> {
             let p = self.inv.problem(
                 file,
                 path,
-                format!("MTU {mtu} is out of range; use {} to {} (9000 for jumbo frames)", MTU_RANGE.start(), MTU_RANGE.end()),
+                format!(
+                    "MTU {mtu} is out of range; use {} to {} (9000 for jumbo frames)",
+                    MTU_RANGE.start(),
+                    MTU_RANGE.end()
+                ),
             );
             self.problems.push(p);
         }
@@ -301,7 +326,11 @@ impl<'a> Validator<'a> {
     }
 
     fn machine_list(&self) -> String {
-        self.machine.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+        self.machine
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// A secret reference: exactly one of file or env; the file must exist.
@@ -328,7 +357,11 @@ impl<'a> Validator<'a> {
         match std::fs::metadata(&path) {
             Ok(m) if m.is_file() => None,
             Ok(_) => Some(format!("{} is not a file", path.display())),
-            Err(e) => Some(format!("{} cannot be read: {}", path.display(), super::io_reason(&e))),
+            Err(e) => Some(format!(
+                "{} cannot be read: {}",
+                path.display(),
+                super::io_reason(&e)
+            )),
         }
     }
 
@@ -344,8 +377,14 @@ impl<'a> Validator<'a> {
         let p = match self.missing_file(name) {
             Some(m) => Some(m),
             None => match std::fs::read_to_string(self.inv.resolve(name)) {
-                Ok(text) => check(&text).map(|m| format!("{}: {m}", self.inv.resolve(name).display())),
-                Err(e) => Some(format!("{} cannot be read: {}", self.inv.resolve(name).display(), super::io_reason(&e))),
+                Ok(text) => {
+                    check(&text).map(|m| format!("{}: {m}", self.inv.resolve(name).display()))
+                }
+                Err(e) => Some(format!(
+                    "{} cannot be read: {}",
+                    self.inv.resolve(name).display(),
+                    super::io_reason(&e)
+                )),
             },
         };
         if let Some(m) = p {
@@ -357,9 +396,19 @@ impl<'a> Validator<'a> {
     fn references(&mut self) {
         let r = &self.inv.site.references;
         self.secret_ref(InventoryFile::Site, "references.pullSecret", &r.pull_secret);
-        self.file_ref(InventoryFile::Site, "references.sshPublicKey", &r.ssh_public_key.file, check_ssh_key);
+        self.file_ref(
+            InventoryFile::Site,
+            "references.sshPublicKey",
+            &r.ssh_public_key.file,
+            check_ssh_key,
+        );
         if let Some(ca) = &r.registry_ca {
-            self.file_ref(InventoryFile::Site, "references.registryCA", &ca.file, check_pem);
+            self.file_ref(
+                InventoryFile::Site,
+                "references.registryCA",
+                &ca.file,
+                check_pem,
+            );
         }
         if let Some(rec) = &r.mirror_record {
             if let Some(m) = self.missing_file(&rec.file) {
@@ -402,7 +451,13 @@ impl<'a> Validator<'a> {
                 self.node(format!("{p}.hostname"), format!("{} is not a DNS label; use 1 to 63 lower-case letters, digits and '-' (e.g. gpu-worker-01)", quote(&node.hostname)));
             }
             if let Some(first) = hostnames.insert(&node.hostname, n) {
-                self.node(format!("{p}.hostname"), format!("{} is already nodes[{first}]'s hostname", quote(&node.hostname)));
+                self.node(
+                    format!("{p}.hostname"),
+                    format!(
+                        "{} is already nodes[{first}]'s hostname",
+                        quote(&node.hostname)
+                    ),
+                );
             }
             if node.role == Role::Arbiter {
                 self.node(format!("{p}.role"), "arbiter (two-node) clusters are not supported by bootstrap; use master or worker");
@@ -421,12 +476,22 @@ impl<'a> Validator<'a> {
         match bmc_host(&b.address) {
             Ok(key) => {
                 if let Some(first) = seen.insert(key, n) {
-                    self.node(format!("{p}.address"), format!("{} is already nodes[{first}]'s BMC; each node has its own", quote(&b.address)));
+                    self.node(
+                        format!("{p}.address"),
+                        format!(
+                            "{} is already nodes[{first}]'s BMC; each node has its own",
+                            quote(&b.address)
+                        ),
+                    );
                 }
             }
             Err(m) => self.node(format!("{p}.address"), m),
         }
-        self.secret_ref(InventoryFile::Nodes, &format!("{p}.credentials"), &b.credentials);
+        self.secret_ref(
+            InventoryFile::Nodes,
+            &format!("{p}.credentials"),
+            &b.credentials,
+        );
         match (&b.ca, &b.fingerprint) {
             (Some(_), Some(_)) => self.node(&p, "set ca or fingerprint, not both: one way of trusting the BMC's certificate"),
             (Some(ca), None) => self.file_ref(InventoryFile::Nodes, &format!("{p}.ca"), &ca.file, check_pem),
@@ -459,9 +524,13 @@ impl<'a> Validator<'a> {
         }
         if let Some(h) = &r.hctl {
             let ok = h.split(':').count() == 4
-                && h.split(':').all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()));
+                && h.split(':')
+                    .all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit()));
             if !ok {
-                self.node(format!("{p}.hctl"), format!("{} is not host:channel:target:lun, e.g. 1:0:0:0", quote(h)));
+                self.node(
+                    format!("{p}.hctl"),
+                    format!("{} is not host:channel:target:lun, e.g. 1:0:0:0", quote(h)),
+                );
             }
         }
         if let Some(w) = &r.wwn {
@@ -486,7 +555,10 @@ impl<'a> Validator<'a> {
                 v.node(path.clone(), m);
             }
             if let Some(first) = names.insert(name.to_string(), path.clone()) {
-                v.node(path, format!("{} is already the name of {first}", quote(name)));
+                v.node(
+                    path,
+                    format!("{} is already the name of {first}", quote(name)),
+                );
             }
         };
         for (i, nic) in node.nics.iter().enumerate() {
@@ -511,17 +583,41 @@ impl<'a> Validator<'a> {
             let bp = format!("{p}.bonds[{b}]");
             claim(self, format!("{bp}.name"), &bond.name);
             if !BOND_MODES.contains(&bond.mode.as_str()) {
-                self.node(format!("{bp}.mode"), format!("unknown bond mode {}; expected one of {}", quote(&bond.mode), BOND_MODES.join(", ")));
+                self.node(
+                    format!("{bp}.mode"),
+                    format!(
+                        "unknown bond mode {}; expected one of {}",
+                        quote(&bond.mode),
+                        BOND_MODES.join(", ")
+                    ),
+                );
             }
             if bond.members.is_empty() {
-                self.node(format!("{bp}.members"), "a bond needs at least one member NIC");
+                self.node(
+                    format!("{bp}.members"),
+                    "a bond needs at least one member NIC",
+                );
             }
             for (m, member) in bond.members.iter().enumerate() {
                 let mp = format!("{bp}.members[{m}]");
                 if !nic_names.contains(member.as_str()) {
-                    self.node(mp, format!("{} is not a NIC of {} (its nics: {})", quote(member), node.hostname, join(&nic_names)));
+                    self.node(
+                        mp,
+                        format!(
+                            "{} is not a NIC of {} (its nics: {})",
+                            quote(member),
+                            node.hostname,
+                            join(&nic_names)
+                        ),
+                    );
                 } else if let Some(first) = in_bond.insert(member, mp.clone()) {
-                    self.node(mp, format!("{} is already a member at {first}; a NIC belongs to one bond", quote(member)));
+                    self.node(
+                        mp,
+                        format!(
+                            "{} is already a member at {first}; a NIC belongs to one bond",
+                            quote(member)
+                        ),
+                    );
                 }
             }
             if let Some(mtu) = bond.mtu {
@@ -536,16 +632,36 @@ impl<'a> Validator<'a> {
             let net = vlans.iter().find(|x| x.name == vlan.network);
             if net.is_none() {
                 let known: BTreeSet<&str> = vlans.iter().map(|x| x.name.as_str()).collect();
-                self.node(format!("{vp}.network"), format!("{} is not a VLAN of site.yaml networks.vlans (known: {})", quote(&vlan.network), join(&known)));
+                self.node(
+                    format!("{vp}.network"),
+                    format!(
+                        "{} is not a VLAN of site.yaml networks.vlans (known: {})",
+                        quote(&vlan.network),
+                        join(&known)
+                    ),
+                );
             }
             let base = vlan.base.as_str();
             if !nic_names.contains(base) && !bond_names.contains(base) {
-                self.node(format!("{vp}.base"), format!("{} is not a NIC or bond of {}", quote(base), node.hostname));
+                self.node(
+                    format!("{vp}.base"),
+                    format!("{} is not a NIC or bond of {}", quote(base), node.hostname),
+                );
             } else if let Some(bond) = in_bond.get(base) {
-                self.node(format!("{vp}.base"), format!("{} is a bond member ({bond}); put the VLAN on the bond", quote(base)));
+                self.node(
+                    format!("{vp}.base"),
+                    format!(
+                        "{} is a bond member ({bond}); put the VLAN on the bond",
+                        quote(base)
+                    ),
+                );
             }
             let name = vlan_name(vlan, net.map(|x| x.id));
-            let path = if vlan.name.is_some() { format!("{vp}.name") } else { vp.clone() };
+            let path = if vlan.name.is_some() {
+                format!("{vp}.name")
+            } else {
+                vp.clone()
+            };
             if vlan.name.is_none() && name.len() > MAX_IFNAME {
                 self.node(vp, format!("the default name {} is longer than {MAX_IFNAME} characters; set name (e.g. vlan{})", quote(&name), net.map(|x| x.id).unwrap_or(0)));
             } else {
@@ -561,7 +677,15 @@ impl<'a> Validator<'a> {
                 let mut known: Vec<&String> = names.keys().collect();
                 known.sort();
                 let known: Vec<&str> = known.iter().map(|s| s.as_str()).collect();
-                self.node(ap, format!("{} is not an interface of {} (its interfaces: {})", quote(name), node.hostname, known.join(", ")));
+                self.node(
+                    ap,
+                    format!(
+                        "{} is not an interface of {} (its interfaces: {})",
+                        quote(name),
+                        node.hostname,
+                        known.join(", ")
+                    ),
+                );
             }
         }
     }
@@ -598,16 +722,32 @@ impl<'a> Validator<'a> {
                 if let Some(net) = vlans.iter().find(|x| x.name == v.network) {
                     if let Ok(c) = net.cidr.parse::<Cidr>() {
                         if !c.contains(ip) {
-                            self.node(&ap, format!("{ip} is not in VLAN {}'s network {c}", net.name));
+                            self.node(
+                                &ap,
+                                format!("{ip} is not in VLAN {}'s network {c}", net.name),
+                            );
                         }
                     }
                 }
             } else if machine.is_none() && !self.machine.is_empty() {
-                self.node(&ap, format!("{ip} is in no machine network ({}) and is not on a VLAN interface", self.machine_list()));
+                self.node(
+                    &ap,
+                    format!(
+                        "{ip} is in no machine network ({}) and is not on a VLAN interface",
+                        self.machine_list()
+                    ),
+                );
             }
         }
         if !in_machine && !self.machine.is_empty() {
-            self.node(format!("{p}.addresses"), format!("{} has no address in a machine network ({}); every node needs one", node.hostname, self.machine_list()));
+            self.node(
+                format!("{p}.addresses"),
+                format!(
+                    "{} has no address in a machine network ({}); every node needs one",
+                    node.hostname,
+                    self.machine_list()
+                ),
+            );
         }
     }
 
@@ -640,7 +780,13 @@ impl<'a> Validator<'a> {
         for (n, node) in self.inv.nodes.nodes.iter().enumerate() {
             for (index, a) in node.addresses.iter().enumerate() {
                 if let Ok((ip, _)) = parse_prefixed(&a.ip) {
-                    out.push(NodeAddress { node: n, index, ip, hostname: &node.hostname, role: node.role });
+                    out.push(NodeAddress {
+                        node: n,
+                        index,
+                        ip,
+                        hostname: &node.hostname,
+                        role: node.role,
+                    });
                 }
             }
         }
@@ -651,7 +797,14 @@ impl<'a> Validator<'a> {
         let inv = self.inv;
         let c = &inv.site.cluster;
         let addrs = self.static_addresses();
-        let single = self.inv.nodes.nodes.iter().filter(|n| n.role == Role::Master).count() == 1
+        let single = self
+            .inv
+            .nodes
+            .nodes
+            .iter()
+            .filter(|n| n.role == Role::Master)
+            .count()
+            == 1
             && self.inv.nodes.nodes.len() == 1;
         let mut api = Vec::new();
         for (key, vips) in [("apiVIPs", &c.api_vips), ("ingressVIPs", &c.ingress_vips)] {
@@ -675,7 +828,10 @@ impl<'a> Validator<'a> {
                     continue;
                 };
                 if !self.machine.is_empty() && !self.in_machine(ip) {
-                    self.site(&vp, format!("{ip} is not in a machine network ({})", self.machine_list()));
+                    self.site(
+                        &vp,
+                        format!("{ip} is not in a machine network ({})", self.machine_list()),
+                    );
                 }
                 if let Some(a) = addrs.iter().find(|a| a.ip == ip) {
                     self.site(&vp, format!("{ip} is the address of {} (nodes[{}].addresses[{}]); a VIP must be free", a.hostname, a.node, a.index));
@@ -683,13 +839,19 @@ impl<'a> Validator<'a> {
                 if key == "apiVIPs" {
                     api.push(ip);
                 } else if api.contains(&ip) {
-                    self.site(&vp, format!("{ip} is also an API VIP; the API and ingress VIPs must differ"));
+                    self.site(
+                        &vp,
+                        format!("{ip} is also an API VIP; the API and ingress VIPs must differ"),
+                    );
                 }
             }
         }
         let rv = &c.rendezvous_ip;
         let Ok(ip) = rv.parse::<IpAddr>() else {
-            self.site("cluster.rendezvousIP", format!("{} is not an IP address", quote(rv)));
+            self.site(
+                "cluster.rendezvousIP",
+                format!("{} is not an IP address", quote(rv)),
+            );
             return;
         };
         match addrs.iter().find(|a| a.ip == ip) {
@@ -745,8 +907,15 @@ fn ifname_problem(name: &str) -> Option<String> {
         || name.len() > MAX_IFNAME
         || name == "."
         || name == ".."
-        || name.chars().any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
-    bad.then(|| format!("{} is not an interface name: 1 to {MAX_IFNAME} characters, no '/', ':' or spaces", quote(name)))
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
+    bad.then(|| {
+        format!(
+            "{} is not an interface name: 1 to {MAX_IFNAME} characters, no '/', ':' or spaces",
+            quote(name)
+        )
+    })
 }
 
 /// Why a `deviceName` is refused, or None: the installer accepts `/dev/X` and
@@ -761,7 +930,12 @@ fn device_name_problem(d: &str) -> Option<String> {
             .strip_prefix("/dev/")
             .is_some_and(|rest| !rest.is_empty() && !rest.contains('/')),
     };
-    (!ok).then(|| format!("{} is not /dev/X or /dev/disk/by-path/X (the only forms the installer accepts)", quote(d)))
+    (!ok).then(|| {
+        format!(
+            "{} is not /dev/X or /dev/disk/by-path/X (the only forms the installer accepts)",
+            quote(d)
+        )
+    })
 }
 
 /// The BMC address's identity (scheme-less, host lower-cased) for duplicate checks, or why it is
@@ -771,13 +945,20 @@ fn bmc_host(address: &str) -> Result<String, String> {
         return Err(format!("{} is plain HTTP: BMC credentials would cross the network in clear; use https://{rest} (Redfish over TLS)", quote(address)));
     }
     let Some(rest) = address.strip_prefix("https://") else {
-        return Err(format!("{} is not a Redfish address; write https://HOST[:PORT][/redfish/v1/Systems/ID]", quote(address)));
+        return Err(format!(
+            "{} is not a Redfish address; write https://HOST[:PORT][/redfish/v1/Systems/ID]",
+            quote(address)
+        ));
     };
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if host.is_empty() || host.contains('@') || host.chars().any(char::is_whitespace) {
         return Err(format!("{} has no valid host (credentials go in credentials, never in the address); write https://HOST[:PORT]", quote(address)));
     }
-    Ok(format!("{}{}", host.to_ascii_lowercase(), path.trim_end_matches('/')))
+    Ok(format!(
+        "{}{}",
+        host.to_ascii_lowercase(),
+        path.trim_end_matches('/')
+    ))
 }
 
 fn is_fingerprint(fp: &str) -> bool {
@@ -797,7 +978,11 @@ fn check_pem(text: &str) -> Option<String> {
 }
 
 fn check_ssh_key(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     if text.contains("PRIVATE KEY") {
         return Some("is a private key; reference the public key (.pub)".into());
     }
@@ -816,7 +1001,10 @@ fn label_key_problem(k: &str) -> Option<String> {
     };
     if let Some(p) = prefix {
         if !is_dns_name(p) {
-            return Some(format!("the label key's prefix {} is not a DNS name", quote(p)));
+            return Some(format!(
+                "the label key's prefix {} is not a DNS name",
+                quote(p)
+            ));
         }
     }
     (name.is_empty() || !is_label_value(name))
@@ -826,7 +1014,8 @@ fn label_key_problem(k: &str) -> Option<String> {
 fn is_label_value(v: &str) -> bool {
     v.is_empty()
         || (v.len() <= 63
-            && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             && v.starts_with(|c: char| c.is_ascii_alphanumeric())
             && v.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }

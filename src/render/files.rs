@@ -264,7 +264,11 @@ pub(crate) fn install_config(
             ingress_vips: c.ingress_vips.clone(),
         }
     };
-    let cidr = |s: &String| s.parse::<Cidr>().map(|c| c.to_string()).unwrap_or(s.clone());
+    let cidr = |s: &String| {
+        s.parse::<Cidr>()
+            .map(|c| c.to_string())
+            .unwrap_or(s.clone())
+    };
     let policy = trust_bundle.as_ref().map(|_| {
         c.trust_bundle_policy
             .clone()
@@ -290,7 +294,11 @@ pub(crate) fn install_config(
         },
         networking: Networking {
             network_type: "OVNKubernetes",
-            machine_network: n.machine.iter().map(|m| CidrEntry { cidr: cidr(m) }).collect(),
+            machine_network: n
+                .machine
+                .iter()
+                .map(|m| CidrEntry { cidr: cidr(m) })
+                .collect(),
             cluster_network: n
                 .cluster
                 .iter()
@@ -493,7 +501,12 @@ fn default_route(inv: &Inventory, node: &Node) -> Option<Route> {
     let gateway: IpAddr = inv.site.networks.gateway.parse().ok()?;
     let (_, interface) = machine_address(inv, node)?;
     Some(Route {
-        destination: if gateway.is_ipv4() { "0.0.0.0/0" } else { "::/0" }.to_string(),
+        destination: if gateway.is_ipv4() {
+            "0.0.0.0/0"
+        } else {
+            "::/0"
+        }
+        .to_string(),
         next_hop_address: gateway.to_string(),
         next_hop_interface: interface,
         table_id: MAIN_TABLE,

@@ -154,9 +154,13 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     let refs = &inv.site.references;
     let mut problems = Vec::new();
     let pull_secret = pull_secret(inv, &refs.pull_secret).map_err(|p| problems.push(p));
-    let ssh_key = read_ref(inv, "references.sshPublicKey.file", &refs.ssh_public_key.file)
-        .map(|k| k.trim().to_string())
-        .map_err(|p| problems.push(p));
+    let ssh_key = read_ref(
+        inv,
+        "references.sshPublicKey.file",
+        &refs.ssh_public_key.file,
+    )
+    .map(|k| k.trim().to_string())
+    .map_err(|p| problems.push(p));
     let trust_bundle = match &refs.registry_ca {
         Some(ca) => read_ref(inv, "references.registryCA.file", &ca.file)
             .map(|t| Some(t.trim_end().to_string() + "\n"))
@@ -279,7 +283,9 @@ fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem
         let dest = ImageRef::parse(&img.destination).map_err(|e| bad(e.to_string()))?;
         let category = match img.category.as_deref() {
             None => Category::Generic,
-            Some(c) => Category::from_name(c).ok_or_else(|| bad(format!("unknown category '{c}'")))?,
+            Some(c) => {
+                Category::from_name(c).ok_or_else(|| bad(format!("unknown category '{c}'")))?
+            }
         };
         images.push(MirroredImage {
             source,
@@ -297,9 +303,11 @@ fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem
         image_digest_sources: Vec<files::DigestSource>,
     }
     let sources = match snippet {
-        Some(text) => serde_saphyr::from_str::<Snippet>(&text)
-            .map_err(|e| fail(format!("reading back imageDigestSources: {e}")))?
-            .image_digest_sources,
+        Some(text) => {
+            serde_saphyr::from_str::<Snippet>(&text)
+                .map_err(|e| fail(format!("reading back imageDigestSources: {e}")))?
+                .image_digest_sources
+        }
         None => Vec::new(),
     };
     let release = inv
@@ -351,7 +359,14 @@ fn summary(inv: &Inventory, node: &Node) -> NodeSummary {
 
 /// The stderr table: one row per node.
 fn table(nodes: &[NodeSummary]) -> String {
-    let header = ["HOSTNAME", "ROLE", "BMC", "MACS", "MACHINE IP", "ROOT DEVICE"];
+    let header = [
+        "HOSTNAME",
+        "ROLE",
+        "BMC",
+        "MACS",
+        "MACHINE IP",
+        "ROOT DEVICE",
+    ];
     let rows: Vec<[String; 6]> = nodes
         .iter()
         .map(|n| {
@@ -393,7 +408,11 @@ fn write(r: &Rendered, out: &Path) -> Result<Vec<WrittenFile>> {
     fs_err::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut written = Vec::new();
     for (name, bytes, mode) in [
-        (INSTALL_CONFIG_FILE, r.install_config.expose().as_bytes(), PRIVATE_MODE),
+        (
+            INSTALL_CONFIG_FILE,
+            r.install_config.expose().as_bytes(),
+            PRIVATE_MODE,
+        ),
         (AGENT_CONFIG_FILE, r.agent_config.as_bytes(), PUBLIC_MODE),
     ] {
         let path = out.join(name);
@@ -470,7 +489,8 @@ mod tests {
                 assert!(text.contains("i: 802.3ad"), "{text}");
                 continue;
             }
-            let quoted = text.contains(&format!("{k}: \"{v}\"")) || text.contains(&format!("{k}: '{v}'"));
+            let quoted =
+                text.contains(&format!("{k}: \"{v}\"")) || text.contains(&format!("{k}: '{v}'"));
             assert!(quoted, "{v} must be quoted:\n{text}");
         }
         // And booleans are written only as true/false.
