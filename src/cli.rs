@@ -47,6 +47,9 @@ pub enum Command {
     /// Check a hand-written install-config.yaml and/or agent-config.yaml as the agent-based
     /// installer reads them, and further; print every problem as file:line:col: path: message.
     Validate(ValidateArgs),
+    /// Turn a site inventory (site.yaml, nodes.yaml) into the agent installer's
+    /// install-config.yaml and agent-config.yaml, after checking every rule at once.
+    Render(RenderArgs),
 }
 
 /// How to reach registries: credentials and trust.
@@ -267,4 +270,17 @@ pub struct LabSeedArgs {
     /// Registry access.
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+/// `bootstrap render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The inventory directory (site.yaml, nodes.yaml and the files they reference).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// Where to write install-config.yaml and agent-config.yaml (created when missing; the two
+    /// files are replaced). Nothing is written when the inventory has a problem.
+    #[arg(long, value_name = "RUNDIR")]
+    pub out: PathBuf,
 }

@@ -10,6 +10,7 @@ pub mod model;
 pub mod netaddr;
 pub mod oci;
 pub mod output;
+pub mod render;
 pub mod secret;
 pub mod verify;
 pub mod yaml;

@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             Command::Model(ModelCmd::Pack(args)) => bootstrap::model::pack(args, cli.output).await,
             Command::Lab(LabCmd::Seed(args)) => bootstrap::lab::seed(args, cli.output).await,
             Command::Validate(args) => bootstrap::agent::run(args, cli.output),
+            Command::Render(args) => bootstrap::render::run(args, cli.output),
         }
     });
     match result {

@@ -45,8 +45,10 @@ pub struct Cluster {
     /// The OpenShift release: exactly one of `image` (by digest) or `version`.
     pub release: Release,
     /// `apiVIPs`: addresses in the machine network that no node uses.
+    #[serde(rename = "apiVIPs")]
     pub api_vips: Vec<String>,
     /// `ingressVIPs`: likewise, and none equal to an API VIP.
+    #[serde(rename = "ingressVIPs")]
     pub ingress_vips: Vec<String>,
     /// The agent installer's rendezvous host: a control-plane node's static machine address.
     #[serde(rename = "rendezvousIP")]
@@ -128,7 +130,7 @@ pub struct References {
     /// The SSH public key for `core@` on every node.
     pub ssh_public_key: FileRef,
     /// The mirror registry's CA (PEM): `additionalTrustBundle`.
-    #[serde(default)]
+    #[serde(default, rename = "registryCA")]
     pub registry_ca: Option<FileRef>,
     /// A mirror record written by `bootstrap mirror` to the site's registry:
     /// `imageDigestSources` come from it, and `cluster.release.version` is looked up in it.

@@ -1,0 +1,519 @@
+//! `bootstrap render`: a site inventory becomes the agent installer's `install-config.yaml` and
+//! `agent-config.yaml`. The inventory is loaded and validated first (every problem printed, exit
+//! 1, nothing written); then the referenced secrets and files are read, both files are built in
+//! memory and only then written, each atomically (install-config.yaml mode 0600: it holds the
+//! pull secret). Output is deterministic and emitted by serde-saphyr, which quotes every string
+//! a YAML 1.1 reader (Go's sigs.k8s.io/yaml) would take for a boolean or a number.
+
+mod files;
+
+use crate::cli::RenderArgs;
+use crate::inventory::model::{Node, SecretRef};
+use crate::inventory::{self, render_inventory_problems, Inventory, InventoryError, InventoryFile};
+use crate::mirror::cluster::{Category, ClusterResources, MirroredImage};
+use crate::mirror::record::MirrorRecord;
+use crate::oci::digest::Digest;
+use crate::oci::reference::ImageRef;
+use crate::output::OutputFormat;
+use crate::secret::Secret;
+use crate::yaml::Problem;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The install-config file name.
+pub const INSTALL_CONFIG_FILE: &str = "install-config.yaml";
+/// The agent-config file name.
+pub const AGENT_CONFIG_FILE: &str = "agent-config.yaml";
+/// Mode of install-config.yaml (pull secret inside).
+const PRIVATE_MODE: u32 = 0o600;
+/// Mode of agent-config.yaml.
+const PUBLIC_MODE: u32 = 0o644;
+
+/// The rendered files, in memory, and what the summary shows.
+#[derive(Debug)]
+pub struct Rendered {
+    /// install-config.yaml's bytes (holds the pull secret: never print them).
+    pub install_config: Secret,
+    /// agent-config.yaml's bytes.
+    pub agent_config: String,
+    /// The release image by digest: as written, or the mirror record's for a version.
+    pub release: Option<String>,
+    /// One line per node, in agent-config.yaml's order.
+    pub nodes: Vec<NodeSummary>,
+}
+
+/// What the summary shows of a node: nothing secret.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSummary {
+    /// Host name.
+    pub hostname: String,
+    /// `master` or `worker`.
+    pub role: String,
+    /// The BMC's address (credentials are never shown).
+    pub bmc: String,
+    /// Physical NICs' MACs, lower case.
+    pub macs: Vec<String>,
+    /// The machine-network address.
+    #[serde(rename = "machineIP")]
+    pub machine_ip: String,
+    /// The root device (deviceName, or the hints given).
+    pub root_device: String,
+}
+
+/// A written file, for the JSON summary.
+#[derive(Debug, Serialize)]
+pub struct WrittenFile {
+    /// Its path.
+    pub path: String,
+    /// sha256 of its bytes, hex.
+    pub sha256: String,
+    /// Its mode, octal (`0600`).
+    pub mode: String,
+}
+
+/// `--output json`'s document.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderSummary {
+    /// `<name>.<baseDomain>`.
+    pub cluster: String,
+    /// The inventory directory.
+    pub inventory: String,
+    /// The output directory.
+    pub out: String,
+    /// Control-plane replicas.
+    pub control_plane: usize,
+    /// Compute replicas.
+    pub compute: usize,
+    /// The release image by digest, when known.
+    pub release: Option<String>,
+    /// The files written.
+    pub files: Vec<WrittenFile>,
+    /// The nodes.
+    pub nodes: Vec<NodeSummary>,
+}
+
+/// `bootstrap render --inventory DIR --out RUNDIR`.
+pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
+    let inv = match inventory::load(&args.inventory) {
+        Ok(inv) => inv,
+        Err(e @ InventoryError::Invalid { .. }) => return Ok(refuse(&e.to_string())),
+        Err(e) => return Err(e.into()),
+    };
+    let problems = inventory::validate(&inv);
+    if !problems.is_empty() {
+        return Ok(refuse(&render_inventory_problems(&inv.dir, &problems)));
+    }
+    let rendered = match render(&inv) {
+        Ok(r) => r,
+        Err(problems) => return Ok(refuse(&render_inventory_problems(&inv.dir, &problems))),
+    };
+    let files = write(&rendered, &args.out)?;
+    let (masters, workers) = files::counts(&inv);
+    let summary = RenderSummary {
+        cluster: format!("{}.{}", inv.site.cluster.name, inv.site.cluster.base_domain),
+        inventory: args.inventory.display().to_string(),
+        out: args.out.display().to_string(),
+        control_plane: masters,
+        compute: workers,
+        release: rendered.release.clone(),
+        files,
+        nodes: rendered.nodes.clone(),
+    };
+    eprint!("{}", table(&summary.nodes));
+    match output {
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        OutputFormat::Text => {
+            println!(
+                "{}: {} control-plane, {} compute nodes",
+                summary.cluster, masters, workers
+            );
+            for f in &summary.files {
+                println!("wrote {} (mode {}, sha256 {})", f.path, f.mode, f.sha256);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the problems and the verdict; exit code 1.
+fn refuse(problems: &str) -> ExitCode {
+    eprintln!("{problems}");
+    eprintln!("error: the inventory is not valid; nothing was written");
+    ExitCode::from(1)
+}
+
+/// Both files of a valid inventory (see [`inventory::validate()`]), in memory: reads the pull
+/// secret (file or environment), the SSH public key, the registry CA and the mirror record.
+/// Problems with those are returned like validation problems, placed at their reference.
+pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>> {
+    let refs = &inv.site.references;
+    let mut problems = Vec::new();
+    let pull_secret = pull_secret(inv, &refs.pull_secret).map_err(|p| problems.push(p));
+    let ssh_key = read_ref(
+        inv,
+        "references.sshPublicKey.file",
+        &refs.ssh_public_key.file,
+    )
+    .map(|k| k.trim().to_string())
+    .map_err(|p| problems.push(p));
+    let trust_bundle = match &refs.registry_ca {
+        Some(ca) => read_ref(inv, "references.registryCA.file", &ca.file)
+            .map(|t| Some(t.trim_end().to_string() + "\n"))
+            .map_err(|p| problems.push(p)),
+        None => Ok(None),
+    };
+    let mirror = mirror_sources(inv).map_err(|p| problems.push(p));
+    let (Ok(pull_secret), Ok(ssh_key), Ok(trust_bundle), Ok((sources, release))) =
+        (pull_secret, ssh_key, trust_bundle, mirror)
+    else {
+        return Err(problems);
+    };
+    let release = inv.site.cluster.release.image.clone().or(release);
+    let install = files::install_config(inv, pull_secret, ssh_key, trust_bundle, sources);
+    let agent = files::agent_config(inv);
+    let emit = |what: &str, r: Result<String, serde_saphyr::ser::Error>| {
+        r.map_err(|e| vec![inv.problem(InventoryFile::Site, "", format!("emitting {what}: {e}"))])
+    };
+    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, to_yaml(&install))?);
+    let agent_config = emit(AGENT_CONFIG_FILE, to_yaml(&agent))?;
+    let nodes = agent
+        .hosts
+        .iter()
+        .filter_map(|h| inv.nodes.nodes.iter().find(|n| n.hostname == h.hostname))
+        .map(|n| summary(inv, n))
+        .collect();
+    Ok(Rendered {
+        install_config,
+        agent_config,
+        release,
+        nodes,
+    })
+}
+
+/// YAML as render writes it: serde-saphyr's defaults (YAML 1.1-ambiguous strings quoted, only
+/// true/false booleans, multi-line strings as literal blocks), but long single-line strings (an
+/// SSH key, the pull secret) kept on one line instead of folded.
+pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, serde_saphyr::ser::Error> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX / 2;
+    serde_saphyr::to_string_with_options(value, options)
+}
+
+fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
+    let full = inv.resolve(file);
+    std::fs::read_to_string(&full).map_err(|e| {
+        inv.problem(
+            InventoryFile::Site,
+            path,
+            format!("reading {}: {}", full.display(), inventory::io_reason(&e)),
+        )
+    })
+}
+
+/// The pull secret, from its file or environment variable; it must be JSON with an `auths`
+/// object. Messages never quote it.
+fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile, Problem)> {
+    let (path, text) = match (&r.file, &r.env) {
+        (Some(f), None) => (
+            "references.pullSecret.file",
+            read_ref(inv, "references.pullSecret.file", f)?,
+        ),
+        (None, Some(var)) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => ("references.pullSecret.env", v),
+            _ => {
+                return Err(inv.problem(
+                    InventoryFile::Site,
+                    "references.pullSecret.env",
+                    format!("the environment variable {var} is not set; export it with the pull secret's JSON"),
+                ))
+            }
+        },
+        _ => {
+            return Err(inv.problem(
+                InventoryFile::Site,
+                "references.pullSecret",
+                "set exactly one of file or env",
+            ))
+        }
+    };
+    let text = Secret::new(text);
+    let value: serde_json::Value = serde_json::from_str(text.expose()).map_err(|e| {
+        inv.problem(
+            InventoryFile::Site,
+            path,
+            format!(
+                "the pull secret is not JSON (line {}, column {}); download it again from console.redhat.com",
+                e.line(),
+                e.column()
+            ),
+        )
+    })?;
+    if !value.get("auths").is_some_and(|a| a.is_object()) {
+        return Err(inv.problem(
+            InventoryFile::Site,
+            path,
+            "the pull secret has no \"auths\" object; it is not a pull secret",
+        ));
+    }
+    // One line, keys sorted: the same secret gives the same file whatever its formatting.
+    Ok(Secret::new(value.to_string()))
+}
+
+type MirrorData = (Vec<files::DigestSource>, Option<String>);
+
+/// `imageDigestSources` from the mirror record (catalogs excluded: they get CatalogSources), and
+/// the release image by digest for `cluster.release.version`.
+fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem)> {
+    let Some(rec) = &inv.site.references.mirror_record else {
+        return Ok((Vec::new(), None));
+    };
+    let at = "references.mirrorRecord.file";
+    let fail = |m: String| inv.problem(InventoryFile::Site, at, m);
+    let path = inv.resolve(&rec.file);
+    let record = MirrorRecord::load(&path).map_err(|e| fail(format!("{e:#}")))?;
+    let mut images = Vec::new();
+    for img in &record.images {
+        let bad = |e: String| fail(format!("{}: image {}: {e}", path.display(), img.source));
+        let source = ImageRef::parse(&img.source).map_err(|e| bad(e.to_string()))?;
+        let dest = ImageRef::parse(&img.destination).map_err(|e| bad(e.to_string()))?;
+        let category = match img.category.as_deref() {
+            None => Category::Generic,
+            Some(c) => {
+                Category::from_name(c).ok_or_else(|| bad(format!("unknown category '{c}'")))?
+            }
+        };
+        images.push(MirroredImage {
+            source,
+            registry: dest.registry,
+            repository: dest.repository,
+            category,
+        });
+    }
+    let snippet = ClusterResources::new(&images)
+        .install_config_yaml()
+        .map_err(|e| fail(format!("{e:#}")))?;
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Snippet {
+        image_digest_sources: Vec<files::DigestSource>,
+    }
+    let sources = match snippet {
+        Some(text) => {
+            serde_saphyr::from_str::<Snippet>(&text)
+                .map_err(|e| fail(format!("reading back imageDigestSources: {e}")))?
+                .image_digest_sources
+        }
+        None => Vec::new(),
+    };
+    let release = inv
+        .site
+        .cluster
+        .release
+        .version
+        .as_deref()
+        .and_then(|v| inventory::release_in_record(&record, v))
+        .and_then(|img| by_digest(&img.destination, &img.digest));
+    Ok((sources, release))
+}
+
+fn by_digest(destination: &str, digest: &Digest) -> Option<String> {
+    let r = ImageRef::parse(destination).ok()?;
+    Some(format!("{}/{}@{digest}", r.registry, r.repository))
+}
+
+fn summary(inv: &Inventory, node: &Node) -> NodeSummary {
+    let r = &node.root_device;
+    let root = r.device_name.clone().unwrap_or_else(|| {
+        [
+            r.hctl.as_ref().map(|h| format!("hctl {h}")),
+            r.serial_number.as_ref().map(|s| format!("serial {s}")),
+            r.model.as_ref().map(|m| format!("model {m}")),
+            r.wwn.as_ref().map(|w| format!("wwn {w}")),
+            r.min_size_gigabytes.map(|g| format!(">= {g} GiB")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+    });
+    NodeSummary {
+        hostname: node.hostname.clone(),
+        role: files::role_name(node.role).to_string(),
+        bmc: crate::secret::redact_url(&node.bmc.address),
+        macs: node
+            .nics
+            .iter()
+            .map(|n| crate::netaddr::normalize_mac(&n.mac).unwrap_or_else(|_| n.mac.clone()))
+            .collect(),
+        machine_ip: files::machine_address(inv, node)
+            .map(|(ip, _)| ip.to_string())
+            .unwrap_or_default(),
+        root_device: root,
+    }
+}
+
+/// The stderr table: one row per node.
+fn table(nodes: &[NodeSummary]) -> String {
+    let header = [
+        "HOSTNAME",
+        "ROLE",
+        "BMC",
+        "MACS",
+        "MACHINE IP",
+        "ROOT DEVICE",
+    ];
+    let rows: Vec<[String; 6]> = nodes
+        .iter()
+        .map(|n| {
+            [
+                n.hostname.clone(),
+                n.role.clone(),
+                n.bmc.clone(),
+                n.macs.join(","),
+                n.machine_ip.clone(),
+                n.root_device.clone(),
+            ]
+        })
+        .collect();
+    let mut width = header.map(str::len);
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = cells
+            .iter()
+            .zip(width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    };
+    let mut out = line(&header.map(String::from));
+    for r in &rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+/// Writes both files into `out` (created), each atomically; returns what was written.
+fn write(r: &Rendered, out: &Path) -> Result<Vec<WrittenFile>> {
+    fs_err::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut written = Vec::new();
+    for (name, bytes, mode) in [
+        (
+            INSTALL_CONFIG_FILE,
+            r.install_config.expose().as_bytes(),
+            PRIVATE_MODE,
+        ),
+        (AGENT_CONFIG_FILE, r.agent_config.as_bytes(), PUBLIC_MODE),
+    ] {
+        let path = out.join(name);
+        write_atomic_mode(&path, bytes, mode)
+            .with_context(|| format!("writing {}", path.display()))?;
+        written.push(WrittenFile {
+            path: path.display().to_string(),
+            sha256: Digest::of(bytes).hex().to_string(),
+            mode: format!("{mode:04o}"),
+        });
+    }
+    Ok(written)
+}
+
+/// Writes `bytes` to a temporary file beside `path` created with `mode` (so a secret is never
+/// readable by others, not even for a moment), syncs it and renames it into place.
+fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp: PathBuf = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        // The umask may have narrowed the mode; set it exactly.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs_err::rename(&tmp, path)?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Regression guard for REFERENCE §6: strings a YAML 1.1 reader (sigs.k8s.io/yaml) would
+    /// turn into booleans or numbers stay quoted strings in what render emits.
+    #[test]
+    fn ambiguous_strings_stay_strings_for_go_readers() {
+        let labels: BTreeMap<&str, &str> = [
+            ("a", "on"),
+            ("b", "true"),
+            ("c", "yes"),
+            ("d", "0644"),
+            ("e", "off"),
+            ("f", "1e3"),
+            ("g", ""),
+            ("h", "null"),
+            ("i", "802.3ad"),
+        ]
+        .into_iter()
+        .collect();
+        let text = to_yaml(&labels).unwrap();
+        for (k, v) in &labels {
+            if *k == "i" {
+                assert!(text.contains("i: 802.3ad"), "{text}");
+                continue;
+            }
+            let quoted =
+                text.contains(&format!("{k}: \"{v}\"")) || text.contains(&format!("{k}: '{v}'"));
+            assert!(quoted, "{v} must be quoted:\n{text}");
+        }
+        // And booleans are written only as true/false.
+        let flags: BTreeMap<&str, bool> = [("p", true), ("q", false)].into_iter().collect();
+        assert_eq!(to_yaml(&flags).unwrap(), "p: true\nq: false\n");
+        // Keys too: `y` is a YAML 1.1 boolean.
+        let keys: BTreeMap<&str, &str> = [("y", "x")].into_iter().collect();
+        assert_eq!(to_yaml(&keys).unwrap(), "\"y\": x\n");
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let n = NodeSummary {
+            hostname: "cp-0".into(),
+            role: "master".into(),
+            bmc: "https://10.0.0.1".into(),
+            macs: vec!["aa:bb:cc:dd:ee:ff".into()],
+            machine_ip: "10.0.0.10".into(),
+            root_device: "/dev/sda".into(),
+        };
+        let t = table(&[n]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].find("ROLE"), lines[1].find("master"));
+    }
+}

@@ -1,0 +1,204 @@
+//! `bootstrap render` as a delivery engineer runs it: the shipped inventories against reviewed
+//! golden files (`UPDATE_GOLDEN=1` rewrites them), the same bytes on every run, secrets never on
+//! stdout or stderr, and nothing written when the inventory is invalid.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use support::run::{bootstrap, command, failed, ok};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn render(inventory: &Path, out: &Path) -> std::process::Output {
+    bootstrap(&[
+        "render",
+        "--inventory",
+        inventory.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn shipped_inventories_match_their_golden_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    for site in ["example-site", "lab"] {
+        let out = tmp.path().join(site);
+        ok(&render(&repo(&format!("inventory/{site}")), &out));
+        for file in ["install-config.yaml", "agent-config.yaml"] {
+            let got = std::fs::read_to_string(out.join(file)).unwrap();
+            let golden = repo(&format!("tests/testdata/render/{site}/{file}"));
+            if std::env::var_os("UPDATE_GOLDEN").is_some() {
+                std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+                std::fs::write(&golden, &got).unwrap();
+                continue;
+            }
+            let want = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+                panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", golden.display())
+            });
+            assert!(
+                got == want,
+                "{site}/{file} differs from {} (UPDATE_GOLDEN=1 rewrites it):\n{got}",
+                golden.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn rendering_twice_gives_the_same_bytes_and_private_modes() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    ok(&render(&repo("inventory/example-site"), &a));
+    ok(&render(&repo("inventory/example-site"), &b));
+    for file in ["install-config.yaml", "agent-config.yaml"] {
+        assert_eq!(
+            std::fs::read(a.join(file)).unwrap(),
+            std::fs::read(b.join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(a.join("install-config.yaml")), 0o600);
+    assert_eq!(mode(a.join("agent-config.yaml")), 0o644);
+    // No temporary files left beside them.
+    let names: Vec<String> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+#[test]
+fn secrets_never_reach_stdout_or_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = tmp.path().join("inv");
+    copy_dir(&repo("inventory/lab"), &inv);
+    let token = "cHVsbC1zZWNyZXQtY2FuYXJ5LTQyNDI=";
+    let bmc_password = "bmc-canary-password-4242";
+    std::fs::write(
+        inv.join("secrets/bmc.example"),
+        format!("admin:{bmc_password}\n"),
+    )
+    .unwrap();
+    // The pull secret comes from the environment this time.
+    let site = std::fs::read_to_string(inv.join("site.yaml"))
+        .unwrap()
+        .replace(
+            "    file: secrets/pull-secret.example.json",
+            "    env: BOOTSTRAP_TEST_PULL_SECRET",
+        );
+    std::fs::write(inv.join("site.yaml"), site).unwrap();
+    let secret = format!(r#"{{"auths":{{"registry.example:5000":{{"auth":"{token}"}}}}}}"#);
+    for output in ["text", "json"] {
+        let out = tmp.path().join(format!("out-{output}"));
+        let o = command(&[
+            "render",
+            "--output",
+            output,
+            "--inventory",
+            inv.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("BOOTSTRAP_TEST_PULL_SECRET", &secret)
+        .output()
+        .unwrap();
+        let stdout = ok(&o);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        for s in [token, bmc_password] {
+            assert!(
+                !stdout.contains(s) && !stderr.contains(s),
+                "{s} leaked:\n{stdout}\n{stderr}"
+            );
+        }
+        let ic = std::fs::read_to_string(out.join("install-config.yaml")).unwrap();
+        assert!(
+            ic.contains(token),
+            "the pull secret belongs in install-config.yaml"
+        );
+        if output == "json" {
+            let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(v["controlPlane"], 3);
+            assert_eq!(v["compute"], 0);
+            assert_eq!(v["files"][0]["mode"], "0600");
+            assert_eq!(v["files"][0]["sha256"].as_str().unwrap().len(), 64);
+            assert_eq!(v["nodes"][0]["hostname"], "master-0");
+            assert_eq!(v["nodes"][0]["machineIP"], "192.168.111.20");
+        }
+    }
+    // A pull secret that is not JSON: refused without quoting it.
+    let out = tmp.path().join("bad");
+    let o = command(&[
+        "render",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .env("BOOTSTRAP_TEST_PULL_SECRET", format!("not-json-{token}"))
+    .output()
+    .unwrap();
+    let err = failed(&o);
+    assert!(
+        err.contains("references.pullSecret.env: the pull secret is not JSON"),
+        "{err}"
+    );
+    assert!(!err.contains(token), "{err}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn an_invalid_inventory_writes_nothing_and_reports_every_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = tmp.path().join("inv");
+    copy_dir(&repo("inventory/example-site"), &inv);
+    let site = std::fs::read_to_string(inv.join("site.yaml"))
+        .unwrap()
+        .replace("apiVIPs: [10.20.0.5]", "apiVIPs: [10.21.0.5]")
+        .replace("rendezvousIP: 10.20.0.11", "rendezvousIP: 10.20.0.21");
+    std::fs::write(inv.join("site.yaml"), site).unwrap();
+    let out = tmp.path().join("run");
+    let err = failed(&render(&inv, &out));
+    let site_file = inv.join("site.yaml").display().to_string();
+    assert!(
+        err.contains(&format!(
+            "{site_file}:10:13: cluster.apiVIPs[0]: 10.21.0.5 is not in a machine network"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "{site_file}:13:17: cluster.rendezvousIP: 10.20.0.21 is worker gpu-00's address"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("nothing was written"), "{err}");
+    assert!(!out.exists(), "nothing may be written");
+}
+
+#[test]
+fn a_missing_inventory_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = failed(&render(&tmp.path().join("nope"), &tmp.path().join("out")));
+    assert!(
+        err.contains("nope/site.yaml") && err.contains("No such file"),
+        "{err}"
+    );
+}
