@@ -202,3 +202,26 @@ fn a_missing_inventory_names_the_file() {
         "{err}"
     );
 }
+
+/// Our own output passes `bootstrap validate` (the installer's rules and the ones it misses),
+/// for the shipped inventories (`bootstrap render` also runs this check itself before it
+/// writes anything).
+#[test]
+fn rendered_files_pass_bootstrap_validate() {
+    let tmp = tempfile::tempdir().unwrap();
+    for site in ["example-site", "lab"] {
+        let out = tmp.path().join(site);
+        ok(&render(&repo(&format!("inventory/{site}")), &out));
+        let ic = out.join("install-config.yaml");
+        let ac = out.join("agent-config.yaml");
+        let o = bootstrap(&[
+            "validate",
+            "--install-config",
+            ic.to_str().unwrap(),
+            "--agent-config",
+            ac.to_str().unwrap(),
+        ]);
+        let stdout = ok(&o);
+        assert!(stdout.starts_with("ok:"), "{site}: {stdout}");
+    }
+}

@@ -112,6 +112,7 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
         Ok(r) => r,
         Err(problems) => return Ok(refuse(&render_inventory_problems(&inv.dir, &problems))),
     };
+    self_check(&rendered)?;
     let files = write(&rendered, &args.out)?;
     let (masters, workers) = files::counts(&inv);
     let summary = RenderSummary {
@@ -138,6 +139,24 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The rendered pair must pass `bootstrap validate` (the installer's rules and the ones it
+/// misses) before anything is written: a problem here is a bug in the renderer or a rule the
+/// inventory's validation lacks, and is reported as such.
+fn self_check(rendered: &Rendered) -> Result<()> {
+    let problems = crate::agent::validate_files(
+        Some(("install-config.yaml", rendered.install_config.expose())),
+        Some(("agent-config.yaml", &rendered.agent_config)),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    anyhow::bail!(
+        "the rendered files do not pass bootstrap validate (a bug in bootstrap render; please report it with the inventory); nothing was written:\n{}",
+        lines.join("\n")
+    )
 }
 
 /// Prints the problems and the verdict; exit code 1.
