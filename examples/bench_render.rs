@@ -51,11 +51,25 @@ fn inventory(dir: &Path, nodes: usize) {
     std::fs::write(dir.join("nodes.yaml"), text).unwrap();
 }
 
+/// Where the bench writes: a temporary directory, or BENCH_DIR.
+struct Kept(std::path::PathBuf);
+
+impl Kept {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
 fn main() {
     let nodes = env_usize("BENCH_NODES", 500);
     let runs = env_usize("BENCH_RUNS", 5).max(1);
     let bin = std::env::var("BOOTSTRAP_BIN").expect("BOOTSTRAP_BIN: the release bootstrap binary");
     let tmp = tempfile::tempdir().unwrap();
+    // BENCH_DIR keeps the generated inventory and outputs for a closer look (profiling).
+    let tmp = match std::env::var_os("BENCH_DIR") {
+        Some(dir) => Kept(std::path::PathBuf::from(dir)),
+        None => Kept(tmp.path().to_path_buf()),
+    };
     let inv = tmp.path().join("inventory");
     inventory(&inv, nodes);
     let size = std::fs::metadata(inv.join("nodes.yaml")).unwrap().len();
@@ -91,6 +105,30 @@ fn main() {
         );
     }
     println!(
-        "render of {nodes} nodes (load + validate + render + write): best {best:.3} s of {runs}"
+        "render of {nodes} nodes (load + validate + render + self-check + write): best {best:.3} s of {runs}"
     );
+    // The rendered pair through `bootstrap validate`, as an engineer with hand-written files
+    // would run it.
+    let out = tmp.path().join("run-0");
+    let mut best_validate = f64::MAX;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let o = Command::new(&bin)
+            .args([
+                "validate",
+                "--install-config",
+                out.join("install-config.yaml").to_str().unwrap(),
+                "--agent-config",
+                out.join("agent-config.yaml").to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        best_validate = best_validate.min(start.elapsed().as_secs_f64());
+        assert!(
+            o.status.success(),
+            "validate failed:\n{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    println!("validate of the rendered {nodes}-node pair: best {best_validate:.3} s of {runs}");
 }

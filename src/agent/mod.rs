@@ -19,7 +19,6 @@ use crate::output::OutputFormat;
 use crate::yaml::{self, quote, Index, Location, Problem, Shape};
 use anyhow::Result;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -239,15 +238,6 @@ impl FileKind {
     };
 }
 
-/// Only `apiVersion` and `kind`; every other key is ignored in this pass.
-#[derive(Deserialize)]
-struct Header {
-    #[serde(default, rename = "apiVersion")]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-}
-
 /// Reads `text` as `kind` describes: a YAML error, a wrong header or an unknown key is the one
 /// problem returned.
 pub(crate) fn load<T: DeserializeOwned>(text: &str, kind: &FileKind) -> Result<Loaded<T>, Problem> {
@@ -278,15 +268,13 @@ pub(crate) fn load<T: DeserializeOwned>(text: &str, kind: &FileKind) -> Result<L
             ),
         ));
     }
-    let header: Header = serde_saphyr::from_str_with_options(text, yaml::options())
-        .map_err(|e| yaml_problem(&e, &index))?;
-    check_header(&header, &index, kind)?;
+    check_header(&index.header(), &index, kind)?;
     let value: T = serde_saphyr::from_str_with_options(text, yaml::options())
         .map_err(|e| yaml_problem(&e, &index))?;
     Ok(Loaded { value, index })
 }
 
-fn check_header(header: &Header, index: &Index, kind: &FileKind) -> Result<(), Problem> {
+fn check_header(header: &yaml::Header, index: &Index, kind: &FileKind) -> Result<(), Problem> {
     let fail = |path: &str, message: String| Err(Problem::new(locate(index, path), path, message));
     match header.api_version.as_deref() {
         Some(v) if v == kind.api_version => {}

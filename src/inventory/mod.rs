@@ -234,25 +234,14 @@ fn parse_text<T: for<'de> Deserialize<'de>>(text: &str, file: InventoryFile) -> 
         }
     }
     // Pass 2: apiVersion and kind, so another kind of file is named as such.
-    let header: Header = serde_saphyr::from_str_with_options(text, yaml::options())
-        .map_err(|e| vec![yaml::problem(&e, &index, kind, hint)])?;
-    check_header(&header, &index, kind)?;
+    check_header(&index.header(), &index, kind)?;
     // Pass 3: the strict schema.
     let value: T = serde_saphyr::from_str_with_options(text, yaml::options())
         .map_err(|e| vec![yaml::problem(&e, &index, kind, hint)])?;
     Ok((value, index))
 }
 
-/// Only `apiVersion` and `kind`; every other key is ignored in this pass.
-#[derive(Deserialize)]
-struct Header {
-    #[serde(default, rename = "apiVersion")]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-}
-
-fn check_header(header: &Header, index: &Index, kind: &str) -> Result<(), Vec<Problem>> {
+fn check_header(header: &yaml::Header, index: &Index, kind: &str) -> Result<(), Vec<Problem>> {
     let at = |path: &str| {
         index
             .location(path)
