@@ -89,6 +89,9 @@ pub fn validate_files(
     install_config: Option<(&str, &str)>,
     agent_config: Option<(&str, &str)>,
 ) -> Vec<AgentProblem> {
+    if all_valid_fast(install_config, agent_config) {
+        return Vec::new();
+    }
     let ic = install_config.map(|(origin, text)| (origin, install_config::parse(text)));
     let ac = agent_config.map(|(origin, text)| (origin, agent_config::parse(text)));
     let mut ic_problems = Vec::new();
@@ -123,6 +126,59 @@ pub fn validate_files(
         }));
     }
     out
+}
+
+/// The common case first, at half the cost: valid files need no positions, so each is read
+/// once into its schema, without the position index, and the rules run against an empty index.
+/// Any doubt (a parse error, a header, a rule) returns false and the caller does the full read,
+/// whose problems carry their lines and columns.
+fn all_valid_fast(
+    install_config: Option<(&str, &str)>,
+    agent_config: Option<(&str, &str)>,
+) -> bool {
+    fn quick<T: DeserializeOwned>(text: &str) -> Option<Loaded<T>> {
+        let value = serde_saphyr::from_str_with_options(text, yaml::options()).ok()?;
+        Some(Loaded {
+            value,
+            index: Index::default(),
+        })
+    }
+    let ic = match install_config {
+        Some((_, text)) => match quick::<install_config::InstallConfig>(text) {
+            Some(l)
+                if FileKind::INSTALL_CONFIG
+                    .header_ok(&l.value.api_version, l.value.kind.as_deref()) =>
+            {
+                Some(l)
+            }
+            _ => return false,
+        },
+        None => None,
+    };
+    let ac = match agent_config {
+        Some((_, text)) => match quick::<agent_config::AgentConfig>(text) {
+            Some(l)
+                if FileKind::AGENT_CONFIG.header_ok(&l.value.api_version, Some(&l.value.kind)) =>
+            {
+                Some(l)
+            }
+            _ => return false,
+        },
+        None => None,
+    };
+    if ic
+        .as_ref()
+        .is_some_and(|l| !rules::install_config(l).is_empty())
+        || ac
+            .as_ref()
+            .is_some_and(|l| !rules::agent_config(l).is_empty())
+    {
+        return false;
+    }
+    match (&ic, &ac) {
+        (Some(i), Some(a)) => rules::cross(i, a).is_empty(),
+        _ => true,
+    }
 }
 
 /// `bootstrap validate`: reads the files given, prints every problem (or an "ok" line) on stdout,
@@ -217,6 +273,15 @@ pub(crate) struct FileKind {
 }
 
 impl FileKind {
+    /// True when `api_version` and `kind` are this file's, exactly.
+    fn header_ok(&self, api_version: &str, kind: Option<&str>) -> bool {
+        api_version == self.api_version
+            && match kind {
+                Some(k) => k == self.kind,
+                None => !self.kind_required,
+            }
+    }
+
     pub(crate) const INSTALL_CONFIG: FileKind = FileKind {
         document: "install-config",
         api_version: install_config::API_VERSION,

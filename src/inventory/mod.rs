@@ -181,6 +181,48 @@ pub fn load(dir: &Path) -> Result<Inventory, InventoryError> {
     }
 }
 
+/// [`load`] and [`validate`] together, the common case first at half the cost: a valid
+/// inventory needs no positions, so both files are read once into their schemas without the
+/// position index and the rules run; only when anything is wrong are the files read again with
+/// positions, so every problem carries its line and column.
+pub fn load_validated(
+    dir: &Path,
+) -> Result<(Inventory, Vec<(InventoryFile, Problem)>), InventoryError> {
+    let read = |file: InventoryFile| {
+        let path = dir.join(file.name());
+        std::fs::read_to_string(&path).map_err(|e| InventoryError::Read {
+            message: io_reason(&e),
+            path,
+        })
+    };
+    let (site_text, nodes_text) = (read(InventoryFile::Site)?, read(InventoryFile::Nodes)?);
+    let quick = (
+        serde_saphyr::from_str_with_options::<Site>(&site_text, yaml::options()),
+        serde_saphyr::from_str_with_options::<NodeList>(&nodes_text, yaml::options()),
+    );
+    if let (Ok(site), Ok(nodes)) = quick {
+        let headers_ok = site.api_version == API_VERSION
+            && site.kind == SITE_KIND
+            && nodes.api_version == API_VERSION
+            && nodes.kind == NODES_KIND;
+        if headers_ok {
+            let inv = Inventory {
+                dir: dir.to_path_buf(),
+                site,
+                nodes,
+                site_index: Index::default(),
+                nodes_index: Index::default(),
+            };
+            if validate::validate(&inv).is_empty() {
+                return Ok((inv, Vec::new()));
+            }
+        }
+    }
+    let inv = load(dir)?;
+    let problems = validate::validate(&inv);
+    Ok((inv, problems))
+}
+
 /// A parsed file and its index, or its problems; `Err` only when it cannot be read.
 type Parsed<T> = Result<(T, Index), Vec<Problem>>;
 

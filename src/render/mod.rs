@@ -99,12 +99,11 @@ pub struct RenderSummary {
 
 /// `bootstrap render --inventory DIR --out RUNDIR`.
 pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
-    let inv = match inventory::load(&args.inventory) {
-        Ok(inv) => inv,
+    let (inv, problems) = match inventory::load_validated(&args.inventory) {
+        Ok(loaded) => loaded,
         Err(e @ InventoryError::Invalid { .. }) => return Ok(refuse(&e.to_string())),
         Err(e) => return Err(e.into()),
     };
-    let problems = inventory::validate(&inv);
     if !problems.is_empty() {
         return Ok(refuse(&render_inventory_problems(&inv.dir, &problems)));
     }
