@@ -13,14 +13,14 @@ use crate::inventory::{self, render_inventory_problems, Inventory, InventoryErro
 use crate::mirror::cluster::{Category, ClusterResources, MirroredImage};
 use crate::mirror::record::MirrorRecord;
 use crate::oci::digest::Digest;
+use crate::oci::layout::write_atomic_mode;
 use crate::oci::reference::ImageRef;
 use crate::output::OutputFormat;
 use crate::secret::Secret;
 use crate::yaml::Problem;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 /// The install-config file name.
@@ -443,40 +443,6 @@ fn write(r: &Rendered, out: &Path) -> Result<Vec<WrittenFile>> {
         });
     }
     Ok(written)
-}
-
-/// Writes `bytes` to a temporary file beside `path` created with `mode` (so a secret is never
-/// readable by others, not even for a moment), syncs it and renames it into place.
-fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp: PathBuf = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        // The umask may have narrowed the mode; set it exactly.
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs_err::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]
