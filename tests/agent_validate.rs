@@ -6,7 +6,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use support::run::{bootstrap, failed, ok};
+use support::run::{bootstrap, failed, ok, validate_pair};
 
 const INSTALL_CONFIG: &str = include_str!("testdata/agent/install-config.yaml");
 const AGENT_CONFIG: &str = include_str!("testdata/agent/agent-config.yaml");
@@ -183,13 +183,7 @@ const CASES: &[Case] = &[
 fn the_base_pair_is_valid() {
     let dir = tempfile::tempdir().unwrap();
     let (ic, ac) = write_pair(dir.path(), INSTALL_CONFIG, AGENT_CONFIG);
-    let out = ok(&bootstrap(&[
-        "validate",
-        "--install-config",
-        ic.to_str().unwrap(),
-        "--agent-config",
-        ac.to_str().unwrap(),
-    ]));
+    let out = ok(&validate_pair(&ic, &ac));
     assert!(out.starts_with("ok: "), "{out}");
 }
 
@@ -203,13 +197,7 @@ fn every_rule_reports_its_field_and_position() {
         let ic_text = mutate(INSTALL_CONFIG, case.ic, case.name);
         let ac_text = mutate(AGENT_CONFIG, case.ac, case.name);
         let (ic, ac) = write_pair(dir.path(), &ic_text, &ac_text);
-        let o = bootstrap(&[
-            "validate",
-            "--install-config",
-            ic.to_str().unwrap(),
-            "--agent-config",
-            ac.to_str().unwrap(),
-        ]);
+        let o = validate_pair(&ic, &ac);
         let out = stdout(&o);
         match case.expect {
             None if !o.status.success() => {
@@ -277,13 +265,7 @@ fn a_broken_file_does_not_hide_the_other() {
         "apiVersion: v1\nbaseDomain: [example.com\n",
         &ac_text,
     );
-    let o = bootstrap(&[
-        "validate",
-        "--install-config",
-        ic.to_str().unwrap(),
-        "--agent-config",
-        ac.to_str().unwrap(),
-    ]);
+    let o = validate_pair(&ic, &ac);
     failed(&o);
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();

@@ -3,25 +3,11 @@
 //! `inventory::load` + `inventory::validate`. Each invalid case names the file and field path
 //! the problem must carry (with a line and column) and words its message must contain.
 
+mod support;
+
 use bootstrap::inventory::{self, InventoryFile};
 use std::path::{Path, PathBuf};
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+use support::run::{copy_dir, repo};
 
 #[derive(Clone, Copy)]
 enum Base {

@@ -5,24 +5,7 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use support::run::{bootstrap, command, failed, ok};
-
-fn repo(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), &dest).unwrap();
-        }
-    }
-}
+use support::run::{bootstrap, command, copy_dir, failed, ok, repo, validate_pair};
 
 fn render(inventory: &Path, out: &Path) -> std::process::Output {
     bootstrap(&[
@@ -214,13 +197,7 @@ fn rendered_files_pass_bootstrap_validate() {
         ok(&render(&repo(&format!("inventory/{site}")), &out));
         let ic = out.join("install-config.yaml");
         let ac = out.join("agent-config.yaml");
-        let o = bootstrap(&[
-            "validate",
-            "--install-config",
-            ic.to_str().unwrap(),
-            "--agent-config",
-            ac.to_str().unwrap(),
-        ]);
+        let o = validate_pair(&ic, &ac);
         let stdout = ok(&o);
         assert!(stdout.starts_with("ok:"), "{site}: {stdout}");
     }

@@ -87,3 +87,33 @@ pub fn assert_blobs_intact(dir: &Path) {
         assert_eq!(actual.hex(), name, "{} is corrupt", path.display());
     }
 }
+
+/// `bootstrap validate` of an install-config.yaml and agent-config.yaml pair.
+pub fn validate_pair(install_config: &Path, agent_config: &Path) -> Output {
+    bootstrap(&[
+        "validate",
+        "--install-config",
+        install_config.to_str().unwrap(),
+        "--agent-config",
+        agent_config.to_str().unwrap(),
+    ])
+}
+
+/// A path in the source tree (`inventory/lab`).
+pub fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Copies the directory tree `from` to `to` (created).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
