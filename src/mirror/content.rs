@@ -473,7 +473,8 @@ async fn catalog(
     let rendered = selection.render(select::UnknownSchemas::Keep);
     let cache_dir = rebuild::cache_dir_of(&config);
     let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
-    let mut rebuilt = rebuild_image(regs, &resolved, &layer).await?;
+    let known = (config_digest(&manifest)?, config.clone());
+    let mut rebuilt = rebuild_image(regs, &resolved, &layer, known).await?;
     rebuilt.placement = Placement {
         repository: op.target_catalog.clone().filter(|s| !s.is_empty()),
         tag: op.target_tag.clone().filter(|s| !s.is_empty()),
@@ -524,11 +525,12 @@ fn configs_label(config: &[u8]) -> Option<String> {
 }
 
 /// The rebuilt catalog: every kept platform's manifest with `layer` added, and an index over
-/// them when the source was an index.
+/// them when the source was an index. `known` is a config already read (digest, bytes).
 async fn rebuild_image(
     regs: &Arc<Registries>,
     resolved: &ResolvedImage,
     layer: &rebuild::ConfigsLayer,
+    known: (Digest, Bytes),
 ) -> Result<ResolvedImage> {
     let image = &resolved.source;
     let mut out = ResolvedImage::new(image.clone(), resolved.root.clone());
@@ -552,7 +554,13 @@ async fn rebuild_image(
         let Parsed::Image(m) = raw.parse()? else {
             bail!("{image}: nested indexes are not supported");
         };
-        let config = read_blob(regs, image, &config_digest(&m)?).await?;
+        // The first platform's config was read already, for the configs label.
+        let digest = config_digest(&m)?;
+        let config = if digest == known.0 {
+            known.1.clone()
+        } else {
+            read_blob(regs, image, &digest).await?
+        };
         let new = rebuild::rebuild_manifest(&raw, &config, layer)
             .with_context(|| format!("rebuilding catalog {image}"))?;
         let Parsed::Image(nm) = new.manifest.parse()? else {
