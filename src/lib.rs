@@ -3,10 +3,12 @@
 
 pub mod agent;
 pub mod cli;
+pub mod commands;
+pub mod concurrency;
 pub mod inventory;
 pub mod lab;
 pub mod mirror;
-pub mod model;
+pub mod modelcar;
 pub mod netaddr;
 pub mod oci;
 pub mod output;

@@ -1,6 +1,7 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
 use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd};
+use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -24,14 +25,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let printer = Printer::new(cli.output);
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Mirror(args) => bootstrap::mirror::run(args, cli.output).await,
-            Command::Verify(args) => bootstrap::verify::run(args, cli.output).await,
-            Command::Model(ModelCmd::Pack(args)) => bootstrap::model::pack(args, cli.output).await,
-            Command::Lab(LabCmd::Seed(args)) => bootstrap::lab::seed(args, cli.output).await,
-            Command::Validate(args) => bootstrap::agent::run(args, cli.output),
-            Command::Render(args) => bootstrap::render::run(args, cli.output),
+            Command::Mirror(args) => commands::mirror::run(args, &printer).await,
+            Command::Verify(args) => commands::verify::run(args, &printer).await,
+            Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
+            Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
+            Command::Validate(args) => commands::validate::run(args, &printer),
+            Command::Render(args) => commands::render::run(args, &printer),
         }
     });
     match result {

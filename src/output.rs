@@ -3,7 +3,8 @@
 //! blob in flight); otherwise it is plain lines, a few per minute, that read well in CI logs.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use std::fmt::Display;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +17,61 @@ pub enum OutputFormat {
     Text,
     /// One JSON document on stdout.
     Json,
+}
+
+/// The one way a command shows its result: text for people or one JSON document for machines,
+/// on stdout; and its warnings and errors, on stderr. Commands build a result value that is both
+/// `Serialize` and `Display` and hand it here, so `--output json` is never an afterthought.
+#[derive(Clone, Copy, Debug)]
+pub struct Printer {
+    format: OutputFormat,
+}
+
+impl Printer {
+    /// A printer for `format`.
+    pub fn new(format: OutputFormat) -> Self {
+        Printer { format }
+    }
+
+    /// The format results are printed in.
+    pub fn format(&self) -> OutputFormat {
+        self.format
+    }
+
+    /// Prints a command's result on stdout: its `Display` as text, or its `Serialize` as one
+    /// pretty JSON document. A closed pipe (`| head`) is not an error.
+    pub fn result<T: serde::Serialize + Display>(&self, value: &T) -> anyhow::Result<()> {
+        let text = match self.format {
+            OutputFormat::Json => {
+                let mut json = serde_json::to_string_pretty(value)?;
+                json.push('\n');
+                json
+            }
+            OutputFormat::Text => value.to_string(),
+        };
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(anyhow::Error::new(e).context("writing the result to stdout"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A warning on stderr: `warning: ...`.
+    pub fn warn(&self, message: impl Display) {
+        eprintln!("warning: {message}");
+    }
+
+    /// An error line on stderr: `error: ...` (the command still decides the exit code).
+    pub fn error(&self, message: impl Display) {
+        eprintln!("error: {message}");
+    }
+
+    /// Free text on stderr (tables, notes) that is not the command's result.
+    pub fn note(&self, text: impl Display) {
+        eprint!("{text}");
+    }
 }
 
 /// Blobs at least this large get their own progress line.
@@ -157,6 +213,17 @@ impl Progress {
                 BlobProgress { bar: None }
             }
         }
+    }
+
+    /// A warning (`warning: ...`) that does not tear the bars.
+    pub fn warn(&self, message: impl Display) {
+        self.println(&format!("warning: {message}"));
+    }
+
+    /// An error line (`error: ...`) that does not tear the bars; the run goes on or fails as
+    /// its caller decides.
+    pub fn error(&self, message: impl Display) {
+        self.println(&format!("error: {message}"));
     }
 
     /// A log line that does not tear the bars.

@@ -3,19 +3,17 @@
 //! against a record (every manifest by digest, every blob by HEAD with its size). Exit 0 only
 //! when everything matches.
 
-use crate::cli::VerifyArgs;
 use crate::mirror::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
-use crate::mirror::{registries, Location};
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
-use crate::output::{human_bytes, OutputFormat};
+use crate::oci::registry::{Registries, RegistryOptions};
+use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 /// What a verification found.
 #[derive(Debug, Default, serde::Serialize)]
@@ -47,31 +45,37 @@ impl Report {
     }
 }
 
-/// Runs `bootstrap verify`.
-pub async fn run(args: VerifyArgs, output: OutputFormat) -> Result<ExitCode> {
-    let report = match Location::parse(&args.target, "the verify target")? {
-        Location::Disk(dir) => {
-            if args.record.is_some() {
-                anyhow::bail!("--record is for registries: a disk mirror is checked against its own {RECORD_FILE}");
-            }
-            verify_layout(&dir).await?
-        }
-        Location::Registry(target) => {
-            let record_path = args.record.as_deref().context(
-                "checking a registry needs the mirror record to check it against: pass --record FILE",
-            )?;
-            let record = MirrorRecord::load(record_path)?;
-            let regs = registries(&args.registry)?;
+/// What to verify, resolved.
+#[derive(Clone, Debug)]
+pub enum VerifyTarget {
+    /// A disk mirror, checked against the record, index and `SHA256SUMS` it carries.
+    Disk(PathBuf),
+    /// A registry (under a prefix), checked against a mirror record.
+    Registry {
+        /// Host and prefix.
+        target: RegistryTarget,
+        /// The record to check it against.
+        record: PathBuf,
+        /// Credentials and trust.
+        registry: Box<RegistryOptions>,
+    },
+}
+
+/// Runs `bootstrap verify`: the report says whether everything matched.
+pub async fn run(target: VerifyTarget) -> Result<Report> {
+    match target {
+        VerifyTarget::Disk(dir) => verify_layout(&dir).await,
+        VerifyTarget::Registry {
+            target,
+            record,
+            registry,
+        } => {
+            let record = MirrorRecord::load(&record)?;
+            let regs = Registries::new(*registry)?;
             let client = regs.client(&target.registry)?;
-            verify_registry(&client, &target, &record).await?
+            verify_registry(&client, &target, &record).await
         }
-    };
-    print_report(&report, output)?;
-    Ok(if report.ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    }
 }
 
 fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
@@ -375,30 +379,27 @@ pub async fn verify_registry(
     Ok(report.finish())
 }
 
-fn print_report(r: &Report, output: OutputFormat) -> Result<()> {
-    match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(r)?),
-        OutputFormat::Text => {
-            for m in &r.missing {
-                println!("missing: {m}");
-            }
-            for c in &r.corrupt {
-                println!("corrupt: {c}");
-            }
-            for u in &r.unexpected {
-                println!("unexpected: {u}");
-            }
-            println!(
-                "{}: {} ({} checked, {}; {} missing, {} corrupt, {} unexpected)",
-                r.target,
-                if r.ok { "OK" } else { "FAILED" },
-                r.checked,
-                human_bytes(r.bytes),
-                r.missing.len(),
-                r.corrupt.len(),
-                r.unexpected.len()
-            );
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for m in &self.missing {
+            writeln!(f, "missing: {m}")?;
         }
+        for c in &self.corrupt {
+            writeln!(f, "corrupt: {c}")?;
+        }
+        for u in &self.unexpected {
+            writeln!(f, "unexpected: {u}")?;
+        }
+        writeln!(
+            f,
+            "{}: {} ({} checked, {}; {} missing, {} corrupt, {} unexpected)",
+            self.target,
+            if self.ok { "OK" } else { "FAILED" },
+            self.checked,
+            human_bytes(self.bytes),
+            self.missing.len(),
+            self.corrupt.len(),
+            self.unexpected.len()
+        )
     }
-    Ok(())
 }

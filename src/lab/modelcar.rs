@@ -71,7 +71,7 @@ pub async fn build(host: &str, work: &Path) -> Result<Image> {
     let out = layout_dir
         .to_str()
         .with_context(|| format!("{} is not UTF-8", layout_dir.display()))?;
-    let packed = crate::model::pack_into_layout(&model_dir, &reference, out, THRESHOLD)
+    let packed = crate::modelcar::pack_into_layout(&model_dir, &reference, out, THRESHOLD)
         .await
         .with_context(|| format!("packing {}", model_dir.display()))?;
     let layout = OciLayout::open(&layout_dir)?;

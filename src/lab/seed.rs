@@ -8,18 +8,14 @@ use super::image::Image;
 use super::modelcar;
 use super::push::{Pusher, Transfer};
 use super::release;
-use crate::cli::{LabSeedArgs, RegistryArgs};
-use crate::oci::auth::AuthFile;
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Registries, RegistryOptions};
-use crate::oci::retry::RetryPolicy;
-use crate::output::{human_bytes, OutputFormat};
+use crate::output::{human_bytes, Progress};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 /// The graph file's name under DIR.
 pub const GRAPH_FILE: &str = "graph.json";
@@ -90,29 +86,52 @@ pub struct CatalogRecord {
     pub packages: Vec<PackageRecord>,
 }
 
-/// What `--output json` prints: the seed record and what this run sent.
+/// What `bootstrap lab seed` reports (`--output json` prints it): the seed record and what
+/// this run sent.
 #[derive(Debug, serde::Serialize)]
-struct Summary<'a> {
+pub struct SeedReport {
+    /// What the upstream holds.
     #[serde(flatten)]
-    seed: &'a Seed,
-    transfer: Transfer,
+    pub seed: Seed,
+    /// What this run sent.
+    pub transfer: Transfer,
+    /// Where graph.json and seed.json were written.
+    #[serde(skip)]
+    pub out: PathBuf,
+}
+
+/// A `bootstrap lab seed` run, resolved.
+#[derive(Clone, Debug)]
+pub struct SeedSettings {
+    /// The lab registry's `HOST:PORT`.
+    pub host: String,
+    /// Credentials and trust.
+    pub registry: RegistryOptions,
+    /// Where graph.json, seed.json and the modelcar's files go.
+    pub out: PathBuf,
 }
 
 /// Runs `bootstrap lab seed`.
-pub async fn seed(args: LabSeedArgs, output: OutputFormat) -> Result<ExitCode> {
-    let host = registry_host(&args.registry_url)?;
-    let registries = registries(&args.registry)?;
+pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
+    let SeedSettings {
+        host,
+        registry,
+        out,
+    } = settings;
+    let registries = Registries::new(registry)?;
     let client = registries.client(&host)?;
     client
         .ping()
         .await
         .with_context(|| format!("reaching the lab registry {host}"))?;
-    fs_err::create_dir_all(&args.out).context("creating --out")?;
-
-    eprintln!("building release payloads, the operator catalog and the modelcar for {host}");
+    fs_err::create_dir_all(&out).with_context(|| format!("creating --out {}", out.display()))?;
+    let progress = Progress::new("seed", 0);
+    progress.println(&format!(
+        "building release payloads, the operator catalog and the modelcar for {host}"
+    ));
     let releases = release::build(&host)?;
     let built_catalog = catalog::build(&host)?;
-    let model = modelcar::build(&host, &args.out.join("modelcar")).await?;
+    let model = modelcar::build(&host, &out.join("modelcar")).await?;
 
     let mut leaves: BTreeMap<(String, Digest), (&Image, &'static str)> = BTreeMap::new();
     for r in &releases {
@@ -137,18 +156,18 @@ pub async fn seed(args: LabSeedArgs, output: OutputFormat) -> Result<ExitCode> {
     roots.push((&built_catalog.image, "catalog"));
 
     let pusher = Pusher::new(&client);
-    eprintln!("pushing {} images to {host}", leaves.len());
+    progress.println(&format!("pushing {} images to {host}", leaves.len()));
     let leaf_images: Vec<&Image> = leaves.values().map(|(i, _)| *i).collect();
     pusher.push_all(&leaf_images).await?;
-    eprintln!(
+    progress.println(&format!(
         "pushing {} release images and the catalog to {host}",
         roots.len() - 1
-    );
+    ));
     let root_images: Vec<&Image> = roots.iter().map(|(i, _)| *i).collect();
     pusher.push_all(&root_images).await?;
 
     let graph = release::graph(&host, &releases);
-    write_json(&args.out.join(GRAPH_FILE), &graph)?;
+    write_json(&out.join(GRAPH_FILE), &graph)?;
     let record = |img: &Image, kind| ImageRecord {
         reference: img.tagged(&host),
         repository: img.repository.clone(),
@@ -188,14 +207,18 @@ pub async fn seed(args: LabSeedArgs, output: OutputFormat) -> Result<ExitCode> {
         },
         modelcar: record(&model, "modelcar"),
     };
-    write_json(&args.out.join(SEED_FILE), &seed)?;
-    report(&seed, pusher.transfer(), &args.out, output)?;
-    Ok(ExitCode::SUCCESS)
+    write_json(&out.join(SEED_FILE), &seed)?;
+    progress.finish();
+    Ok(SeedReport {
+        seed,
+        transfer: pusher.transfer(),
+        out,
+    })
 }
 
 /// `HOST:PORT` from `docker://HOST:PORT`; a path is refused, since the lab's repositories are
 /// the upstream's own paths.
-fn registry_host(url: &str) -> Result<String> {
+pub fn registry_host(url: &str) -> Result<String> {
     let Some(rest) = url.strip_prefix("docker://") else {
         bail!("the lab registry '{url}' must be docker://HOST:PORT, e.g. docker://127.0.0.1:5000");
     };
@@ -211,65 +234,54 @@ fn registry_host(url: &str) -> Result<String> {
     Ok(target.registry)
 }
 
-fn registries(args: &RegistryArgs) -> Result<Registries> {
-    Registries::new(RegistryOptions {
-        authfile: AuthFile::load(args.authfile.as_deref())?,
-        ca_bundle: args.ca_bundle.clone(),
-        plain_http: args.plain_http.clone(),
-        insecure_tls: args.insecure_skip_tls_verify.clone(),
-        retry: RetryPolicy::with_attempts(RetryPolicy::default().attempts),
-    })
-}
-
 fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(value)?;
     bytes.push(b'\n');
     write_atomic(path, &bytes).with_context(|| format!("writing {}", path.display()))
 }
 
-fn report(seed: &Seed, transfer: Transfer, out: &Path, output: OutputFormat) -> Result<()> {
-    match output {
-        OutputFormat::Json => {
-            let summary = Summary { seed, transfer };
-            println!("{}", serde_json::to_string_pretty(&summary)?);
+impl std::fmt::Display for SeedReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (seed, transfer) = (&self.seed, &self.transfer);
+        writeln!(f, "seeded the lab upstream at {}:", seed.registry)?;
+        for r in &seed.releases {
+            writeln!(
+                f,
+                "  release {} {} ({} components; {})",
+                r.image,
+                r.digest,
+                r.components.len(),
+                r.channels.join(", ")
+            )?;
         }
-        OutputFormat::Text => {
-            println!("seeded the lab upstream at {}:", seed.registry);
-            for r in &seed.releases {
-                println!(
-                    "  release {} {} ({} components; {})",
-                    r.image,
-                    r.digest,
-                    r.components.len(),
-                    r.channels.join(", ")
-                );
-            }
-            let bundles: usize = seed.catalog.packages.iter().map(|p| p.bundles.len()).sum();
-            println!(
-                "  catalog {} {} ({} packages, {bundles} bundles)",
-                seed.catalog.image,
-                seed.catalog.digest,
-                seed.catalog.packages.len()
-            );
-            println!(
-                "  modelcar {} {}",
-                seed.modelcar.reference, seed.modelcar.digest
-            );
-            println!(
-                "  {} images in all; this run sent {} blobs ({}) and {} manifests, found {} blobs and {} manifests already there",
-                seed.images.len(),
-                transfer.blobs_sent,
-                human_bytes(transfer.bytes_sent),
-                transfer.manifests_put,
-                transfer.blobs_present,
-                transfer.manifests_present
-            );
-            println!(
-                "wrote {} and {}",
-                out.join(GRAPH_FILE).display(),
-                out.join(SEED_FILE).display()
-            );
-        }
+        let bundles: usize = seed.catalog.packages.iter().map(|p| p.bundles.len()).sum();
+        writeln!(
+            f,
+            "  catalog {} {} ({} packages, {bundles} bundles)",
+            seed.catalog.image,
+            seed.catalog.digest,
+            seed.catalog.packages.len()
+        )?;
+        writeln!(
+            f,
+            "  modelcar {} {}",
+            seed.modelcar.reference, seed.modelcar.digest
+        )?;
+        writeln!(
+            f,
+            "  {} images in all; this run sent {} blobs ({}) and {} manifests, found {} blobs and {} manifests already there",
+            seed.images.len(),
+            transfer.blobs_sent,
+            human_bytes(transfer.bytes_sent),
+            transfer.manifests_put,
+            transfer.blobs_present,
+            transfer.manifests_present
+        )?;
+        writeln!(
+            f,
+            "wrote {} and {}",
+            self.out.join(GRAPH_FILE).display(),
+            self.out.join(SEED_FILE).display()
+        )
     }
-    Ok(())
 }

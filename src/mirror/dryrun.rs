@@ -8,9 +8,9 @@ use super::record::now_rfc3339;
 use super::transfer::{Destination, Transfer};
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
-use crate::output::{human_bytes, OutputFormat};
+use crate::output::human_bytes;
 use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The plan of a run.
 #[derive(Debug, serde::Serialize)]
@@ -37,6 +37,9 @@ pub struct DryRun {
     /// Catalogs filtered (mirror.operators): the bundles kept per package.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalogs: Vec<crate::mirror::content::CatalogInfo>,
+    /// Where the plan was written (see [`DryRun::write`]).
+    #[serde(skip)]
+    pub plan_file: PathBuf,
 }
 
 /// One image of the plan.
@@ -100,52 +103,62 @@ impl DryRun {
             bytes_to_send,
             releases: Vec::new(),
             catalogs: Vec::new(),
+            plan_file: PathBuf::new(),
         }
     }
 
-    /// Writes the plan as JSON to `path`, and prints it.
-    pub fn report(&self, path: &Path, output: OutputFormat) -> Result<()> {
+    /// Writes the plan as JSON to `path` (atomically), and remembers where.
+    pub fn write(&mut self, path: &Path) -> Result<()> {
         let mut json = serde_json::to_vec_pretty(self)?;
         json.push(b'\n');
         write_atomic(path, &json).with_context(|| format!("writing {}", path.display()))?;
-        match output {
-            OutputFormat::Json => println!("{}", String::from_utf8_lossy(&json)),
-            OutputFormat::Text => {
-                for img in &self.images {
-                    let state = if img.already_mirrored {
-                        "  (already at the destination)"
-                    } else {
-                        ""
-                    };
-                    println!(
-                        "{}  {} -> {}  {}{state}",
-                        img.digest,
-                        img.source,
-                        img.destination,
-                        human_bytes(img.size)
-                    );
-                }
-                for r in &self.releases {
-                    println!(
-                        "release {} ({}): {} components, {}",
-                        r.version, r.arch, r.components, r.image
-                    );
-                }
-                for c in &self.catalogs {
-                    for (package, bundles) in &c.bundles {
-                        println!("catalog {}: {package}: {}", c.catalog, bundles.join(", "));
-                    }
-                }
-                println!(
-                    "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",
-                    self.images.len(),
-                    self.blobs,
-                    human_bytes(self.bytes_total),
-                    human_bytes(self.bytes_to_send)
-                );
-                println!("plan: {}", path.display());
+        self.plan_file = path.to_path_buf();
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for DryRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for img in &self.images {
+            let state = if img.already_mirrored {
+                "  (already at the destination)"
+            } else {
+                ""
+            };
+            writeln!(
+                f,
+                "{}  {} -> {}  {}{state}",
+                img.digest,
+                img.source,
+                img.destination,
+                human_bytes(img.size)
+            )?;
+        }
+        for r in &self.releases {
+            writeln!(
+                f,
+                "release {} ({}): {} components, {}",
+                r.version, r.arch, r.components, r.image
+            )?;
+        }
+        for c in &self.catalogs {
+            for (package, bundles) in &c.bundles {
+                writeln!(
+                    f,
+                    "catalog {}: {package}: {}",
+                    c.catalog,
+                    bundles.join(", ")
+                )?;
             }
         }
-        Ok(())
+        writeln!(
+            f,
+            "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",
+            self.images.len(),
+            self.blobs,
+            human_bytes(self.bytes_total),
+            human_bytes(self.bytes_to_send)
+        )?;
+        writeln!(f, "plan: {}", self.plan_file.display())
     }
 }

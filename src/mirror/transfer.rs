@@ -12,6 +12,7 @@
 use super::journal::{Journal, UploadEntry};
 use super::plan::{placement_annotations, rewrite_index, BlobNode, ResolvedImage, Source};
 use super::record::{ImageRecord, ManifestRecord};
+use crate::concurrency::Concurrency;
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
@@ -25,6 +26,7 @@ use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -61,22 +63,18 @@ pub struct Stats {
     pub retries: AtomicU64,
 }
 
-/// Default number of blobs in flight.
-pub const DEFAULT_CONCURRENCY: usize = 8;
-
 /// Default size of one upload chunk: a broken connection costs at most this much again.
 pub const DEFAULT_CHUNK_MIB: u64 = 64;
 
 /// How a transfer behaves: limits, chunking, and what to do about failures.
 #[derive(Clone, Debug)]
 pub struct TransferSettings {
-    /// Blobs in flight at once.
-    pub concurrency: usize,
-    /// Blob transfers talking to one registry at once.
-    pub connections_per_registry: usize,
+    /// Blobs in flight, and transfers per registry.
+    pub concurrency: Concurrency,
     /// Bytes per upload chunk; blobs no larger go in one request.
-    pub chunk_size: u64,
-    /// Retries of transient failures.
+    pub chunk_size: NonZeroU64,
+    /// Tries per blob, shared by the blob's own retries and those of every request it makes
+    /// (see [`retry::RetryBudget`]).
     pub retry: RetryPolicy,
     /// When a stream counts as stalled.
     pub stall: StallPolicy,
@@ -87,9 +85,8 @@ pub struct TransferSettings {
 impl Default for TransferSettings {
     fn default() -> Self {
         TransferSettings {
-            concurrency: DEFAULT_CONCURRENCY,
-            connections_per_registry: DEFAULT_CONCURRENCY,
-            chunk_size: DEFAULT_CHUNK_MIB * 1024 * 1024,
+            concurrency: Concurrency::default(),
+            chunk_size: NonZeroU64::new(DEFAULT_CHUNK_MIB * 1024 * 1024).expect("not zero"),
             retry: RetryPolicy::default(),
             stall: StallPolicy::default(),
             continue_on_error: false,
@@ -165,7 +162,7 @@ impl Transfer {
                     (node.blob.digest.clone(), Some(r))
                 }
             })
-            .buffer_unordered(self.settings.concurrency.max(1))
+            .buffer_unordered(self.settings.concurrency.blobs.get())
             .collect()
             .await;
         let mut outcome = BlobOutcome::default();
@@ -188,9 +185,7 @@ impl Transfer {
         gates
             .entry(host.to_string())
             .or_insert_with(|| {
-                Arc::new(Semaphore::new(
-                    self.settings.connections_per_registry.max(1),
-                ))
+                Arc::new(Semaphore::new(self.settings.concurrency.per_registry.get()))
             })
             .clone()
     }
@@ -281,11 +276,12 @@ impl Transfer {
     async fn copy_blob(&self, node: &BlobNode) -> Result<()> {
         let _permits = self.permits(node).await;
         let policy = self.settings.retry;
+        let budget = retry::RetryBudget::new(&policy);
         let started = Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let err = match self.copy_blob_once(node).await {
+            let err = match budget.scope(self.copy_blob_once(node)).await {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -294,12 +290,14 @@ impl Transfer {
                     "the disk is full: free space (or pass a destination with more) and run the same command again; it continues where it stopped",
                 ));
             }
-            if attempt >= policy.attempts || !retry::is_transient(&err) {
+            if !retry::is_transient(&err) || !budget.take() {
                 if attempt == 1 {
+                    // Nothing retried at this level: a request loop that did says so itself.
                     return Err(err);
                 }
                 return Err(err.context(format!(
-                    "gave up after {attempt} attempts in {:.0?}",
+                    "gave up after {} attempts in {:.0?}",
+                    budget.tries(),
                     started.elapsed()
                 )));
             }
@@ -309,7 +307,7 @@ impl Transfer {
                 "blob {} of {}: {err:#}; trying again in {delay:.1?} (attempt {} of {})",
                 node.blob.digest.short(),
                 node.from,
-                attempt + 1,
+                budget.tries(),
                 policy.attempts
             ));
             tokio::time::sleep(delay).await;
@@ -511,7 +509,7 @@ impl Transfer {
     ) -> Result<()> {
         let size = reader.size();
         let digest = reader.digest().clone();
-        let chunk = self.settings.chunk_size.max(1);
+        let chunk = self.settings.chunk_size.get();
         if reader.offset() == 0 && size <= chunk {
             let (body, _) = reader.take(size);
             client
@@ -584,7 +582,7 @@ impl Transfer {
                     let root = push_image(client, target, image, rewrite_filtered).await?;
                     Ok(self.image_record(image, &root))
                 })
-                .buffered(self.settings.concurrency.max(1))
+                .buffered(self.settings.concurrency.blobs.get())
                 .collect()
                 .await),
         }
@@ -632,7 +630,7 @@ impl Transfer {
                 };
                 present.then(|| self.image_record(image, &root))
             })
-            .buffered(self.settings.concurrency.max(1) * 2)
+            .buffered(self.settings.concurrency.manifests())
             .collect()
             .await
     }

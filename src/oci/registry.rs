@@ -439,7 +439,8 @@ impl RegistryClient {
                 Err(e) if e.is_transient() => None,
                 _ => return result,
             };
-            let gave_up = attempt >= policy.attempts;
+            // Within a blob's transfer its budget is shared with the blob's own retries.
+            let gave_up = attempt >= policy.attempts || !super::retry::may_retry();
             let what = describe_request(&build(&self.http));
             match result {
                 Ok(resp) if gave_up => {

@@ -77,6 +77,65 @@ impl RetryPolicy {
     }
 }
 
+/// The tries one unit of work (a blob) may spend, shared by its own retry loop and by the
+/// request loops of every request it makes. Without it the two loops multiply: six tries per
+/// blob times six per request let a dead source cost 36 GETs per blob. With it a blob makes at
+/// most `attempts` tries in all, wherever they are spent.
+///
+/// The blob loop runs each attempt inside [`RetryBudget::scope`]; the registry client's request
+/// loop asks [`may_retry`] before each retry. A task-local carries the budget from one to the
+/// other so the registry client's API stays free of it; a request made outside any scope
+/// (a manifest, a ping) keeps its own policy.
+#[derive(Clone, Debug)]
+pub struct RetryBudget {
+    remaining: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    spent: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+tokio::task_local! {
+    static BUDGET: RetryBudget;
+}
+
+impl RetryBudget {
+    /// The budget of `policy`: its tries after the first.
+    pub fn new(policy: &RetryPolicy) -> Self {
+        RetryBudget {
+            remaining: std::sync::Arc::new(policy.attempts.saturating_sub(1).into()),
+            spent: std::sync::Arc::new(0.into()),
+        }
+    }
+
+    /// Takes one retry; false when none is left.
+    pub fn take(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let took = self
+            .remaining
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        if took {
+            self.spent.fetch_add(1, Ordering::Relaxed);
+        }
+        took
+    }
+
+    /// Tries made so far under this budget, the first included.
+    pub fn tries(&self) -> u32 {
+        self.spent.load(std::sync::atomic::Ordering::Relaxed) + 1
+    }
+
+    /// Runs `fut` with this budget in scope for every request loop inside it.
+    pub async fn scope<F: std::future::Future>(&self, fut: F) -> F::Output {
+        BUDGET.scope(self.clone(), fut).await
+    }
+}
+
+/// Asked by a request loop before it tries again: takes one retry from the budget in scope
+/// and says whether there was one; true when no budget is in scope (the loop's own policy
+/// decides).
+pub fn may_retry() -> bool {
+    BUDGET.try_with(RetryBudget::take).unwrap_or(true)
+}
+
 /// A number in [0, 1) that differs between calls and processes; good enough to spread retries.
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
@@ -145,6 +204,22 @@ pub fn is_disk_full(err: &anyhow::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: the blob loop and the request loop each took `--retries`, so a dead source
+    /// cost attempts x attempts requests per blob. One budget serves both.
+    #[tokio::test]
+    async fn one_budget_is_shared_by_nested_loops() {
+        let policy = RetryPolicy::with_attempts(3);
+        let budget = RetryBudget::new(&policy);
+        let inner = budget.scope(async { (may_retry(), may_retry(), may_retry()) });
+        assert_eq!(inner.await, (true, true, false));
+        assert!(!budget.take(), "the outer loop finds the budget spent");
+        assert_eq!(budget.tries(), 3);
+        assert!(
+            may_retry(),
+            "outside a scope a request keeps its own policy"
+        );
+    }
 
     #[test]
     fn backoff_doubles_up_to_the_cap_with_jitter_in_the_upper_half() {

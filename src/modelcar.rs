@@ -8,18 +8,16 @@
 //! owners), so the same directory always gives the same digests. Each file's sha256 is computed
 //! on the way and recorded: in the layer's annotations, in the manifest's, and in the output.
 
-use crate::cli::ModelPackArgs;
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::reference::ImageRef;
 use crate::oci::stream::ByteStream;
-use crate::output::{human_bytes, OutputFormat};
+use crate::output::{human_bytes, Progress};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// Media type of the layers (uncompressed tar).
 pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar";
@@ -68,29 +66,29 @@ pub struct PackedModel {
     pub bytes: u64,
 }
 
+/// A `bootstrap model pack` run, resolved.
+#[derive(Clone, Debug)]
+pub struct PackSettings {
+    /// The model's directory.
+    pub dir: PathBuf,
+    /// The image's name and tag (no digest: packing computes it).
+    pub reference: ImageRef,
+    /// The OCI layout to write into.
+    pub layout: PathBuf,
+    /// Files of at least this many bytes get a layer of their own.
+    pub layer_threshold: u64,
+}
+
 /// Runs `bootstrap model pack`.
-pub async fn pack(args: ModelPackArgs, output: OutputFormat) -> Result<ExitCode> {
-    let reference = ImageRef::parse(&args.reference)
-        .with_context(|| format!("the image reference '{}'", args.reference))?;
-    if reference.tag.is_none() || reference.digest.is_some() {
-        bail!(
-            "the image reference '{}' needs a tag (and no digest: the digest is what packing computes), e.g. registry.example:5000/models/granite:3.1",
-            args.reference
-        );
-    }
-    let out = args
-        .layout
-        .strip_prefix("file://")
-        .with_context(|| format!("--layout '{}' must be file://DIR", args.layout))?;
-    let packed = pack_into_layout(
-        &args.dir,
-        &reference,
-        out,
-        args.layer_threshold_mib * 1024 * 1024,
+pub async fn pack(settings: PackSettings) -> Result<PackedModel> {
+    let out = settings.layout.to_string_lossy().into_owned();
+    pack_into_layout(
+        &settings.dir,
+        &settings.reference,
+        &out,
+        settings.layer_threshold,
     )
-    .await?;
-    report(&packed, output)?;
-    Ok(ExitCode::SUCCESS)
+    .await
 }
 
 /// Packs the model directory `dir` as `reference` (tagged, no digest) into the OCI layout at
@@ -107,16 +105,20 @@ pub(crate) async fn pack_into_layout(
     let groups = layer_groups(&files, threshold);
     let layout = OciLayout::create(Path::new(out))?;
     let _lock = layout.lock()?;
+    let progress = Progress::new("pack", files.iter().map(|(_, _, s)| s).sum());
     let mut layers = Vec::new();
     for group in groups {
-        eprintln!(
+        let bytes = group.iter().map(|(_, _, s)| s).sum();
+        progress.println(&format!(
             "packing {} ({} files, {})",
             group[0].0,
             group.len(),
-            human_bytes(group.iter().map(|(_, _, s)| s).sum())
-        );
+            human_bytes(bytes)
+        ));
         layers.push(write_layer(&layout, dir, group).await?);
+        progress.inc(bytes);
     }
+    progress.finish();
     write_image(&layout, reference, layers, out).await
 }
 
@@ -366,29 +368,27 @@ async fn write_image(
     })
 }
 
-fn report(p: &PackedModel, output: OutputFormat) -> Result<()> {
-    match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(p)?),
-        OutputFormat::Text => {
-            for l in &p.layers {
-                for f in &l.files {
-                    println!("{}  {}", f.sha256.hex(), f.path);
-                }
+impl std::fmt::Display for PackedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for l in &self.layers {
+            for file in &l.files {
+                writeln!(f, "{}  {}", file.sha256.hex(), file.path)?;
             }
-            println!(
-                "packed {} as {} ({} layers, {}) into {}",
-                p.reference,
-                p.digest,
-                p.layers.len(),
-                human_bytes(p.bytes),
-                p.layout
-            );
-            let host = p.reference.split('/').next().unwrap_or_default();
-            println!(
-                "push it with: bootstrap mirror --from {} docker://{host}",
-                p.layout
-            );
         }
+        writeln!(
+            f,
+            "packed {} as {} ({} layers, {}) into {}",
+            self.reference,
+            self.digest,
+            self.layers.len(),
+            human_bytes(self.bytes),
+            self.layout
+        )?;
+        let host = self.reference.split('/').next().unwrap_or_default();
+        writeln!(
+            f,
+            "push it with: bootstrap mirror --from {} docker://{host}",
+            self.layout
+        )
     }
-    Ok(())
 }

@@ -1,8 +1,10 @@
 //! Command-line types: one Args struct per subcommand, a doc comment on every flag (they are the
 //! `--help` text).
 
+use crate::concurrency::Concurrency;
 use crate::output::OutputFormat;
 use clap::{Args, Parser, Subcommand};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 /// Take an air-gapped, bare-metal site from empty racks to an OpenShift AI GPU cluster:
@@ -107,12 +109,12 @@ pub struct MirrorArgs {
     pub release_signatures: Option<PathBuf>,
 
     /// Blobs in flight at once.
-    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
-    pub max_concurrent_blobs: usize,
+    #[arg(long, default_value_t = Concurrency::DEFAULT_BLOBS, value_name = "N")]
+    pub max_concurrent_blobs: NonZeroUsize,
 
     /// Blob transfers talking to one registry at once (source or destination).
-    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_CONCURRENCY, value_name = "N")]
-    pub max_connections_per_registry: usize,
+    #[arg(long, default_value_t = Concurrency::DEFAULT_BLOBS, value_name = "N")]
+    pub max_connections_per_registry: NonZeroUsize,
 
     /// Upload chunk size in MiB: blobs larger than this are pushed in chunks of this size,
     /// each recorded when the registry acknowledged it, so a broken connection or a killed run
@@ -121,9 +123,10 @@ pub struct MirrorArgs {
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub chunk_size: u64,
 
-    /// Tries per request and per blob before giving up on transient failures (connection
-    /// errors, HTTP 5xx and 429, cut or corrupted bodies, stalls); waits back off
-    /// exponentially with jitter, or as the registry's Retry-After says.
+    /// Tries per blob (and per request outside a blob transfer) before giving up on transient
+    /// failures (connection errors, HTTP 5xx and 429, cut or corrupted bodies, stalls); a
+    /// blob's tries are one budget shared by all its requests. Waits back off exponentially
+    /// with jitter, or as the registry's Retry-After says.
     #[arg(long, default_value_t = 6, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub retries: u32,

@@ -1,0 +1,80 @@
+//! `bootstrap mirror`: the command line resolved into [`MirrorSettings`], the run, its report.
+
+use super::{exit_code, registry_options, Printer};
+use crate::cli::MirrorArgs;
+use crate::concurrency::Concurrency;
+use crate::mirror::report::MirrorResult;
+use crate::mirror::transfer::TransferSettings;
+use crate::mirror::{Location, MirrorInput, MirrorSettings};
+use crate::oci::retry::RetryPolicy;
+use crate::oci::stall::StallPolicy;
+use anyhow::{bail, Result};
+use std::num::NonZeroU64;
+use std::process::ExitCode;
+use std::time::Duration;
+
+impl MirrorSettings {
+    /// Resolves `bootstrap mirror`'s arguments: locations parsed, combinations checked, the
+    /// auth file read. Nothing is contacted.
+    pub fn resolve(args: MirrorArgs) -> Result<Self> {
+        let destination = Location::parse(&args.destination, "the destination")?;
+        let input = match (&args.from, &args.config) {
+            (Some(from), _) => match Location::parse(from, "--from")? {
+                Location::Disk(dir) => MirrorInput::Disk(dir),
+                Location::Registry(_) => bail!(
+                    "--from takes a disk mirror (file://DIR); to mirror from registries, name them in the ImageSetConfiguration (-c)"
+                ),
+            },
+            (None, Some(cfg)) => MirrorInput::Config(cfg.clone()),
+            (None, None) => bail!("name what to mirror: -c CONFIG, or --from file://DIR"),
+        };
+        if matches!(input, MirrorInput::Disk(_)) && matches!(destination, Location::Disk(_)) {
+            bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
+        }
+        let transfer = TransferSettings {
+            concurrency: Concurrency {
+                blobs: args.max_concurrent_blobs,
+                per_registry: args.max_connections_per_registry,
+            },
+            chunk_size: NonZeroU64::new(args.chunk_size * 1024 * 1024)
+                .expect("clap keeps --chunk-size in 1..=4096"),
+            retry: RetryPolicy::with_attempts(args.retries),
+            stall: StallPolicy {
+                window: Duration::from_secs(args.stall_timeout),
+                floor: args.stall_floor,
+            },
+            continue_on_error: args.continue_on_error,
+        };
+        Ok(MirrorSettings {
+            input,
+            destination,
+            destination_label: args.destination,
+            graph_url: args.graph_url,
+            release_signatures: args.release_signatures,
+            registry: registry_options(&args.registry, transfer.retry)?,
+            transfer,
+            workdir: args.workdir,
+            dry_run: args.dry_run,
+            ignore_free_space: args.ignore_free_space,
+            status_file: args.status_file,
+            record: args.record,
+            rewrite_filtered_indexes: args.rewrite_filtered_indexes,
+        })
+    }
+}
+
+/// Runs `bootstrap mirror`; exit 1 when any image was not mirrored.
+pub async fn run(args: MirrorArgs, printer: &Printer) -> Result<ExitCode> {
+    let settings = MirrorSettings::resolve(args)?;
+    let result = crate::mirror::run(settings).await?;
+    printer.result(&result)?;
+    match &result {
+        MirrorResult::Mirrored(report) => {
+            for line in &report.not_mirrored {
+                printer.error(line);
+            }
+            Ok(exit_code(report.complete()))
+        }
+        MirrorResult::Planned(_) => Ok(ExitCode::SUCCESS),
+    }
+}

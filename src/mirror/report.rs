@@ -1,0 +1,201 @@
+//! What a run reports: the summary (`--output json` prints exactly it), the images mirrored
+//! for the text listing, and what was not mirrored, for the engineer to act on.
+
+use super::content;
+use super::dryrun::DryRun;
+use super::status::{ImageStatus, Outcome, StatusFile};
+use crate::oci::digest::Digest;
+use crate::output::human_bytes;
+use std::path::Path;
+
+/// The summary a run prints.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Source.
+    pub source: String,
+    /// Destination.
+    pub destination: String,
+    /// Images mirrored.
+    pub images: usize,
+    /// Unique blobs in the set.
+    pub blobs: usize,
+    /// Blobs copied this run.
+    pub blobs_copied: u64,
+    /// Blobs mounted from another repository.
+    pub blobs_mounted: u64,
+    /// Blobs the destination already had.
+    pub blobs_present: u64,
+    /// Images the destination already held exactly; nothing of theirs was sent.
+    pub images_unchanged: usize,
+    /// Images that failed or were skipped (see the status file).
+    pub images_failed: usize,
+    /// Bytes moved this run.
+    pub bytes_transferred: u64,
+    /// Bytes an interrupted attempt or run had moved and this run continued from.
+    pub bytes_resumed: u64,
+    /// Transient failures that were retried.
+    pub retries: u64,
+    /// Bytes of the whole set.
+    pub bytes_total: u64,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Where the mirror record was written.
+    pub record: String,
+    /// Where the per-image status was written.
+    pub status: String,
+    /// Where the cluster's mirror configuration (IDMS, ITMS, install-config snippet) was
+    /// written; registry destinations only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_resources: Option<String>,
+    /// Release payloads chosen (mirror.platform).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<content::ReleaseInfo>,
+    /// Catalogs filtered and rebuilt (mirror.operators).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalogs: Vec<content::CatalogInfo>,
+}
+
+/// One image at the destination, for the text listing.
+#[derive(Debug)]
+pub struct MirroredImage {
+    /// Its root manifest's digest.
+    pub digest: Digest,
+    /// Where it came from.
+    pub source: String,
+    /// The platforms kept.
+    pub platforms: Vec<String>,
+}
+
+/// The result of a run that copied.
+#[derive(Debug, serde::Serialize)]
+pub struct MirrorReport {
+    /// The counts, as `--output json` prints them.
+    #[serde(flatten)]
+    pub summary: Summary,
+    /// Every image at the destination.
+    #[serde(skip)]
+    pub mirrored: Vec<MirroredImage>,
+    /// Why images were not mirrored, one line each, then what to do; empty when all were.
+    #[serde(skip)]
+    pub not_mirrored: Vec<String>,
+}
+
+impl MirrorReport {
+    /// True when every image was mirrored (the exit code is 0).
+    pub fn complete(&self) -> bool {
+        self.summary.images_failed == 0
+    }
+}
+
+/// The lines that say which images were not mirrored, why, and what to do.
+pub(super) fn not_mirrored(status: &StatusFile, status_path: &Path) -> Vec<String> {
+    let failed = |s: &&ImageStatus| matches!(s.outcome, Outcome::Failed | Outcome::Skipped);
+    let mut lines: Vec<String> = status
+        .images
+        .iter()
+        .filter(failed)
+        .map(|s| {
+            format!(
+                "{} {}: {}",
+                s.source,
+                s.outcome.as_str(),
+                s.error.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    if !lines.is_empty() {
+        lines.push(format!(
+            "{} of {} images were not mirrored (see {}); run the same command again to continue",
+            status.failed + status.skipped,
+            status.images.len(),
+            status_path.display()
+        ));
+    }
+    lines
+}
+
+/// What `bootstrap mirror` hands the printer: a run's report, or a dry run's plan.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum MirrorResult {
+    /// Content was copied (or found in place).
+    Mirrored(MirrorReport),
+    /// `--dry-run`: the plan; nothing was copied.
+    Planned(DryRun),
+}
+
+impl std::fmt::Display for MirrorResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MirrorResult::Mirrored(r) => r.fmt(f),
+            MirrorResult::Planned(p) => p.fmt(f),
+        }
+    }
+}
+
+impl std::fmt::Display for MirrorReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for img in &self.mirrored {
+            let platforms = if img.platforms.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", img.platforms.join(", "))
+            };
+            writeln!(f, "{}  {}{}", img.digest, img.source, platforms)?;
+        }
+        writeln!(f, "mirrored {} images to {}: {} blobs ({} copied, {} mounted, {} already present), {} moved of {}, in {:.1}s",
+                self.summary.images,
+                self.summary.destination,
+                self.summary.blobs,
+                self.summary.blobs_copied,
+                self.summary.blobs_mounted,
+                self.summary.blobs_present,
+                human_bytes(self.summary.bytes_transferred),
+                human_bytes(self.summary.bytes_total),
+                self.summary.seconds
+            )?;
+        if self.summary.bytes_resumed > 0 || self.summary.retries > 0 {
+            writeln!(
+                f,
+                "continued {} from interrupted transfers; {} transient failures retried",
+                human_bytes(self.summary.bytes_resumed),
+                self.summary.retries
+            )?;
+        }
+        if self.summary.images_unchanged > 0 {
+            writeln!(
+                f,
+                "{} images were already at the destination",
+                self.summary.images_unchanged
+            )?;
+        }
+        for r in &self.summary.releases {
+            writeln!(
+                f,
+                "release {} ({}): {} components, {}",
+                r.version, r.arch, r.components, r.image
+            )?;
+        }
+        for c in &self.summary.catalogs {
+            let packages: Vec<String> = c
+                .bundles
+                .iter()
+                .map(|(p, b)| format!("{p} ({})", b.join(", ")))
+                .collect();
+            writeln!(
+                f,
+                "catalog {}: {} images; kept {}",
+                c.catalog,
+                c.images,
+                packages.join("; ")
+            )?;
+        }
+        writeln!(f, "record: {}", self.summary.record)?;
+        if let Some(dir) = &self.summary.cluster_resources {
+            writeln!(f, "cluster resources: {dir}")?;
+        }
+        writeln!(f, "status: {}", self.summary.status)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,48 @@
+//! What a `bootstrap mirror` run was asked to do, resolved and checked: the second phase of
+//! uv's two-phase settings. `commands::mirror` builds it from the command line; the library
+//! never sees clap types, and a test or another command can build one directly.
+
+use super::transfer::TransferSettings;
+use super::Location;
+use crate::oci::registry::RegistryOptions;
+use std::path::PathBuf;
+
+/// Where the images to mirror are named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MirrorInput {
+    /// An ImageSetConfiguration (`-c FILE`): its registries are the source.
+    Config(PathBuf),
+    /// A disk mirror (`--from file://DIR`): the images it holds, placed as recorded.
+    Disk(PathBuf),
+}
+
+/// A mirror run, resolved.
+#[derive(Clone, Debug)]
+pub struct MirrorSettings {
+    /// What to mirror.
+    pub input: MirrorInput,
+    /// Where to mirror it.
+    pub destination: Location,
+    /// The destination as the user wrote it (for reports and the record).
+    pub destination_label: String,
+    /// The update graph for `mirror.platform.channels` (http(s) URL or `file://PATH`).
+    pub graph_url: String,
+    /// Release signatures to write into the signature ConfigMap.
+    pub release_signatures: Option<PathBuf>,
+    /// Limits, chunking, retries, stalls and failure handling.
+    pub transfer: TransferSettings,
+    /// Credentials and trust.
+    pub registry: RegistryOptions,
+    /// Where in-progress state is kept (default: chosen by destination).
+    pub workdir: Option<PathBuf>,
+    /// Plan only: resolve and report, copy and create nothing.
+    pub dry_run: bool,
+    /// Start even when a disk destination looks too small.
+    pub ignore_free_space: bool,
+    /// Where to write the per-image status (default: chosen by destination).
+    pub status_file: Option<PathBuf>,
+    /// Where to write the record of a registry destination (default: a stamped name).
+    pub record: Option<PathBuf>,
+    /// Push an index of only the kept platforms when the filter dropped some.
+    pub rewrite_filtered_indexes: bool,
+}

@@ -1,0 +1,197 @@
+//! What a run was asked to mirror: the images an ImageSetConfiguration names (releases,
+//! catalogs, additional images, minus the blocked ones) or those a disk mirror holds, and
+//! their resolution to manifests and blobs.
+
+use super::content::{self, WantedImage};
+use super::plan::{self, ResolvedImage, Source};
+use super::record::ConfigInfo;
+use super::settings::MirrorInput;
+use super::{cache, config};
+use crate::oci::digest::Digest;
+use crate::oci::layout::OciLayout;
+use crate::oci::reference::ImageRef;
+use crate::oci::registry::Registries;
+use anyhow::{bail, Context, Result};
+use futures_util::StreamExt;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What a run was asked to mirror.
+pub(super) struct Wanted {
+    pub(super) images: Vec<WantedImage>,
+    /// Rebuilt catalogs, already resolved.
+    pub(super) catalogs: Vec<ResolvedImage>,
+    /// Images left out by `mirror.blockedImages`, with the pattern that matched.
+    pub(super) blocked: Vec<(ImageRef, String)>,
+    pub(super) architectures: Vec<String>,
+    pub(super) config: Option<ConfigInfo>,
+    pub(super) source_label: String,
+    pub(super) releases: Vec<content::ReleaseInfo>,
+    pub(super) catalog_reports: Vec<content::CatalogInfo>,
+}
+
+async fn wanted_from_config(
+    path: &Path,
+    regs: &Arc<Registries>,
+    graph_url: &str,
+) -> Result<Wanted> {
+    let origin = path.display().to_string();
+    let cfg = config::load(path)?;
+    cfg.ensure_supported(&origin)?;
+    let mut problems = Vec::new();
+    let mut additional = Vec::new();
+    let patterns = cfg.blocked_images();
+    let mut blocked = Vec::new();
+    for entry in cfg.additional_images() {
+        match ImageRef::parse(entry.name) {
+            // Matched as written too (`ubi9:latest`), not only normalised.
+            Ok(r) => match blocked_by(&patterns, entry.name, &r) {
+                Some(pattern) => blocked.push((r, pattern)),
+                None => additional.push(WantedImage::generic(r)),
+            },
+            Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    let architectures = cfg.architectures();
+    let content = content::resolve(&cfg, &origin, regs, graph_url, &architectures).await?;
+    let mut images = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for w in content.images.into_iter().chain(additional) {
+        if !seen.insert(w.source.clone()) {
+            continue;
+        }
+        match blocked_by(&patterns, &w.source.to_string(), &w.source) {
+            Some(pattern) => blocked.push((w.source, pattern)),
+            None => images.push(w),
+        }
+    }
+    if images.is_empty() && blocked.is_empty() && content.catalogs.is_empty() {
+        bail!("{origin}: names nothing to mirror: add mirror.platform, mirror.operators or mirror.additionalImages");
+    }
+    if images.is_empty() && content.catalogs.is_empty() {
+        bail!("{origin}: mirror.blockedImages blocks every image: there is nothing to mirror");
+    }
+    blocked.sort();
+    blocked.dedup();
+    let hosts: std::collections::BTreeSet<String> = images
+        .iter()
+        .map(|w| format!("docker://{}", w.source.registry))
+        .chain(
+            content
+                .catalogs
+                .iter()
+                .map(|c| format!("docker://{}", c.source.registry)),
+        )
+        .collect();
+    let source_label = hosts.into_iter().collect::<Vec<_>>().join(", ");
+    let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
+    Ok(Wanted {
+        images,
+        catalogs: content.catalogs,
+        blocked,
+        architectures,
+        config: Some(ConfigInfo {
+            path: origin,
+            sha256: Digest::of(&bytes).hex().to_string(),
+        }),
+        source_label,
+        releases: content.releases,
+        catalog_reports: content.catalog_reports,
+    })
+}
+
+/// The `mirror.blockedImages` pattern that blocks an image, if any. Like oc-mirror, a pattern
+/// blocks an image when it matches anywhere in the reference; both the reference as written
+/// and its normalised form (`docker.io/library/...`) are tried.
+fn blocked_by(patterns: &[(String, regex::Regex)], written: &str, r: &ImageRef) -> Option<String> {
+    let normalised = r.to_string();
+    patterns
+        .iter()
+        .find(|(_, re)| re.is_match(written) || re.is_match(&normalised))
+        .map(|(path, _)| path.clone())
+}
+
+fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
+    let mut images = Vec::new();
+    let index_path = layout.root().join("index.json");
+    for entry in layout.index()? {
+        let Some(name) = entry.ref_name() else {
+            continue;
+        };
+        let r = ImageRef::parse(name).with_context(|| {
+            format!(
+                "{}/index.json names an image '{name}' that is not a full reference; was it written by bootstrap mirror?",
+                layout.root().display()
+            )
+        })?;
+        let placement = plan::placement_from_annotations(
+            &entry.annotations,
+            &format!("{} entry {name}", index_path.display()),
+        )?;
+        images.push(WantedImage {
+            source: r,
+            digest: Some(entry.digest.clone()),
+            placement,
+        });
+    }
+    if images.is_empty() {
+        bail!(
+            "{} holds no images (index.json is empty)",
+            layout.root().display()
+        );
+    }
+    Ok(Wanted {
+        images,
+        catalogs: Vec::new(),
+        blocked: Vec::new(),
+        architectures: Vec::new(),
+        config: None,
+        source_label: format!("file://{}", layout.root().display()),
+        releases: Vec::new(),
+        catalog_reports: Vec::new(),
+    })
+}
+
+/// Where images are read from and which: a disk mirror (`--from`) or the configuration's
+/// registries (`-c`).
+pub(super) async fn source_and_wanted(
+    input: &MirrorInput,
+    regs: &Arc<Registries>,
+    graph_url: &str,
+) -> Result<(Source, Wanted)> {
+    match input {
+        MirrorInput::Disk(dir) => {
+            let layout = OciLayout::open(dir)?;
+            let wanted = wanted_from_layout(&layout)?;
+            Ok((Source::Layout(layout), wanted))
+        }
+        MirrorInput::Config(cfg) => Ok((
+            Source::Registry(regs.clone()),
+            wanted_from_config(cfg, regs, graph_url).await?,
+        )),
+    }
+}
+
+/// Resolves every wanted image (`resolves` at a time), each to its manifests and blobs.
+pub(super) async fn resolve_all(
+    source: &Source,
+    wanted: &Wanted,
+    resolves: usize,
+    cache: Option<&cache::ResolveCache>,
+) -> Vec<Result<ResolvedImage>> {
+    futures_util::stream::iter(&wanted.images)
+        .map(|w| async move {
+            let arches = &wanted.architectures;
+            let mut resolved = plan::resolve(source, &w.source, w.digest.as_ref(), arches, cache)
+                .await
+                .with_context(|| format!("resolving {}", w.source))?;
+            resolved.placement = w.placement.clone();
+            Ok(resolved)
+        })
+        .buffered(resolves)
+        .collect()
+        .await
+}
