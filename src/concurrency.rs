@@ -17,6 +17,10 @@ impl Concurrency {
     /// Default blobs in flight, and default transfers per registry.
     pub const DEFAULT_BLOBS: NonZeroUsize = NonZeroUsize::new(8).expect("8 is not zero");
 
+    /// Files re-hashed at once by `bootstrap verify`: disks, not cores, are the limit on the
+    /// small machines this runs on.
+    pub const FILE_HASHES: NonZeroUsize = NonZeroUsize::new(2).expect("2 is not zero");
+
     /// Images resolved at once: as many as blobs in flight (each resolution is a few small
     /// requests).
     pub fn resolves(&self) -> usize {

@@ -3,6 +3,7 @@
 //! against a record (every manifest by digest, every blob by HEAD with its size). Exit 0 only
 //! when everything matches.
 
+use crate::concurrency::Concurrency;
 use crate::mirror::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::OciLayout;
@@ -129,9 +130,33 @@ pub async fn verify_layout(root: &Path) -> Result<Report> {
         report.missing.push(SUMS_FILE.to_string());
     }
     let files = layout_files(root)?;
-    // Re-hash every file, two at a time (the machines this runs on are small; disks are the limit).
+    let present = rehash(root, &files, sums.as_ref(), &mut report).await;
+    if let Some(sums) = &sums {
+        let on_disk: BTreeSet<&String> = files.iter().collect();
+        for name in sums.keys() {
+            if !on_disk.contains(name) {
+                report
+                    .missing
+                    .push(format!("{name} (listed in SHA256SUMS)"));
+            }
+        }
+    }
+    if let Some(record) = &record {
+        check_layout_against_record(&layout, record, &present, &mut report)?;
+    }
+    Ok(report.finish())
+}
+
+/// Re-hashes every file of the layout (a few at a time: disks are the limit), checking blobs
+/// against their names and every file against `SHA256SUMS`; returns the blobs found intact.
+async fn rehash(
+    root: &Path,
+    files: &[String],
+    sums: Option<&BTreeMap<String, String>>,
+    report: &mut Report,
+) -> BTreeMap<Digest, u64> {
     let hashed: Vec<(String, std::io::Result<(Digest, u64)>)> =
-        futures_util::stream::iter(files.clone())
+        futures_util::stream::iter(files.to_vec())
             .map(|rel| {
                 let path = root.join(&rel);
                 async move {
@@ -141,7 +166,7 @@ pub async fn verify_layout(root: &Path) -> Result<Report> {
                     (rel, r)
                 }
             })
-            .buffered(2)
+            .buffered(Concurrency::FILE_HASHES.get())
             .collect()
             .await;
     let mut present: BTreeMap<Digest, u64> = BTreeMap::new();
@@ -164,7 +189,7 @@ pub async fn verify_layout(root: &Path) -> Result<Report> {
                 present.insert(digest.clone(), size);
             }
         }
-        if let Some(sums) = &sums {
+        if let Some(sums) = sums {
             match sums.get(&rel) {
                 Some(h) if h == digest.hex() => {}
                 Some(_) if rel.starts_with("blobs/") => {} // already reported above
@@ -177,20 +202,7 @@ pub async fn verify_layout(root: &Path) -> Result<Report> {
             }
         }
     }
-    if let Some(sums) = &sums {
-        let on_disk: BTreeSet<&String> = files.iter().collect();
-        for name in sums.keys() {
-            if !on_disk.contains(name) {
-                report
-                    .missing
-                    .push(format!("{name} (listed in SHA256SUMS)"));
-            }
-        }
-    }
-    if let Some(record) = &record {
-        check_layout_against_record(&layout, record, &present, &mut report)?;
-    }
-    Ok(report.finish())
+    present
 }
 
 fn check_layout_against_record(
@@ -271,20 +283,47 @@ pub async fn verify_registry(
     record: &MirrorRecord,
 ) -> Result<Report> {
     client.ping().await.context("checking the registry")?;
-    let sizes: BTreeMap<&Digest, u64> = record.blobs.iter().map(|b| (&b.digest, b.size)).collect();
-    enum Check {
-        Manifest {
-            repo: String,
-            reference: String,
-            expect: Digest,
-            what: String,
-        },
-        Blob {
-            repo: String,
-            digest: Digest,
-            size: u64,
-        },
+    let mut report = Report {
+        target: target.to_string(),
+        ..Default::default()
+    };
+    let results: Vec<Result<Outcome>> = futures_util::stream::iter(registry_checks(target, record))
+        .map(|check| check.run(client, &target.registry))
+        .buffer_unordered(Concurrency::DEFAULT_BLOBS.get())
+        .collect()
+        .await;
+    for r in results {
+        let (missing, corrupt, bytes) = r?;
+        report.checked += 1;
+        report.bytes += bytes;
+        report.missing.extend(missing);
+        report.corrupt.extend(corrupt);
     }
+    Ok(report.finish())
+}
+
+/// One HEAD a registry check makes.
+enum Check {
+    Manifest {
+        repo: String,
+        reference: String,
+        expect: Digest,
+        what: String,
+    },
+    Blob {
+        repo: String,
+        digest: Digest,
+        size: u64,
+    },
+}
+
+/// One check's outcome: what is missing, what is wrong, bytes confirmed.
+type Outcome = (Option<String>, Option<String>, u64);
+
+/// Every check the record asks of the registry: each image by tag (when it has one) and by
+/// digest, each child manifest by digest, each blob by HEAD with its size.
+fn registry_checks(target: &RegistryTarget, record: &MirrorRecord) -> Vec<Check> {
+    let sizes: BTreeMap<&Digest, u64> = record.blobs.iter().map(|b| (&b.digest, b.size)).collect();
     let mut checks = Vec::new();
     for img in &record.images {
         let repo = target.repository_for(&img.path);
@@ -301,18 +340,13 @@ pub async fn verify_registry(
                 what: format!("{}/{repo}:{tag}", target.registry),
             });
         }
-        checks.push(Check::Manifest {
-            repo: repo.clone(),
-            reference: img.digest.to_string(),
-            expect: img.digest.clone(),
-            what: format!("{}/{repo}@{}", target.registry, img.digest),
-        });
-        for m in &img.manifests {
+        let digests = std::iter::once(&img.digest).chain(img.manifests.iter().map(|m| &m.digest));
+        for d in digests {
             checks.push(Check::Manifest {
                 repo: repo.clone(),
-                reference: m.digest.to_string(),
-                expect: m.digest.clone(),
-                what: format!("{}/{repo}@{}", target.registry, m.digest),
+                reference: d.to_string(),
+                expect: d.clone(),
+                what: format!("{}/{repo}@{d}", target.registry),
             });
         }
         for b in &img.blobs {
@@ -323,60 +357,43 @@ pub async fn verify_registry(
             });
         }
     }
-    let mut report = Report {
-        target: target.to_string(),
-        ..Default::default()
-    };
-    /// One check's outcome: what is missing, what is wrong, bytes confirmed.
-    type Outcome = (Option<String>, Option<String>, u64);
-    let results: Vec<Result<Outcome>> = futures_util::stream::iter(checks)
-        .map(|check| async move {
-            match check {
-                Check::Manifest {
-                    repo,
-                    reference,
-                    expect,
-                    what,
-                } => match client.head_manifest(&repo, &reference).await? {
-                    None => Ok((Some(format!("manifest {what}")), None, 0)),
-                    Some(d) if d == expect => Ok((None, None, 0)),
-                    Some(d) => Ok((
-                        None,
-                        Some(format!("manifest {what} is {d}, the record says {expect}")),
-                        0,
+    checks
+}
+
+impl Check {
+    async fn run(
+        self,
+        client: &crate::oci::registry::RegistryClient,
+        registry: &str,
+    ) -> Result<Outcome> {
+        match self {
+            Check::Manifest {
+                repo,
+                reference,
+                expect,
+                what,
+            } => match client.head_manifest(&repo, &reference).await? {
+                None => Ok((Some(format!("manifest {what}")), None, 0)),
+                Some(d) if d == expect => Ok((None, None, 0)),
+                Some(d) => Ok((
+                    None,
+                    Some(format!("manifest {what} is {d}, the record says {expect}")),
+                    0,
+                )),
+            },
+            Check::Blob { repo, digest, size } => match client.head_blob(&repo, &digest).await? {
+                None => Ok((Some(format!("blob {registry}/{repo}@{digest}")), None, 0)),
+                Some(s) if s == size => Ok((None, None, s)),
+                Some(s) => Ok((
+                    None,
+                    Some(format!(
+                        "blob {registry}/{repo}@{digest} is {s} bytes, the record says {size}"
                     )),
-                },
-                Check::Blob { repo, digest, size } => {
-                    match client.head_blob(&repo, &digest).await? {
-                        None => Ok((
-                            Some(format!("blob {}/{repo}@{digest}", target.registry)),
-                            None,
-                            0,
-                        )),
-                        Some(s) if s == size => Ok((None, None, s)),
-                        Some(s) => Ok((
-                            None,
-                            Some(format!(
-                                "blob {}/{repo}@{digest} is {s} bytes, the record says {size}",
-                                target.registry
-                            )),
-                            s,
-                        )),
-                    }
-                }
-            }
-        })
-        .buffer_unordered(8)
-        .collect()
-        .await;
-    for r in results {
-        let (missing, corrupt, bytes) = r?;
-        report.checked += 1;
-        report.bytes += bytes;
-        report.missing.extend(missing);
-        report.corrupt.extend(corrupt);
+                    s,
+                )),
+            },
+        }
     }
-    Ok(report.finish())
 }
 
 impl std::fmt::Display for Report {

@@ -168,8 +168,28 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
 
     let graph = release::graph(&host, &releases);
     write_json(&out.join(GRAPH_FILE), &graph)?;
+    let seed = seed_record(&host, &releases, &built_catalog, &model, &leaves, &roots);
+    write_json(&out.join(SEED_FILE), &seed)?;
+    progress.finish();
+    Ok(SeedReport {
+        seed,
+        transfer: pusher.transfer(),
+        out,
+    })
+}
+
+/// `seed.json`: every image pushed (leaves and roots), the releases with their components,
+/// the catalog and the modelcar.
+fn seed_record(
+    host: &str,
+    releases: &[release::Release],
+    built_catalog: &catalog::BuiltCatalog,
+    model: &Image,
+    leaves: &BTreeMap<(String, Digest), (&Image, &'static str)>,
+    roots: &[(&Image, &'static str)],
+) -> Seed {
     let record = |img: &Image, kind| ImageRecord {
-        reference: img.tagged(&host),
+        reference: img.tagged(host),
         repository: img.repository.clone(),
         tag: img.tag.clone(),
         digest: img.digest().clone(),
@@ -183,19 +203,19 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
         .collect();
     images.sort_by(|a, b| (&a.repository, &a.digest).cmp(&(&b.repository, &b.digest)));
     let seed = Seed {
-        registry: host.clone(),
+        registry: host.to_string(),
         images,
         releases: releases
             .iter()
             .map(|r| ReleaseRecord {
                 version: r.def.version.to_string(),
-                image: r.image.tagged(&host),
+                image: r.image.tagged(host),
                 digest: r.image.digest().clone(),
                 channels: r.def.channels.iter().map(|c| c.to_string()).collect(),
                 components: r
                     .components
                     .iter()
-                    .map(|(name, img)| (name.clone(), img.pinned(&host)))
+                    .map(|(name, img)| (name.clone(), img.pinned(host)))
                     .collect(),
             })
             .collect(),
@@ -205,15 +225,9 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
             digest: built_catalog.image.digest().clone(),
             packages: built_catalog.packages.clone(),
         },
-        modelcar: record(&model, "modelcar"),
+        modelcar: record(model, "modelcar"),
     };
-    write_json(&out.join(SEED_FILE), &seed)?;
-    progress.finish();
-    Ok(SeedReport {
-        seed,
-        transfer: pusher.transfer(),
-        out,
-    })
+    seed
 }
 
 /// `HOST:PORT` from `docker://HOST:PORT`; a path is refused, since the lab's repositories are

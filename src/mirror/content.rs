@@ -152,6 +152,10 @@ async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
     Graph::from_json(&bytes, url)
 }
 
+/// One release payload to mirror: its image, its version when the graph gave it, and the
+/// graph architecture it was chosen for.
+type Payload = (ImageRef, Option<String>, String);
+
 async fn releases(
     cfg: &ImageSetConfig,
     origin: &str,
@@ -160,46 +164,7 @@ async fn releases(
     architectures: &[String],
     content: &mut Content,
 ) -> Result<()> {
-    let platform = &cfg.mirror.platform;
-    // (payload, version if known, arch)
-    let mut payloads: Vec<(ImageRef, Option<String>, String)> = Vec::new();
-    let graph_arches: Vec<&str> = if architectures.iter().any(|a| a == "multi") {
-        vec!["multi"]
-    } else {
-        architectures.iter().map(String::as_str).collect()
-    };
-    if let Some(r) = platform.release.as_deref().filter(|r| !r.is_empty()) {
-        let image = ImageRef::parse(r).map_err(|e| {
-            anyhow::anyhow!("{origin}: mirror.platform.release '{r}': {}", e.reason)
-        })?;
-        payloads.push((image, None, graph_arches[0].to_string()));
-    }
-    for (i, channel) in platform.channels.iter().enumerate() {
-        let path = format!("mirror.platform.channels[{i}]");
-        for arch in &graph_arches {
-            let graph = fetch_graph(graph_url, &channel.name, arch).await?;
-            let chosen = graph
-                .releases(channel, &path)
-                .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
-            for r in chosen {
-                let image = ImageRef::parse(&r.payload).map_err(|e| {
-                    anyhow::anyhow!(
-                        "the update graph lists release {} with payload '{}': {}",
-                        r.version,
-                        r.payload,
-                        e.reason
-                    )
-                })?;
-                payloads.push((image, Some(r.version.to_string()), arch.to_string()));
-            }
-        }
-    }
-    payloads.sort_by(|a, b| {
-        let version =
-            |v: &Option<String>| v.as_deref().and_then(|s| semver::Version::parse(s).ok());
-        (version(&a.1), &a.2, &a.0).cmp(&(version(&b.1), &b.2, &b.0))
-    });
-    payloads.dedup();
+    let payloads = chosen_payloads(cfg, origin, graph_url, architectures).await?;
     let source = Source::Registry(regs.clone());
     for (image, version, arch) in payloads {
         let resolved = plan::resolve(&source, &image, None, architectures, None)
@@ -250,6 +215,56 @@ async fn releases(
         }
     }
     Ok(())
+}
+
+/// The release payloads `mirror.platform` names: `release` as written, and each channel's
+/// releases chosen from the update graph per architecture; in version order, once each.
+async fn chosen_payloads(
+    cfg: &ImageSetConfig,
+    origin: &str,
+    graph_url: &str,
+    architectures: &[String],
+) -> Result<Vec<Payload>> {
+    let platform = &cfg.mirror.platform;
+    let mut payloads: Vec<Payload> = Vec::new();
+    let graph_arches: Vec<&str> = if architectures.iter().any(|a| a == "multi") {
+        vec!["multi"]
+    } else {
+        architectures.iter().map(String::as_str).collect()
+    };
+    if let Some(r) = platform.release.as_deref().filter(|r| !r.is_empty()) {
+        let image = ImageRef::parse(r).map_err(|e| {
+            anyhow::anyhow!("{origin}: mirror.platform.release '{r}': {}", e.reason)
+        })?;
+        payloads.push((image, None, graph_arches[0].to_string()));
+    }
+    for (i, channel) in platform.channels.iter().enumerate() {
+        let path = format!("mirror.platform.channels[{i}]");
+        for arch in &graph_arches {
+            let graph = fetch_graph(graph_url, &channel.name, arch).await?;
+            let chosen = graph
+                .releases(channel, &path)
+                .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
+            for r in chosen {
+                let image = ImageRef::parse(&r.payload).map_err(|e| {
+                    anyhow::anyhow!(
+                        "the update graph lists release {} with payload '{}': {}",
+                        r.version,
+                        r.payload,
+                        e.reason
+                    )
+                })?;
+                payloads.push((image, Some(r.version.to_string()), arch.to_string()));
+            }
+        }
+    }
+    payloads.sort_by(|a, b| {
+        let version =
+            |v: &Option<String>| v.as_deref().and_then(|s| semver::Version::parse(s).ok());
+        (version(&a.1), &a.2, &a.0).cmp(&(version(&b.1), &b.2, &b.0))
+    });
+    payloads.dedup();
+    Ok(payloads)
 }
 
 /// The `io.openshift.release` label of a release image's config.
@@ -427,20 +442,7 @@ async fn catalog(
     content: &mut Content,
 ) -> Result<()> {
     let path = format!("mirror.operators[{index}]");
-    // The field's place, or its nearest written parent's (an absent defaultChannel is
-    // reported where its package is).
-    let at = |p: &str| {
-        let mut probe = p;
-        loop {
-            if let Some(l) = cfg.location(probe) {
-                return format!("{origin}:{}:{}: {p}", l.line, l.column);
-            }
-            match probe.rfind(['.', '[']) {
-                Some(i) => probe = &probe[..i],
-                None => return format!("{origin}: {p}"),
-            }
-        }
-    };
+    let at = |p: &str| place(cfg, origin, p);
     let image = ImageRef::parse(&op.catalog).map_err(|e| {
         anyhow::anyhow!(
             "{}: '{}': {}",
@@ -480,6 +482,32 @@ async fn catalog(
         tag: op.target_tag.clone().filter(|s| !s.is_empty()),
         category: Category::Catalog,
     };
+    add_selection(&image, &selection, content)?;
+    content.catalogs.push(rebuilt);
+    Ok(())
+}
+
+/// A field's place in the configuration as `file:line:col: path`, or its nearest written
+/// parent's (an absent defaultChannel is reported where its package is).
+fn place(cfg: &ImageSetConfig, origin: &str, path: &str) -> String {
+    let mut probe = path;
+    loop {
+        if let Some(l) = cfg.location(probe) {
+            return format!("{origin}:{}:{}: {path}", l.line, l.column);
+        }
+        match probe.rfind(['.', '[']) {
+            Some(i) => probe = &probe[..i],
+            None => return format!("{origin}: {path}"),
+        }
+    }
+}
+
+/// Reports a catalog's selection and wants every image its kept bundles name.
+fn add_selection(
+    image: &ImageRef,
+    selection: &select::Selection,
+    content: &mut Content,
+) -> Result<()> {
     content.catalog_reports.push(CatalogInfo {
         catalog: image.to_string(),
         bundles: selection
@@ -510,7 +538,6 @@ async fn catalog(
             },
         });
     }
-    content.catalogs.push(rebuilt);
     Ok(())
 }
 

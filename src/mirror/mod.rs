@@ -285,6 +285,48 @@ async fn copy<'a>(
     Ok(copied)
 }
 
+/// The record of this run: what it was asked, what is now at the destination (every image
+/// and the unique blobs they need), and what it moved.
+fn new_record(
+    wanted: &Wanted,
+    destination: &str,
+    started: &str,
+    image_records: Vec<ImageRecord>,
+    mirrored: &[&ResolvedImage],
+    transfer: &Transfer,
+) -> MirrorRecord {
+    let run = RunInfo {
+        tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
+        config: wanted.config.clone(),
+        source: wanted.source_label.clone(),
+        destination: destination.to_string(),
+        started: started.to_string(),
+        finished: record::now_rfc3339(),
+        images: image_records.len(),
+        bytes_transferred: transfer.stats.bytes.load(Ordering::Relaxed),
+    };
+    let blobs = plan::blob_graph(mirrored.iter().copied())
+        .iter()
+        .map(|n| BlobRecord {
+            digest: n.blob.digest.clone(),
+            size: n.blob.size,
+        })
+        .collect();
+    MirrorRecord::new(run, image_records, blobs)
+}
+
+/// Where the per-image status goes: `--status-file`, else inside a disk mirror, else a stamped
+/// name beside the run.
+fn status_path(settings: &MirrorSettings, dest: &Destination, stamp: &str) -> PathBuf {
+    match (&settings.status_file, dest) {
+        (Some(p), _) => p.clone(),
+        (None, Destination::Layout(layout)) => layout.root().join(status::STATUS_FILE),
+        (None, Destination::Registry { .. }) => {
+            PathBuf::from(format!("mirror-status-{stamp}.json"))
+        }
+    }
+}
+
 /// When the run started: the time for the record, the clock for the report.
 struct Started {
     at: String,
@@ -310,33 +352,17 @@ fn finish(
     let Started { at: started, clock } = started;
     let stats = &transfer.stats;
     let destination = settings.destination_label.clone();
-    let run = RunInfo {
-        tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
-        config: wanted.config.clone(),
-        source: wanted.source_label.clone(),
-        destination: destination.clone(),
-        started: started.clone(),
-        finished: record::now_rfc3339(),
-        images: image_records.len(),
-        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
-    };
-    let blobs = plan::blob_graph(mirrored.iter().copied())
-        .iter()
-        .map(|n| BlobRecord {
-            digest: n.blob.digest.clone(),
-            size: n.blob.size,
-        })
-        .collect();
-    let mut rec = MirrorRecord::new(run, image_records, blobs);
+    let mut rec = new_record(
+        &wanted,
+        &destination,
+        &started,
+        image_records,
+        &mirrored,
+        transfer,
+    );
     let stamp = outputs::file_stamp();
     let status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
-    let status_path = match (&settings.status_file, &transfer.dest) {
-        (Some(p), _) => p.clone(),
-        (None, Destination::Layout(layout)) => layout.root().join(status::STATUS_FILE),
-        (None, Destination::Registry { .. }) => {
-            PathBuf::from(format!("mirror-status-{stamp}.json"))
-        }
-    };
+    let status_path = status_path(settings, &transfer.dest, &stamp);
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     status.write(&status_path)?;
     let record_path =
