@@ -5,6 +5,7 @@ pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod concurrency;
+pub mod fs;
 pub mod inventory;
 pub mod lab;
 pub mod mirror;

@@ -8,14 +8,14 @@ use super::image::Image;
 use super::modelcar;
 use super::push::{Pusher, Transfer};
 use super::release;
+use crate::fs::write_json;
 use crate::oci::digest::Digest;
-use crate::oci::layout::write_atomic;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Registries, RegistryOptions};
 use crate::output::{human_bytes, Progress};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The graph file's name under DIR.
 pub const GRAPH_FILE: &str = "graph.json";
@@ -246,12 +246,6 @@ pub fn registry_host(url: &str) -> Result<String> {
         );
     }
     Ok(target.registry)
-}
-
-fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value)?;
-    bytes.push(b'\n');
-    write_atomic(path, &bytes).with_context(|| format!("writing {}", path.display()))
 }
 
 impl std::fmt::Display for SeedReport {

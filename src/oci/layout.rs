@@ -410,52 +410,5 @@ async fn discard_partial(tmp: &Path) {
     let _ = tokio::fs::remove_file(Checkpoint::path(tmp)).await;
 }
 
-/// Writes `path` atomically: a temp file beside it, fsync, rename, fsync of the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, bytes, None)
-}
-
-/// [`write_atomic`] with the file created with exactly `mode` (so a secret is never readable
-/// by others, not even for a moment).
-pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    write_atomic_with(path, bytes, Some(mode))
-}
-
-fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let result = (|| -> Result<()> {
-        let _ = std::fs::remove_file(&tmp);
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        if let Some(mode) = mode {
-            options.mode(mode);
-        }
-        let mut f = options
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        if let Some(mode) = mode {
-            // The umask may have narrowed the mode; set it exactly.
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        }
-        f.write_all(bytes)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        f.sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        fs_err::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
+// Kept here while other modules still import them from the layout; `crate::fs` owns them.
+pub use crate::fs::{write_atomic, write_atomic_mode};
