@@ -197,7 +197,12 @@ async fn write_layer(
     let written = layout.write_new_blob(body).await;
     let files = builder
         .await
-        .context("the layer builder stopped")?
+        .with_context(|| {
+            format!(
+                "packing files of {}: the layer builder task failed",
+                dir.display()
+            )
+        })?
         .with_context(|| format!("packing files of {}", dir.display()))?;
     let (digest, size) = written?;
     Ok(PackedLayer {

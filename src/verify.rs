@@ -282,7 +282,10 @@ pub async fn verify_registry(
     target: &RegistryTarget,
     record: &MirrorRecord,
 ) -> Result<Report> {
-    client.ping().await.context("checking the registry")?;
+    client
+        .ping()
+        .await
+        .with_context(|| format!("checking the registry {}", target.registry))?;
     let mut report = Report {
         target: target.to_string(),
         ..Default::default()

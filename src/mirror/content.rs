@@ -318,6 +318,7 @@ async fn read_dir(
     }
     let digests: Vec<String> = manifest.layers.iter().map(|l| l.digest.clone()).collect();
     let what = image.to_string();
+    let failed = format!("reading {dir} out of {image}: the layer reader task failed");
     let dir = dir.to_string();
     tokio::task::spawn_blocking(move || -> Result<BTreeMap<String, Vec<u8>>> {
         let files = layers::read_config_dir(readers.iter_mut(), &dir).map_err(|e| {
@@ -338,7 +339,7 @@ async fn read_dir(
         Ok(files)
     })
     .await
-    .context("the layer reader stopped")?
+    .context(failed)?
 }
 
 /// A blob read synchronously from a registry (for the tar reader), opened on first read,

@@ -8,7 +8,7 @@ use super::transfer::Destination;
 use super::{cluster, release};
 use crate::oci::digest::Digest;
 use crate::output::Progress;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use std::path::{Path, PathBuf};
 
 /// For a registry destination, writes the cluster's mirror configuration into
@@ -78,7 +78,7 @@ fn release_signatures(dir: &Path, digest: &Digest) -> Result<Vec<Vec<u8>>> {
             .join(format!("signature-{n}"));
         let flat = dir.join(format!("{}-{n}", digest.dashed()));
         match [store, flat].into_iter().find(|p| p.is_file()) {
-            Some(p) => out.push(fs_err::read(&p).context("reading a release signature")?),
+            Some(p) => out.push(fs_err::read(&p)?),
             None => break,
         }
     }

@@ -353,7 +353,8 @@ pub fn blob_graph<'a>(images: impl IntoIterator<Item = &'a ResolvedImage>) -> Ve
 /// children are not all present. The result has a new digest, which the record keeps beside the
 /// source's.
 pub fn rewrite_index(image: &ResolvedImage) -> Result<RawManifest> {
-    let mut value: serde_json::Value = serde_json::from_slice(&image.root.bytes)?;
+    let mut value: serde_json::Value = serde_json::from_slice(&image.root.bytes)
+        .with_context(|| format!("reading the index of {}", image.source))?;
     let kept: BTreeSet<String> = image
         .children
         .iter()
@@ -362,7 +363,7 @@ pub fn rewrite_index(image: &ResolvedImage) -> Result<RawManifest> {
     let manifests = value
         .get_mut("manifests")
         .and_then(|m| m.as_array_mut())
-        .context("index has no manifests array")?;
+        .with_context(|| format!("the index of {} has no manifests array", image.source))?;
     manifests.retain(|e| {
         e.get("digest")
             .and_then(|d| d.as_str())
