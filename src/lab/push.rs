@@ -3,13 +3,11 @@
 //! is not put again, so a rerun of the seed costs a few HEAD requests per image.
 
 use super::image::{Blob, Image};
+use crate::concurrency::Concurrency;
 use crate::oci::registry::RegistryClient;
 use anyhow::{Context, Result};
 use futures_util::{StreamExt, TryStreamExt};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Images pushed at once.
-pub const CONCURRENCY: usize = 8;
 
 /// What a push sent and what the registry already had.
 #[derive(Debug, Default, serde::Serialize)]
@@ -61,10 +59,10 @@ impl<'a> Pusher<'a> {
         }
     }
 
-    /// Pushes every image, [`CONCURRENCY`] at a time; stops at the first failure.
+    /// Pushes every image, [`Concurrency::DEFAULT_BLOBS`] at a time; stops at the first failure.
     pub async fn push_all(&self, images: &[&Image]) -> Result<()> {
         futures_util::stream::iter(images.iter().map(|img| self.push(img)))
-            .buffer_unordered(CONCURRENCY)
+            .buffer_unordered(Concurrency::DEFAULT_BLOBS.get())
             .try_collect::<Vec<()>>()
             .await?;
         Ok(())
