@@ -9,6 +9,7 @@ pub mod mirror;
 pub mod model;
 pub mod netaddr;
 pub mod oci;
+pub mod openshift;
 pub mod output;
 pub mod render;
 pub mod secret;

@@ -4,11 +4,11 @@
 //! when everything matches.
 
 use crate::cli::VerifyArgs;
-use crate::mirror::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
 use crate::mirror::{registries, Location};
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
+use crate::openshift::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
 use crate::output::{human_bytes, OutputFormat};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;

@@ -7,12 +7,12 @@
 mod support;
 
 use bootstrap::mirror::config::ReleaseChannel;
-use bootstrap::mirror::graph::Graph;
-use bootstrap::mirror::release::{components, IMAGE_REFERENCES};
-use bootstrap::mirror::resolve::fbc::Catalog;
-use bootstrap::mirror::resolve::layers::read_config_dir;
 use bootstrap::oci::digest::Digest;
+use bootstrap::oci::layers::read_config_dir;
 use bootstrap::oci::reference::ImageRef;
+use bootstrap::openshift::fbc::Catalog;
+use bootstrap::openshift::graph::Graph;
+use bootstrap::openshift::release::{components, IMAGE_REFERENCES};
 use serde_json::Value;
 use std::io::Read;
 use support::client::RegistryClient;

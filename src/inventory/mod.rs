@@ -349,9 +349,9 @@ fn hint(field: &str, parent: &str) -> Option<&'static str> {
 /// The release image of `record` for `version` (`4.18.3`): a `release` image whose destination
 /// or source tag is the version, or the version and an architecture (`4.18.3-x86_64`).
 pub fn release_in_record<'r>(
-    record: &'r crate::mirror::record::MirrorRecord,
+    record: &'r crate::openshift::record::MirrorRecord,
     version: &str,
-) -> Option<&'r crate::mirror::record::ImageRecord> {
+) -> Option<&'r crate::openshift::record::ImageRecord> {
     let matches = |tag: &str| {
         tag == version
             || tag

@@ -8,9 +8,9 @@
 
 use super::model::{Node, Role, SecretRef};
 use super::{Inventory, InventoryFile};
-use crate::mirror::record::MirrorRecord;
 use crate::netaddr::{is_dns_label, is_dns_name, normalize_mac, parse_prefixed, Cidr};
 use crate::oci::reference::ImageRef;
+use crate::openshift::record::MirrorRecord;
 use crate::yaml::{quote, Problem};
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;

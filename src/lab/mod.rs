@@ -15,8 +15,9 @@ pub use seed::seed;
 #[cfg(test)]
 mod tests {
     use crate::mirror::config;
-    use crate::mirror::graph::Graph;
-    use crate::mirror::resolve::{fbc::Catalog, select};
+    use crate::mirror::resolve::select;
+    use crate::openshift::fbc::Catalog;
+    use crate::openshift::graph::Graph;
 
     const LAB_YAML: &str = include_str!("../../mirrorsets/lab.yaml");
     const HOST: &str = "127.0.0.1:5000";

@@ -8,8 +8,8 @@
 //! candidate, fast and stable, and 4.18.4 in candidate only.
 
 use super::image::{self, commit_id, filler, File, Image, ImageSpec};
-use crate::mirror::graph::CHANNELS_KEY;
-use crate::mirror::release::IMAGE_REFERENCES;
+use crate::openshift::graph::CHANNELS_KEY;
+use crate::openshift::release::IMAGE_REFERENCES;
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -303,7 +303,7 @@ pub fn graph(host: &str, releases: &[Release]) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::mirror::config::ReleaseChannel;
-    use crate::mirror::graph::Graph;
+    use crate::openshift::graph::Graph;
 
     const HOST: &str = "127.0.0.1:5000";
 
@@ -348,7 +348,7 @@ mod tests {
         let releases = build(HOST).unwrap();
         let doc = image_references(HOST, "4.18.3", &releases[2].components);
         let bytes = serde_json::to_vec(&doc).unwrap();
-        let parsed = crate::mirror::release::components(&bytes, "ocp-release:4.18.3").unwrap();
+        let parsed = crate::openshift::release::components(&bytes, "ocp-release:4.18.3").unwrap();
         assert_eq!(parsed.len(), COMPONENTS.len());
         for c in &parsed {
             assert_eq!(

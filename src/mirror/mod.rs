@@ -2,15 +2,11 @@
 //! registry, or from registry to registry, verified and recorded for auditors.
 
 pub mod cache;
-pub mod cluster;
 pub mod config;
 pub mod content;
 pub mod dryrun;
-pub mod graph;
 pub mod journal;
 pub mod plan;
-pub mod record;
-pub mod release;
 pub mod resolve;
 pub mod space;
 pub mod status;
@@ -24,6 +20,7 @@ use crate::oci::reference::{ImageRef, RegistryTarget};
 use crate::oci::registry::{Registries, RegistryOptions};
 use crate::oci::retry::RetryPolicy;
 use crate::oci::stall::StallPolicy;
+use crate::openshift::{cluster, record, release};
 use crate::output::{human_bytes, OutputFormat, Progress};
 use anyhow::{bail, Context, Result};
 use content::WantedImage;

@@ -11,7 +11,6 @@
 
 use super::journal::{Journal, UploadEntry};
 use super::plan::{placement_annotations, rewrite_index, BlobNode, ResolvedImage, Source};
-use super::record::{ImageRecord, ManifestRecord};
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
@@ -20,6 +19,7 @@ use crate::oci::registry::{Mount, RegistryClient, RegistryError};
 use crate::oci::retry::{self, RetryPolicy};
 use crate::oci::stall::{self, StallPolicy};
 use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
+use crate::openshift::record::{ImageRecord, ManifestRecord};
 use crate::output::{human_bytes, Progress};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
@@ -663,7 +663,7 @@ impl Transfer {
             source: image.source.to_string(),
             path: image.dest_path().to_string(),
             tag: image.placement.tag.clone(),
-            category: (image.placement.category != crate::mirror::cluster::Category::Generic)
+            category: (image.placement.category != crate::openshift::cluster::Category::Generic)
                 .then(|| image.placement.category.name().to_string()),
             destination,
             digest: root.digest.clone(),

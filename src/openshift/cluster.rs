@@ -472,7 +472,7 @@ mod tests {
     /// Compares with a golden file beside this test; `UPDATE_GOLDEN=1` rewrites it.
     fn golden(name: &str, actual: &str) {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/mirror/testdata")
+            .join("src/openshift/testdata")
             .join(name);
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&path, actual).unwrap();

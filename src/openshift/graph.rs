@@ -12,7 +12,7 @@
 //! as well as a per-channel answer. Conditional edges count as edges: they are real upgrade
 //! paths whose risks a cluster administrator accepts, and the payloads must be there for them.
 
-use super::config::ReleaseChannel;
+use crate::mirror::config::ReleaseChannel;
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

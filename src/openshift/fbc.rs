@@ -221,7 +221,7 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Parses the files of a config directory (as [`super::layers::read_config_dir`] returns
+    /// Parses the files of a config directory (as [`crate::oci::layers::read_config_dir`] returns
     /// them): every `.json`, `.yaml` and `.yml` file; others are skipped.
     pub fn parse(files: &BTreeMap<String, Vec<u8>>) -> Result<Catalog, FbcError> {
         let mut catalog = Catalog::default();
