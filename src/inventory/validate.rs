@@ -427,7 +427,7 @@ impl<'a> Validator<'a> {
         let Some(version) = &self.inv.site.cluster.release.version else {
             return;
         };
-        if super::release_in_record(record, version).is_none() {
+        if record.release(version).is_none() {
             self.site(
                 "cluster.release.version",
                 format!("release {version} is not in the mirror record {}; mirror it, or name a release the record holds", self.inv.site.references.mirror_record.as_ref().map(|r| r.file.as_str()).unwrap_or("")),
