@@ -11,7 +11,7 @@
 //!   ([`super::resolve::select`]), and rebuilt as a new image ([`crate::openshift::rebuild`]);
 //!   every kept bundle image and related image is mirrored at its source path.
 
-use super::config::{ImageSetConfig, Operator};
+use super::config::{ImageSetConfig, Operator, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
 use super::resolve::select;
 use crate::oci::digest::{Digest, StreamHasher};
@@ -21,7 +21,7 @@ use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::oci::stream::{response_stream, ByteStream};
 use crate::openshift::cluster::Category;
-use crate::openshift::graph::Graph;
+use crate::openshift::graph::{ChannelQuery, Graph};
 use crate::openshift::{fbc, rebuild, release};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -119,6 +119,19 @@ pub async fn resolve(
     Ok(content)
 }
 
+impl<'a> From<&'a ReleaseChannel> for ChannelQuery<'a> {
+    /// What a `mirror.platform.channels[]` entry asks of the update graph.
+    fn from(c: &'a ReleaseChannel) -> Self {
+        ChannelQuery {
+            name: &c.name,
+            min_version: c.min_version.as_deref(),
+            max_version: c.max_version.as_deref(),
+            shortest_path: c.shortest_path,
+            full: c.full,
+        }
+    }
+}
+
 /// Fetches the update graph of `channel` for `arch`.
 async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
     if let Some(path) = url.strip_prefix("file://") {
@@ -180,7 +193,7 @@ async fn releases(
         for arch in &graph_arches {
             let graph = fetch_graph(graph_url, &channel.name, arch).await?;
             let chosen = graph
-                .releases(channel, &path)
+                .releases(&ChannelQuery::from(channel), &path)
                 .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
             for r in chosen {
                 let image = ImageRef::parse(&r.payload).map_err(|e| {
