@@ -12,6 +12,7 @@ pub mod mirror;
 pub mod modelcar;
 pub mod netaddr;
 pub mod oci;
+pub mod openshift;
 pub mod output;
 pub mod render;
 pub mod secret;

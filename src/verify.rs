@@ -4,11 +4,11 @@
 //! when everything matches.
 
 use crate::concurrency::Concurrency;
-use crate::mirror::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Registries, RegistryOptions};
+use crate::openshift::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;

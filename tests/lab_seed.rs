@@ -6,13 +6,12 @@
 
 mod support;
 
-use bootstrap::mirror::config::ReleaseChannel;
-use bootstrap::mirror::graph::Graph;
-use bootstrap::mirror::release::{components, IMAGE_REFERENCES};
-use bootstrap::mirror::resolve::fbc::Catalog;
-use bootstrap::mirror::resolve::layers::read_config_dir;
 use bootstrap::oci::digest::Digest;
+use bootstrap::oci::layers::read_config_dir;
 use bootstrap::oci::reference::ImageRef;
+use bootstrap::openshift::fbc::Catalog;
+use bootstrap::openshift::graph::{ChannelQuery, Graph};
+use bootstrap::openshift::release::{components, IMAGE_REFERENCES};
 use serde_json::Value;
 use std::io::Read;
 use support::client::RegistryClient;
@@ -155,8 +154,8 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
     // The graph file selects 4.18.3 as stable-4.18's head.
     let graph_bytes = std::fs::read(out.path().join("graph.json")).unwrap();
     let graph = Graph::from_json(&graph_bytes, "graph.json").unwrap();
-    let stable = ReleaseChannel {
-        name: "stable-4.18".into(),
+    let stable = ChannelQuery {
+        name: "stable-4.18",
         ..Default::default()
     };
     let head = graph.releases(&stable, "stable").unwrap();

@@ -6,7 +6,7 @@
 
 mod support;
 
-use bootstrap::mirror::resolve::layers::read_config_dir;
+use bootstrap::oci::layers::read_config_dir;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -392,7 +392,7 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
 
     // The catalog: read back from the site, only the selected packages and bundles.
     let files = catalog_files(&site, "mirror/redhat/redhat-operator-index", "v4.18");
-    let catalog = bootstrap::mirror::resolve::fbc::Catalog::parse(&files).unwrap();
+    let catalog = bootstrap::openshift::fbc::Catalog::parse(&files).unwrap();
     let kept: BTreeMap<String, BTreeSet<String>> = catalog
         .bundles
         .iter()

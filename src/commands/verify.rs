@@ -3,9 +3,9 @@
 
 use super::{exit_code, registry_options, Printer};
 use crate::cli::VerifyArgs;
-use crate::mirror::record::RECORD_FILE;
 use crate::mirror::Location;
 use crate::oci::retry::RetryPolicy;
+use crate::openshift::record::RECORD_FILE;
 use crate::verify::VerifyTarget;
 use anyhow::{bail, Context, Result};
 use std::process::ExitCode;

@@ -346,28 +346,6 @@ fn hint(field: &str, parent: &str) -> Option<&'static str> {
     }
 }
 
-/// The release image of `record` for `version` (`4.18.3`): a `release` image whose destination
-/// or source tag is the version, or the version and an architecture (`4.18.3-x86_64`).
-pub fn release_in_record<'r>(
-    record: &'r crate::mirror::record::MirrorRecord,
-    version: &str,
-) -> Option<&'r crate::mirror::record::ImageRecord> {
-    let matches = |tag: &str| {
-        tag == version
-            || tag
-                .strip_prefix(version)
-                .is_some_and(|rest| rest.starts_with('-'))
-    };
-    record.images.iter().find(|i| {
-        i.category.as_deref() == Some("release")
-            && (i.tag.as_deref().is_some_and(matches)
-                || crate::oci::reference::ImageRef::parse(&i.source)
-                    .ok()
-                    .and_then(|r| r.tag)
-                    .is_some_and(|t| matches(&t)))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

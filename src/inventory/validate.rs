@@ -8,9 +8,9 @@
 
 use super::model::{Node, Role, SecretRef};
 use super::{Inventory, InventoryFile};
-use crate::mirror::record::MirrorRecord;
 use crate::netaddr::{is_dns_label, is_dns_name, normalize_mac, parse_prefixed, Cidr};
 use crate::oci::reference::ImageRef;
+use crate::openshift::record::MirrorRecord;
 use crate::yaml::{quote, Problem};
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -427,7 +427,7 @@ impl<'a> Validator<'a> {
         let Some(version) = &self.inv.site.cluster.release.version else {
             return;
         };
-        if super::release_in_record(record, version).is_none() {
+        if record.release(version).is_none() {
             self.site(
                 "cluster.release.version",
                 format!("release {version} is not in the mirror record {}; mirror it, or name a release the record holds", self.inv.site.references.mirror_record.as_ref().map(|r| r.file.as_str()).unwrap_or("")),

@@ -5,8 +5,8 @@
 //! end to end.
 
 use super::image::{self, filler, File, Image, ImageSpec};
-use crate::mirror::resolve::fbc::{PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED};
-use crate::mirror::resolve::layers::CONFIGS_LABEL;
+use crate::oci::layers::CONFIGS_LABEL;
+use crate::openshift::fbc::{PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED};
 use anyhow::Result;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -689,7 +689,9 @@ fn catalog_image(files: &BTreeMap<String, Vec<u8>>) -> Result<Image> {
 mod tests {
     use super::*;
     use crate::mirror::config::{IncludeChannel, IncludePackage, Operator};
-    use crate::mirror::resolve::{fbc::Catalog, layers::read_config_dir, select};
+    use crate::mirror::resolve::select;
+    use crate::oci::layers::read_config_dir;
+    use crate::openshift::fbc::Catalog;
 
     const HOST: &str = "127.0.0.1:5000";
 

@@ -15,8 +15,9 @@ pub use seed::seed;
 #[cfg(test)]
 mod tests {
     use crate::mirror::config;
-    use crate::mirror::graph::Graph;
-    use crate::mirror::resolve::{fbc::Catalog, select};
+    use crate::mirror::resolve::select;
+    use crate::openshift::fbc::Catalog;
+    use crate::openshift::graph::{ChannelQuery, Graph};
 
     const LAB_YAML: &str = include_str!("../../mirrorsets/lab.yaml");
     const HOST: &str = "127.0.0.1:5000";
@@ -31,7 +32,7 @@ mod tests {
         let graph = Graph::from_json(&graph, "graph.json").unwrap();
         let chosen: Vec<String> = graph
             .releases(
-                &isc.mirror.platform.channels[0],
+                &ChannelQuery::from(&isc.mirror.platform.channels[0]),
                 "mirror.platform.channels[0]",
             )
             .unwrap()

@@ -8,8 +8,8 @@
 //! candidate, fast and stable, and 4.18.4 in candidate only.
 
 use super::image::{self, commit_id, filler, File, Image, ImageSpec};
-use crate::mirror::graph::CHANNELS_KEY;
-use crate::mirror::release::IMAGE_REFERENCES;
+use crate::openshift::graph::CHANNELS_KEY;
+use crate::openshift::release::IMAGE_REFERENCES;
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -302,16 +302,15 @@ pub fn graph(host: &str, releases: &[Release]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::config::ReleaseChannel;
-    use crate::mirror::graph::Graph;
+    use crate::openshift::graph::{ChannelQuery, Graph};
 
     const HOST: &str = "127.0.0.1:5000";
 
-    fn channel(name: &str, min: Option<&str>, max: Option<&str>) -> ReleaseChannel {
-        ReleaseChannel {
-            name: name.into(),
-            min_version: min.map(String::from),
-            max_version: max.map(String::from),
+    fn channel<'a>(name: &'a str, min: Option<&'a str>, max: Option<&'a str>) -> ChannelQuery<'a> {
+        ChannelQuery {
+            name,
+            min_version: min,
+            max_version: max,
             ..Default::default()
         }
     }
@@ -321,7 +320,7 @@ mod tests {
         let releases = build(HOST).unwrap();
         let bytes = serde_json::to_vec(&graph(HOST, &releases)).unwrap();
         let g = Graph::from_json(&bytes, "graph.json").unwrap();
-        let versions = |ch: ReleaseChannel| -> Vec<String> {
+        let versions = |ch: ChannelQuery<'_>| -> Vec<String> {
             g.releases(&ch, "mirror.platform.channels[0]")
                 .unwrap()
                 .into_iter()
@@ -348,7 +347,7 @@ mod tests {
         let releases = build(HOST).unwrap();
         let doc = image_references(HOST, "4.18.3", &releases[2].components);
         let bytes = serde_json::to_vec(&doc).unwrap();
-        let parsed = crate::mirror::release::components(&bytes, "ocp-release:4.18.3").unwrap();
+        let parsed = crate::openshift::release::components(&bytes, "ocp-release:4.18.3").unwrap();
         assert_eq!(parsed.len(), COMPONENTS.len());
         for c in &parsed {
             assert_eq!(

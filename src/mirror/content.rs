@@ -2,26 +2,27 @@
 //! read from the source registries.
 //!
 //! - Release payloads: explicit `platform.release` images, and `platform.channels` resolved
-//!   against the update graph ([`super::graph`]); each release image's
-//!   `release-manifests/image-references` lists its components ([`super::release`]). The
+//!   against the update graph ([`crate::openshift::graph`]); each release image's
+//!   `release-manifests/image-references` lists its components ([`crate::openshift::release`]). The
 //!   release image goes to `<prefix>/openshift/release-images:<version>-<arch>`, components to
 //!   `<prefix>/openshift/release` by digest, as oc-mirror places them.
 //! - Operator catalogs: the catalog image's config directory is read out of its layers
-//!   ([`super::resolve::layers`], streamed, verified, in memory), filtered by the entry's rules
-//!   ([`super::resolve::select`]), and rebuilt as a new image ([`super::resolve::rebuild`]);
+//!   ([`crate::oci::layers`], streamed, verified, in memory), filtered by the entry's rules
+//!   ([`super::resolve::select`]), and rebuilt as a new image ([`crate::openshift::rebuild`]);
 //!   every kept bundle image and related image is mirrored at its source path.
 
-use super::cluster::Category;
-use super::config::{ImageSetConfig, Operator};
-use super::graph::Graph;
+use super::config::{ImageSetConfig, Operator, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
-use super::release;
-use super::resolve::{fbc, layers, rebuild, select};
+use super::resolve::select;
 use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::layers;
 use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::oci::stream::{response_stream, ByteStream};
+use crate::openshift::cluster::Category;
+use crate::openshift::graph::{ChannelQuery, Graph};
+use crate::openshift::{fbc, rebuild, release};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -116,6 +117,19 @@ pub async fn resolve(
         catalog(cfg, origin, op, i, regs, architectures, &mut content).await?;
     }
     Ok(content)
+}
+
+impl<'a> From<&'a ReleaseChannel> for ChannelQuery<'a> {
+    /// What a `mirror.platform.channels[]` entry asks of the update graph.
+    fn from(c: &'a ReleaseChannel) -> Self {
+        ChannelQuery {
+            name: &c.name,
+            min_version: c.min_version.as_deref(),
+            max_version: c.max_version.as_deref(),
+            shortest_path: c.shortest_path,
+            full: c.full,
+        }
+    }
 }
 
 /// Fetches the update graph of `channel` for `arch`.
@@ -243,7 +257,7 @@ async fn chosen_payloads(
         for arch in &graph_arches {
             let graph = fetch_graph(graph_url, &channel.name, arch).await?;
             let chosen = graph
-                .releases(channel, &path)
+                .releases(&ChannelQuery::from(channel), &path)
                 .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
             for r in chosen {
                 let image = ImageRef::parse(&r.payload).map_err(|e| {

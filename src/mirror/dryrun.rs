@@ -4,10 +4,10 @@
 //! record after the real run.
 
 use super::plan::{self, ResolvedImage};
-use super::record::now_rfc3339;
 use super::transfer::{Destination, Transfer};
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
+use crate::openshift::record::now_rfc3339;
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};

@@ -6,17 +6,13 @@
 //! cluster resources behind.
 
 pub mod cache;
-pub mod cluster;
 pub mod config;
 pub mod content;
 mod destination;
 pub mod dryrun;
-pub mod graph;
 pub mod journal;
 mod outputs;
 pub mod plan;
-pub mod record;
-pub mod release;
 pub mod report;
 pub mod resolve;
 pub mod settings;
@@ -27,6 +23,7 @@ mod wanted;
 
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::Registries;
+use crate::openshift::record;
 use crate::output::{human_bytes, Progress};
 use anyhow::{bail, Context, Result};
 use plan::{ResolvedImage, Source};

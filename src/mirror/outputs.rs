@@ -3,10 +3,10 @@
 //! for a registry, the cluster's side in `cluster-resources/`.
 
 use super::plan::ResolvedImage;
-use super::record::{self, MirrorRecord};
 use super::transfer::Destination;
-use super::{cluster, release};
 use crate::oci::digest::Digest;
+use crate::openshift::record::{self, MirrorRecord};
+use crate::openshift::{cluster, release};
 use crate::output::Progress;
 use anyhow::Result;
 use std::path::{Path, PathBuf};

@@ -3,12 +3,12 @@
 //! the whole set, so each unique blob is transferred once.
 
 use super::cache::ResolveCache;
-use super::cluster::Category;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::manifest::{platform_of, select_entries, Parsed, RawManifest};
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
+use crate::openshift::cluster::Category;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};

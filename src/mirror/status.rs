@@ -4,11 +4,11 @@
 //! and the mirror record lists only the `ok`.
 
 use super::plan::ResolvedImage;
-use super::record::{now_rfc3339, ImageRecord};
 use super::transfer::BlobOutcome;
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
 use crate::oci::reference::ImageRef;
+use crate::openshift::record::{now_rfc3339, ImageRecord};
 use anyhow::{Context, Result};
 use std::path::Path;
 

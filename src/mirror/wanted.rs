@@ -4,13 +4,13 @@
 
 use super::content::{self, WantedImage};
 use super::plan::{self, ResolvedImage, Source};
-use super::record::ConfigInfo;
 use super::settings::MirrorInput;
 use super::{cache, config};
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
+use crate::openshift::record::ConfigInfo;
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
 use std::path::Path;

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod digest;
+pub mod layers;
 pub mod layout;
 pub mod manifest;
 pub mod reference;

@@ -10,11 +10,10 @@ mod files;
 use crate::cli::RenderArgs;
 use crate::inventory::model::{Node, SecretRef};
 use crate::inventory::{self, render_inventory_problems, Inventory, InventoryError, InventoryFile};
-use crate::mirror::cluster::{Category, ClusterResources, MirroredImage};
-use crate::mirror::record::MirrorRecord;
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic_mode;
 use crate::oci::reference::ImageRef;
+use crate::openshift::record::MirrorRecord;
 use crate::output::OutputFormat;
 use crate::secret::Secret;
 use crate::yaml::Problem;
@@ -294,47 +293,22 @@ fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem
     let fail = |m: String| inv.problem(InventoryFile::Site, at, m);
     let path = inv.resolve(&rec.file);
     let record = MirrorRecord::load(&path).map_err(|e| fail(format!("{e:#}")))?;
-    let mut images = Vec::new();
-    for img in &record.images {
-        let bad = |e: String| fail(format!("{}: image {}: {e}", path.display(), img.source));
-        let source = ImageRef::parse(&img.source).map_err(|e| bad(e.to_string()))?;
-        let dest = ImageRef::parse(&img.destination).map_err(|e| bad(e.to_string()))?;
-        let category = match img.category.as_deref() {
-            None => Category::Generic,
-            Some(c) => {
-                Category::from_name(c).ok_or_else(|| bad(format!("unknown category '{c}'")))?
-            }
-        };
-        images.push(MirroredImage {
-            source,
-            registry: dest.registry,
-            repository: dest.repository,
-            category,
-        });
-    }
-    let snippet = ClusterResources::new(&images)
-        .install_config_yaml()
-        .map_err(|e| fail(format!("{e:#}")))?;
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    struct Snippet {
-        image_digest_sources: Vec<files::DigestSource>,
-    }
-    let sources = match snippet {
-        Some(text) => {
-            serde_saphyr::from_str::<Snippet>(&text)
-                .map_err(|e| fail(format!("reading back imageDigestSources: {e}")))?
-                .image_digest_sources
-        }
-        None => Vec::new(),
-    };
+    let sources = record
+        .digest_sources()
+        .map_err(|e| fail(format!("{}: {e}", path.display())))?
+        .into_iter()
+        .map(|s| files::DigestSource {
+            source: s.source,
+            mirrors: s.mirrors,
+        })
+        .collect();
     let release = inv
         .site
         .cluster
         .release
         .version
         .as_deref()
-        .and_then(|v| inventory::release_in_record(&record, v))
+        .and_then(|v| record.release(v))
         .and_then(|img| by_digest(&img.destination, &img.digest));
     Ok((sources, release))
 }

@@ -28,8 +28,8 @@
 //! channel heads, then the highest version; a package pulled in this way also keeps its default
 //! channel's head, so the rebuilt catalog stays valid. `olm.gvk.required` is not followed.
 
-use super::fbc::{self, Bundle, Catalog, Channel, Other, Package};
 use crate::mirror::config::{IncludeChannel, IncludePackage, Operator};
+use crate::openshift::fbc::{self, Bundle, Catalog, Channel, Other, Package};
 use semver::Version;
 use serde_json::{Map, Value};
 use std::cmp::{Ordering, Reverse};
@@ -1136,7 +1136,7 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::resolve::fbc::tests::bundle;
+    use crate::openshift::fbc::tests::bundle;
     use serde_json::json;
 
     fn channel(package: &str, name: &str, entries: &[(&str, Option<&str>, &[&str])]) -> Value {

@@ -4,12 +4,12 @@
 
 use super::{Destination, Transfer};
 use crate::mirror::plan::{placement_annotations, rewrite_index, ResolvedImage};
-use crate::mirror::record::{ImageRecord, ManifestRecord};
 use crate::oci::digest::Digest;
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::RegistryClient;
+use crate::openshift::record::{ImageRecord, ManifestRecord};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -125,7 +125,7 @@ impl Transfer {
             source: image.source.to_string(),
             path: image.dest_path().to_string(),
             tag: image.placement.tag.clone(),
-            category: (image.placement.category != crate::mirror::cluster::Category::Generic)
+            category: (image.placement.category != crate::openshift::cluster::Category::Generic)
                 .then(|| image.placement.category.name().to_string()),
             destination,
             digest: root.digest.clone(),

@@ -1,4 +1,5 @@
-//! The catalog's configuration directory, read out of a catalog image's layers in memory.
+//! Safe tar reading of image layers: the catalog's configuration directory, read out of a
+//! catalog image's layers in memory.
 //!
 //! A file-based catalog image carries its catalog as plain files under the directory its label
 //! `operators.operatorframework.io.index.configs.v1` names (usually `/configs`). To filter the

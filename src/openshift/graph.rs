@@ -12,7 +12,6 @@
 //! as well as a per-channel answer. Conditional edges count as edges: they are real upgrade
 //! paths whose risks a cluster administrator accepts, and the payloads must be there for them.
 
-use super::config::ReleaseChannel;
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -60,6 +59,22 @@ pub struct VersionEdge {
     pub to: String,
 }
 
+/// What a channel entry (`mirror.platform.channels[]`, oc-mirror's `ReleaseChannel`) asks of
+/// the graph. Its own type so the graph does not depend on the mirror's configuration format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelQuery<'a> {
+    /// The channel, e.g. `stable-4.18`.
+    pub name: &'a str,
+    /// The lowest release wanted.
+    pub min_version: Option<&'a str>,
+    /// The highest release wanted.
+    pub max_version: Option<&'a str>,
+    /// Only the releases on the shortest upgrade path from min to max.
+    pub shortest_path: bool,
+    /// Every release of the channel, not only its head.
+    pub full: bool,
+}
+
 /// A release chosen for mirroring.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Release {
@@ -77,20 +92,18 @@ impl Graph {
         })
     }
 
-    /// The releases `channel` selects.
-    pub fn releases(&self, channel: &ReleaseChannel, path: &str) -> Result<Vec<Release>> {
-        let in_channel = self.channel_nodes(&channel.name, path)?;
-        let bound = |v: &Option<String>, field: &str| -> Result<Option<semver::Version>> {
-            v.as_deref()
-                .map(|s| {
-                    semver::Version::parse(s).with_context(|| {
-                        format!("{path}.{field}: '{s}' is not a version like 4.18.3")
-                    })
-                })
-                .transpose()
+    /// The releases `channel` selects; `path` names the channel entry in errors.
+    pub fn releases(&self, channel: &ChannelQuery<'_>, path: &str) -> Result<Vec<Release>> {
+        let in_channel = self.channel_nodes(channel.name, path)?;
+        let bound = |v: Option<&str>, field: &str| -> Result<Option<semver::Version>> {
+            v.map(|s| {
+                semver::Version::parse(s)
+                    .with_context(|| format!("{path}.{field}: '{s}' is not a version like 4.18.3"))
+            })
+            .transpose()
         };
-        let min = bound(&channel.min_version, "minVersion")?;
-        let max = bound(&channel.max_version, "maxVersion")?;
+        let min = bound(channel.min_version, "minVersion")?;
+        let max = bound(channel.max_version, "maxVersion")?;
         let (lowest, head) = (
             in_channel
                 .keys()
@@ -121,7 +134,7 @@ impl Graph {
         let chosen: Vec<semver::Version> = match (&min, &max) {
             (None, None) if !channel.full => vec![head.clone()],
             (Some(a), Some(b)) if channel.shortest_path && !channel.full => {
-                self.shortest_path(&in_channel, a, b, &channel.name, path)?
+                self.shortest_path(&in_channel, a, b, channel.name, path)?
             }
             _ => {
                 let lo = min.clone().unwrap_or(lowest);
@@ -248,18 +261,22 @@ mod tests {
         Graph::from_json(json.to_string().as_bytes(), "graph.json").unwrap()
     }
 
-    fn channel(min: Option<&str>, max: Option<&str>, shortest: bool, full: bool) -> ReleaseChannel {
-        ReleaseChannel {
-            name: "stable-4.18".into(),
-            min_version: min.map(str::to_string),
-            max_version: max.map(str::to_string),
+    fn channel<'a>(
+        min: Option<&'a str>,
+        max: Option<&'a str>,
+        shortest: bool,
+        full: bool,
+    ) -> ChannelQuery<'a> {
+        ChannelQuery {
+            name: "stable-4.18",
+            min_version: min,
+            max_version: max,
             shortest_path: shortest,
             full,
-            ..ReleaseChannel::default()
         }
     }
 
-    fn versions(c: ReleaseChannel) -> Vec<String> {
+    fn versions(c: ChannelQuery<'_>) -> Vec<String> {
         graph()
             .releases(&c, "mirror.platform.channels[0]")
             .unwrap()
@@ -320,7 +337,7 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("above maxVersion"), "{e}");
         let mut c = channel(None, None, false, false);
-        c.name = "stable-9.9".into();
+        c.name = "stable-9.9";
         let e = g.releases(&c, p).unwrap_err();
         assert!(
             e.to_string()

@@ -3,8 +3,10 @@
 //! input's hash, times, every image with its digests and platforms, every blob, and totals. A disk
 //! mirror also gets `SHA256SUMS` over every file, checkable with `sha256sum -c`.
 
+use super::cluster::{Category, ClusterResources, DigestSource, MirroredImage};
 use crate::oci::digest::Digest;
 use crate::oci::layout::{write_atomic, PARTIAL_DIR};
+use crate::oci::reference::ImageRef;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,6 +18,17 @@ pub const RECORD_FILE: &str = "mirror-record.json";
 pub const SUMS_FILE: &str = "SHA256SUMS";
 /// The record format version; bumped when a field changes meaning.
 pub const RECORD_VERSION: u32 = 1;
+
+/// An image of a record that cannot be read back: a reference that does not parse or a
+/// category bootstrap does not know (a record edited by hand, or written by a newer bootstrap).
+#[derive(Debug, thiserror::Error)]
+#[error("image {image}: {reason}")]
+pub struct RecordImageError {
+    /// The image's source reference, as recorded.
+    pub image: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
 
 /// One mirror record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -106,6 +119,31 @@ pub struct ImageRecord {
     pub manifests: Vec<ManifestRecord>,
     /// Digests of the blobs this image needs (details in the top-level `blobs`).
     pub blobs: Vec<Digest>,
+}
+
+impl ImageRecord {
+    /// The image as the cluster resources see it: its source, its destination's registry and
+    /// repository, and its category (absent: an additional image).
+    pub fn mirrored(&self) -> Result<MirroredImage, RecordImageError> {
+        let bad = |reason: String| RecordImageError {
+            image: self.source.clone(),
+            reason,
+        };
+        let source = ImageRef::parse(&self.source).map_err(|e| bad(e.to_string()))?;
+        let dest = ImageRef::parse(&self.destination).map_err(|e| bad(e.to_string()))?;
+        let category = match self.category.as_deref() {
+            None => Category::Generic,
+            Some(c) => {
+                Category::from_name(c).ok_or_else(|| bad(format!("unknown category '{c}'")))?
+            }
+        };
+        Ok(MirroredImage {
+            source,
+            registry: dest.registry,
+            repository: dest.repository,
+            category,
+        })
+    }
 }
 
 /// A child manifest of an index.
@@ -218,6 +256,38 @@ impl MirrorRecord {
         };
     }
 
+    /// The release image for `version` (`4.18.3`): a `release` image whose destination tag or
+    /// source tag is the version, or the version and an architecture (`4.18.3-x86_64`).
+    pub fn release(&self, version: &str) -> Option<&ImageRecord> {
+        let matches = |tag: &str| {
+            tag == version
+                || tag
+                    .strip_prefix(version)
+                    .is_some_and(|rest| rest.starts_with('-'))
+        };
+        self.images.iter().find(|i| {
+            i.category.as_deref() == Some(Category::Release.name())
+                && (i.tag.as_deref().is_some_and(matches)
+                    || ImageRef::parse(&i.source)
+                        .ok()
+                        .and_then(|r| r.tag)
+                        .is_some_and(|t| matches(&t)))
+        })
+    }
+
+    /// Every image as the cluster resources see it: source, destination and category; the
+    /// first image that cannot be read back is the error.
+    pub fn mirrored_images(&self) -> Result<Vec<MirroredImage>, RecordImageError> {
+        self.images.iter().map(ImageRecord::mirrored).collect()
+    }
+
+    /// install-config.yaml's `imageDigestSources` for this mirror, exactly as the cluster
+    /// resources written beside the record have them (catalogs excluded: they get
+    /// CatalogSources).
+    pub fn digest_sources(&self) -> Result<Vec<DigestSource>, RecordImageError> {
+        Ok(ClusterResources::new(&self.mirrored_images()?).digest_sources())
+    }
+
     /// Writes the record atomically, pretty-printed JSON.
     pub fn write(&self, path: &Path) -> Result<()> {
         let mut bytes = serde_json::to_vec_pretty(self)?;
@@ -282,4 +352,150 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_else(|_| time::OffsetDateTime::now_utc())
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D1: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+
+    fn image(
+        source: &str,
+        destination: &str,
+        tag: Option<&str>,
+        category: Option<&str>,
+    ) -> ImageRecord {
+        ImageRecord {
+            source: source.into(),
+            path: String::new(),
+            tag: tag.map(String::from),
+            category: category.map(String::from),
+            destination: destination.into(),
+            digest: D1.parse().unwrap(),
+            source_digest: None,
+            media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+            size: 1,
+            total_size: 1,
+            platforms: Vec::new(),
+            platforms_dropped: Vec::new(),
+            manifests: Vec::new(),
+            blobs: Vec::new(),
+        }
+    }
+
+    fn record(images: Vec<ImageRecord>) -> MirrorRecord {
+        let run = RunInfo {
+            tool: "bootstrap test".into(),
+            config: None,
+            source: "docker://".into(),
+            destination: "docker://mirror.example:8443".into(),
+            started: String::new(),
+            finished: String::new(),
+            images: images.len(),
+            bytes_transferred: 0,
+        };
+        MirrorRecord::new(run, images, Vec::new())
+    }
+
+    fn sample() -> MirrorRecord {
+        let m = "mirror.example:8443/mirror";
+        record(vec![
+            image(
+                "quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64",
+                &format!("{m}/openshift/release-images:4.18.3-x86_64"),
+                Some("4.18.3-x86_64"),
+                Some("release"),
+            ),
+            image(
+                &format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@{D1}"),
+                &format!("{m}/openshift/release@{D1}"),
+                None,
+                Some("release"),
+            ),
+            image(
+                "quay.io/openshift-release-dev/ocp-release:4.18.30-x86_64",
+                &format!("{m}/openshift/release-images:4.18.30-x86_64"),
+                Some("4.18.30-x86_64"),
+                Some("release"),
+            ),
+            image(
+                &format!("nvcr.io/nvidia/gpu-operator@{D1}"),
+                &format!("{m}/nvidia/gpu-operator@{D1}"),
+                None,
+                Some("operator"),
+            ),
+            image(
+                "registry.redhat.io/redhat/redhat-operator-index:v4.18",
+                &format!("{m}/redhat/redhat-operator-index:v4.18"),
+                None,
+                Some("catalog"),
+            ),
+            image(
+                "registry.redhat.io/ubi9/ubi:9.4",
+                &format!("{m}/ubi9/ubi:9.4"),
+                None,
+                None,
+            ),
+        ])
+    }
+
+    #[test]
+    fn the_release_of_a_version_is_found_by_tag_with_or_without_its_architecture() {
+        let rec = sample();
+        let found = |v: &str| rec.release(v).map(|i| i.source.as_str());
+        assert_eq!(
+            found("4.18.3"),
+            Some("quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64")
+        );
+        assert_eq!(
+            found("4.18.3-x86_64"),
+            Some("quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64")
+        );
+        assert_eq!(
+            found("4.18.30"),
+            Some("quay.io/openshift-release-dev/ocp-release:4.18.30-x86_64")
+        );
+        assert_eq!(found("4.18"), None, "a prefix is not a version");
+        assert_eq!(found("9.4"), None, "only release images count");
+    }
+
+    #[test]
+    fn digest_sources_map_what_was_mirrored_by_digest_and_leave_out_catalogs_and_tags() {
+        let sources = sample().digest_sources().unwrap();
+        assert_eq!(
+            sources,
+            [
+                DigestSource {
+                    source: "nvcr.io/nvidia".into(),
+                    mirrors: vec!["mirror.example:8443/mirror/nvidia".into()],
+                },
+                // Release images are placed under openshift/, not at their source path:
+                // each repository maps on its own.
+                DigestSource {
+                    source: "quay.io/openshift-release-dev/ocp-release".into(),
+                    mirrors: vec!["mirror.example:8443/mirror/openshift/release-images".into()],
+                },
+                DigestSource {
+                    source: "quay.io/openshift-release-dev/ocp-v4.0-art-dev".into(),
+                    mirrors: vec!["mirror.example:8443/mirror/openshift/release".into()],
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_image_with_an_unknown_category_is_named_in_the_error() {
+        let rec = record(vec![image(
+            "quay.io/a/b:1",
+            "mirror.example:8443/a/b:1",
+            None,
+            Some("firmware"),
+        )]);
+        let e = rec.digest_sources().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "image quay.io/a/b:1: unknown category 'firmware'"
+        );
+    }
 }

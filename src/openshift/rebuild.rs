@@ -232,7 +232,7 @@ pub fn rebuild_index(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mirror::resolve::layers::read_config_dir;
+    use crate::oci::layers::read_config_dir;
 
     fn files() -> BTreeMap<String, Vec<u8>> {
         BTreeMap::from([

@@ -164,7 +164,17 @@ struct TagSpec {
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct InstallConfigSnippet {
-    image_digest_sources: Vec<Mirrors>,
+    image_digest_sources: Vec<DigestSource>,
+}
+
+/// One `imageDigestSources[]` entry of install-config.yaml (the installer's
+/// `ImageDigestSource`): images under `source` may be pulled by digest from any of `mirrors`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DigestSource {
+    /// The source scope (`quay.io/openshift-release-dev`).
+    pub source: String,
+    /// Its mirror scopes, sorted.
+    pub mirrors: Vec<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -303,8 +313,9 @@ impl ClusterResources {
         yaml_documents(&docs)
     }
 
-    /// `imageDigestSources` for install-config.yaml: every digest mirror, all categories.
-    pub fn install_config_yaml(&self) -> Result<Option<String>> {
+    /// `imageDigestSources` for install-config.yaml: every digest mirror of every category,
+    /// sorted by source; empty when nothing was mirrored by digest.
+    pub fn digest_sources(&self) -> Vec<DigestSource> {
         let mut all: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for scopes in self.by_digest.values() {
             for (source, m) in scopes {
@@ -313,11 +324,23 @@ impl ClusterResources {
                     .extend(m.iter().cloned());
             }
         }
-        if all.is_empty() {
+        all.into_iter()
+            .map(|(source, mirrors)| DigestSource {
+                source,
+                mirrors: mirrors.into_iter().collect(),
+            })
+            .collect()
+    }
+
+    /// The install-config.yaml snippet holding [`Self::digest_sources`], or `None` when
+    /// nothing was mirrored by digest.
+    pub fn install_config_yaml(&self) -> Result<Option<String>> {
+        let sources = self.digest_sources();
+        if sources.is_empty() {
             return Ok(None);
         }
         let snippet = InstallConfigSnippet {
-            image_digest_sources: mirrors(&all),
+            image_digest_sources: sources,
         };
         Ok(Some(serde_saphyr::to_string(&snippet)?))
     }
@@ -472,7 +495,7 @@ mod tests {
     /// Compares with a golden file beside this test; `UPDATE_GOLDEN=1` rewrites it.
     fn golden(name: &str, actual: &str) {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/mirror/testdata")
+            .join("src/openshift/testdata")
             .join(name);
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&path, actual).unwrap();

@@ -1,0 +1,16 @@
+//! What the mirror and install halves share about OpenShift content, so neither half reaches
+//! into the other:
+//! - [`record`]: the mirror record, the contract between the halves (what was mirrored, where),
+//!   with typed queries such as the release image of a version and the image digest sources;
+//! - [`cluster`]: the resources a cluster needs to use the mirror (ImageDigestMirrorSet,
+//!   ImageTagMirrorSet, CatalogSources, the release signature ConfigMap);
+//! - [`release`]: a release payload's components;
+//! - [`graph`]: the update graph and the releases a channel selects from it;
+//! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image.
+
+pub mod cluster;
+pub mod fbc;
+pub mod graph;
+pub mod rebuild;
+pub mod record;
+pub mod release;
