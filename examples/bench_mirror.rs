@@ -8,7 +8,7 @@
 //! list of MiB, e.g. `16,64,256`) also times bootstrap's mirror to mirror of the big set once
 //! per upload chunk size, each into a fresh registry: the data behind `--chunk-size`'s default.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
 

@@ -2,9 +2,10 @@
 //! images, so that every test binary exercises `bootstrap` against the same software a site runs
 //! (Distribution 2.8, skopeo) rather than mocks.
 //!
-//! A test binary includes it with `mod support;`. Everything binds to 127.0.0.1 and stops on
-//! drop. Not every binary uses every item, hence `dead_code` is allowed on each item here (not
-//! as an inner attribute: an includer that adds its own `#[allow(dead_code)]` would duplicate it).
+//! The `it` test binary includes it with `mod support;`, the examples with `#[path]`. Everything
+//! binds to 127.0.0.1 and stops on drop. Not every example uses every item, hence `dead_code` is
+//! allowed on each item here (not as an inner attribute: an includer that adds its own
+//! `#[allow(dead_code)]` would duplicate it).
 //!
 //! - [`registry::Registry`]: a `docker-registry serve` process in one of three flavours (plain
 //!   HTTP, HTTPS + htpasswd, HTTPS + token auth), with accessors for URLs, CA, credentials and

@@ -1,4 +1,4 @@
-//! Self-test of `tests/support`: the registries, the token server and the image generator must
+//! Self-test of `tests/it/support`: the registries, the token server and the image generator must
 //! be right before any test of `bootstrap` can lean on them. Each flavour starts and answers,
 //! the standard set pushes into it, skopeo (an independent client) reads back the digests the
 //! generator reported, the registry log counts uploads and mounts correctly, and the token
@@ -6,7 +6,7 @@
 //! The fault proxy relays pushes and pulls byte for byte and each of its faults shows on the
 //! client side exactly as configured.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

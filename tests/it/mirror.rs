@@ -3,7 +3,7 @@
 //! shared blobs sent once, architecture filtering, Basic and token auth over TLS, audit files,
 //! and bad input that fails cleanly.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,0 +1,19 @@
+//! The integration tests, as one binary: `support` (real registries, a token server, TLS material,
+//! synthetic images, the fault proxy) is compiled and linked once instead of once per test file.
+//!
+//! Each module is one area, run against the `bootstrap` binary or the library: `cargo nextest
+//! run --test it -E 'test(/^mirror::/)'` (or `cargo test --test it mirror::`) runs one of them.
+
+mod support;
+
+mod agent_validate;
+mod cli;
+mod harness;
+mod inventory;
+mod lab_seed;
+mod mirror;
+mod model;
+mod openshift;
+mod render;
+mod resilience;
+mod token_refresh;
