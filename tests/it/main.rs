@@ -1,5 +1,6 @@
 //! The integration tests, as one binary: `support` (real registries, a token server, TLS material,
-//! synthetic images, the fault proxy) is compiled and linked once instead of once per test file.
+//! synthetic images, the fault proxy) is compiled once instead of once per test file, and every
+//! item of it is used by some test, so dead code in it is reported rather than allowed.
 //!
 //! Each module is one area, run against the `bootstrap` binary or the library: `cargo nextest
 //! run --test it -E 'test(/^mirror::/)'` (or `cargo test --test it mirror::`) runs one of them.
