@@ -8,7 +8,7 @@
 //! list of MiB, e.g. `16,64,256`) also times bootstrap's mirror to mirror of the big set once
 //! per upload chunk size, each into a fresh registry: the data behind `--chunk-size`'s default.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
 
@@ -146,7 +146,7 @@ fn wide_set(seed: u64) -> SyntheticSet {
     SyntheticSet { seed, entries }
 }
 
-fn isc(host: &str, pushed: &[support::PushedImage], path: &std::path::Path) {
+fn isc(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Path) {
     let mut text = String::from("apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n");
     for p in pushed {
         text.push_str(&format!("  - name: {host}/{}:{}\n", p.repo, p.tag));
@@ -154,7 +154,7 @@ fn isc(host: &str, pushed: &[support::PushedImage], path: &std::path::Path) {
     std::fs::write(path, text).unwrap();
 }
 
-fn sync_yaml(host: &str, pushed: &[support::PushedImage], path: &std::path::Path) {
+fn sync_yaml(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Path) {
     let mut text = format!("{host}:\n  tls-verify: false\n  images:\n");
     for p in pushed {
         text.push_str(&format!("    {}: [\"{}\"]\n", p.repo, p.tag));

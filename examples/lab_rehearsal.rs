@@ -8,7 +8,7 @@
 //!
 //! Run it with `scripts/lab-rehearsal.sh` (which installs the registry and builds the tool).
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
 

@@ -4,7 +4,7 @@
 //! image of the catalog exists, the update graph selects 4.18.3 as stable-4.18's head, and a
 //! second run is idempotent: same digests, nothing uploaded.
 
-mod support;
+use crate::support;
 
 use bootstrap::oci::digest::Digest;
 use bootstrap::oci::layers::read_config_dir;

@@ -315,19 +315,9 @@ impl PushedImage {
         format!("{}:{}", self.repo, self.tag)
     }
 
-    /// `repo@digest`.
-    pub fn by_digest(&self) -> String {
-        format!("{}@{}", self.repo, self.digest)
-    }
-
     /// Whether the top manifest is an index or manifest list.
     pub fn is_index(&self) -> bool {
         !self.children.is_empty()
-    }
-
-    /// Total bytes of [`Self::blobs`].
-    pub fn blob_bytes(&self) -> u64 {
-        self.blobs.iter().map(|(_, s)| s).sum()
     }
 }
 
@@ -579,11 +569,6 @@ impl SyntheticSet {
     /// The layer `base/app-*` share.
     pub fn base_layer(&self) -> LayerSpec {
         LayerSpec::new(derive_seed(self.seed, 1), 48 * 1024)
-    }
-
-    /// The entry for `repo` (relative to the prefix).
-    pub fn entry(&self, repo: &str) -> Option<&SetEntry> {
-        self.entries.iter().find(|e| e.repo == repo)
     }
 
     /// Digest of the layer `base/app-*` share (what a mirror must send only once).

@@ -1,4 +1,4 @@
-//! Self-test of `tests/support`: the registries, the token server and the image generator must
+//! Self-test of `tests/it/support`: the registries, the token server and the image generator must
 //! be right before any test of `bootstrap` can lean on them. Each flavour starts and answers,
 //! the standard set pushes into it, skopeo (an independent client) reads back the digests the
 //! generator reported, the registry log counts uploads and mounts correctly, and the token
@@ -6,7 +6,7 @@
 //! The fault proxy relays pushes and pulls byte for byte and each of its faults shows on the
 //! client side exactly as configured.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use support::client::{BlobSource, RegistryClient};
 use support::faultproxy::{Fault, FaultProxy, FaultRule};
 use support::images::{self, find, ImageSpec, Platform, PushedImage, SyntheticSet};
 use support::layers::{self, LayerSpec};
-use support::{reglog, tls, Registry};
+use support::{reglog, run, tls, Registry};
 
 /// Large-layer size for the TLS flavours: still streamed in several chunks, but quick.
 const SMALL_LARGE_LAYER: u64 = 3 * 1024 * 1024 + 12345;
@@ -518,6 +518,26 @@ fn a_stopped_registry_frees_its_port() {
         "still listening after drop"
     );
     assert!(!dir.exists(), "temporary directory removed");
+}
+
+/// Regression: `assert_blobs_intact` returned early when `blobs/sha256` was missing, so a mirror
+/// that wrote nothing passed the check meant to prove it intact. Missing and empty fail; a
+/// corrupt blob fails; a good blob passes.
+#[test]
+fn blob_check_fails_on_a_missing_or_empty_blob_directory() {
+    let fails =
+        |dir: &std::path::Path| std::panic::catch_unwind(|| run::assert_blobs_intact(dir)).is_err();
+    let dir = tempfile::tempdir().unwrap();
+    assert!(fails(dir.path()), "a missing blob directory passed");
+    let blobs = dir.path().join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    assert!(fails(dir.path()), "an empty blob directory passed");
+    let good = b"a blob";
+    let hex = bootstrap::oci::digest::Digest::of(good).hex().to_string();
+    std::fs::write(blobs.join(&hex), good).unwrap();
+    run::assert_blobs_intact(dir.path());
+    std::fs::write(blobs.join(&hex), b"a blob, changed").unwrap();
+    assert!(fails(dir.path()), "a corrupt blob passed");
 }
 
 /// Blob size for the fault proxy's self-tests: many relay buffers, still quick.

@@ -4,7 +4,7 @@
 //! which is deterministic: the same directory gives the same digest, and a changed shard
 //! changes only its own layer.
 
-mod support;
+use crate::support;
 
 use bootstrap::oci::digest::Digest;
 use std::collections::BTreeMap;

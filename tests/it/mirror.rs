@@ -3,12 +3,11 @@
 //! shared blobs sent once, architecture filtering, Basic and token auth over TLS, audit files,
 //! and bad input that fails cleanly.
 
-mod support;
+use crate::support;
 
-use std::path::Path;
 use std::process::{Command, Output};
 use support::images::SyntheticSet;
-use support::run::{bootstrap, failed, ok, write_config};
+use support::run::{bootstrap, failed, json, ok, write_config};
 use support::Registry;
 
 fn skopeo(args: &[String]) -> Output {
@@ -30,10 +29,6 @@ fn skopeo_ok(args: &[String]) -> String {
 
 fn s(v: &str) -> String {
     v.to_string()
-}
-
-fn record(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn image_in<'a>(rec: &'a serde_json::Value, repo: &str) -> &'a serde_json::Value {
@@ -147,7 +142,7 @@ fn disk_round_trip_keeps_every_digest_and_audits() {
         ),
         format!("oci:{}:x", back.display()),
     ]);
-    let rec = record(&rec_path);
+    let rec = json(&rec_path);
     assert_eq!(
         rec["totals"]["images"].as_u64().unwrap() as usize,
         pushed.len()
@@ -268,7 +263,7 @@ fn multi_arch_index_filtered_to_amd64() {
         "--plain-http",
         &src.host(),
     ]));
-    let rec = record(&dir.join("mirror-record.json"));
+    let rec = json(&dir.join("mirror-record.json"));
     let img = image_in(&rec, &multi.repo);
     assert_eq!(img["platforms"], serde_json::json!(["linux/amd64"]));
     assert_eq!(img["platformsDropped"], serde_json::json!(["linux/arm64"]));
@@ -340,7 +335,7 @@ fn multi_arch_index_filtered_to_amd64() {
         remote.clone(),
         format!("oci:{}:amd64", work.path().join("pulled2").display()),
     ]);
-    let rec = record(&rec_path);
+    let rec = json(&rec_path);
     let img = image_in(&rec, &multi.repo);
     assert_eq!(img["sourceDigest"], multi.digest.as_str());
     assert_eq!(img["platforms"], serde_json::json!(["linux/amd64"]));
@@ -454,7 +449,7 @@ fn a_flipped_byte_fails_sha256sum_and_verify_naming_the_blob() {
         "--plain-http",
         &src.host(),
     ]));
-    let rec = record(&dir.join("mirror-record.json"));
+    let rec = json(&dir.join("mirror-record.json"));
     let blob = rec["blobs"]
         .as_array()
         .unwrap()
@@ -697,7 +692,7 @@ fn blocked_images_are_left_out_and_said_so() {
         "--plain-http",
         &src.host(),
     ]));
-    let rec = record(&dir.join("mirror-record.json"));
+    let rec = json(&dir.join("mirror-record.json"));
     let sources: Vec<&str> = rec["images"]
         .as_array()
         .unwrap()
@@ -708,7 +703,7 @@ fn blocked_images_are_left_out_and_said_so() {
     assert!(!sources
         .iter()
         .any(|s| s.contains("app-b") || s.contains("multi-docker")));
-    let status = record(&dir.join("mirror-status.json"));
+    let status = json(&dir.join("mirror-status.json"));
     assert_eq!(status["blocked"], 2, "{status:#}");
     assert_eq!(status["failed"], 0);
     let blocked: Vec<&serde_json::Value> = status["images"]

@@ -15,7 +15,7 @@
 //! `expires_in` and `issued_at`.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -71,8 +71,6 @@ struct State {
     config: TokenConfig,
     signer: EcdsaKeyPair,
     kid: String,
-    ttl_ms: AtomicU64,
-    exact_expiry: AtomicBool,
     issued: AtomicUsize,
     rejected: AtomicUsize,
     jti: AtomicU64,
@@ -96,8 +94,6 @@ impl TokenServer {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
-            ttl_ms: AtomicU64::new(config.ttl.as_millis() as u64),
-            exact_expiry: AtomicBool::new(config.exact_expiry),
             config,
             signer: pki.signer()?,
             kid: pki.signer_kid.clone(),
@@ -147,16 +143,6 @@ impl TokenServer {
         format!("https://127.0.0.1:{}/token", self.addr.port())
     }
 
-    /// The `service` the tokens are issued for (their audience).
-    pub fn service(&self) -> &str {
-        &self.state.config.service
-    }
-
-    /// The tokens' issuer.
-    pub fn issuer(&self) -> &str {
-        &self.state.config.issuer
-    }
-
     /// How many tokens were issued (anonymous ones included), over HTTP only.
     pub fn tokens_issued(&self) -> usize {
         self.state.issued.load(Ordering::SeqCst)
@@ -170,18 +156,6 @@ impl TokenServer {
     /// Every request answered so far, in order.
     pub fn requests(&self) -> Vec<TokenRequest> {
         self.state.requests.lock().unwrap().clone()
-    }
-
-    /// The lifetime of tokens issued from now on.
-    pub fn ttl(&self) -> Duration {
-        Duration::from_millis(self.state.ttl_ms.load(Ordering::SeqCst))
-    }
-
-    /// Changes the lifetime of tokens issued from now on (see [`TokenConfig::exact_expiry`]).
-    pub fn set_ttl(&self, ttl: Duration) {
-        self.state
-            .ttl_ms
-            .store(ttl.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// Mints a token directly (not counted in [`Self::tokens_issued`]) for `subject`, granting
@@ -209,13 +183,13 @@ impl Drop for TokenServer {
 impl State {
     /// Signs a token for `subject` with the given `access` claim; returns it and its lifetime.
     fn sign(&self, subject: &str, access: Vec<Value>) -> (String, Duration) {
-        let ttl = Duration::from_millis(self.ttl_ms.load(Ordering::SeqCst));
+        let ttl = self.config.ttl;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs() as i64;
         let lifetime = ttl.as_secs().max(1) as i64;
-        let exp = if self.exact_expiry.load(Ordering::SeqCst) {
+        let exp = if self.config.exact_expiry {
             now + lifetime - DISTRIBUTION_LEEWAY.as_secs() as i64
         } else {
             now + lifetime

@@ -73,19 +73,28 @@ pub fn json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
-/// Every file under `dir/blobs/sha256` must hash to its name: nothing corrupt was committed.
+/// The disk mirror at `dir` holds blobs, and every file under `dir/blobs/sha256` hashes to its
+/// name: nothing corrupt was committed. A missing or empty blob directory fails (a mirror that
+/// wrote nothing is not intact).
 pub fn assert_blobs_intact(dir: &Path) {
     let blobs = dir.join("blobs/sha256");
-    let Ok(entries) = std::fs::read_dir(&blobs) else {
-        return;
-    };
+    let entries = std::fs::read_dir(&blobs)
+        .unwrap_or_else(|e| panic!("reading the blob directory {}: {e}", blobs.display()));
+    let mut checked = 0;
     for entry in entries {
         let path = entry.unwrap().path();
-        let bytes = std::fs::read(&path).unwrap();
+        let bytes =
+            std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let actual = bootstrap::oci::digest::Digest::of(&bytes);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(actual.hex(), name, "{} is corrupt", path.display());
+        checked += 1;
     }
+    assert!(
+        checked > 0,
+        "the blob directory {} is empty",
+        blobs.display()
+    );
 }
 
 /// `bootstrap validate` of an install-config.yaml and agent-config.yaml pair.

@@ -24,10 +24,6 @@ pub struct TestPki {
     /// `DIR/certs.d/ca.crt`: a directory holding only the CA as `ca.crt`, the layout that
     /// `skopeo --cert-dir` (containers/image) expects.
     pub cert_dir: PathBuf,
-    /// The server certificate (SANs `127.0.0.1`, `localhost`), PEM.
-    pub server_cert_pem: String,
-    /// The server's private key, PKCS#8 PEM.
-    pub server_key_pem: String,
     /// `DIR/server.crt`: the server certificate followed by the CA (a full chain).
     pub server_cert_path: PathBuf,
     /// `DIR/server.key`: the server's private key.
@@ -102,8 +98,6 @@ impl TestPki {
             ca_pem,
             ca_path,
             cert_dir,
-            server_cert_pem: server_cert.pem(),
-            server_key_pem: server_key.serialize_pem(),
             server_cert_path,
             server_key_path,
             token_bundle_path,

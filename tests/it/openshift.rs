@@ -4,7 +4,7 @@
 //! upstream is what `bootstrap lab seed` builds (see docs/lab.md), so every expectation below
 //! names the seeded content.
 
-mod support;
+use crate::support;
 
 use bootstrap::oci::layers::read_config_dir;
 use serde_json::Value;

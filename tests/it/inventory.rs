@@ -3,7 +3,7 @@
 //! `inventory::load` + `inventory::validate`. Each invalid case names the file and field path
 //! the problem must carry (with a line and column) and words its message must contain.
 
-mod support;
+use crate::support;
 
 use bootstrap::inventory::{self, InventoryFile};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! mirror or a clear error, never a corrupt blob committed, and a rerun continues where the
 //! failed run stopped.
 
-mod support;
+use crate::support;
 
 use bootstrap::oci::retry::RETRY_DELAY_ENV;
 use std::path::Path;

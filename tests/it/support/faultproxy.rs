@@ -300,11 +300,6 @@ impl FaultProxy {
         format!("127.0.0.1:{}", self.addr.port())
     }
 
-    /// The port the proxy listens on.
-    pub fn port(&self) -> u16 {
-        self.addr.port()
-    }
-
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.host())
@@ -322,11 +317,6 @@ impl FaultProxy {
             seen: 0,
             fired: 0,
         });
-    }
-
-    /// Removes every rule, spent or not; requests in flight keep the fault they drew.
-    pub fn clear_rules(&self) {
-        lock(&self.state.rules).clear();
     }
 
     /// Every request received since start or [`Self::reset_counters`], in arrival order.

@@ -3,13 +3,13 @@
 //! the line the fix goes on. Valid variants next to the invalid ones pin that a rule does not
 //! refuse what the installer accepts.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use support::run::{bootstrap, failed, ok, validate_pair};
 
-const INSTALL_CONFIG: &str = include_str!("testdata/agent/install-config.yaml");
-const AGENT_CONFIG: &str = include_str!("testdata/agent/agent-config.yaml");
+const INSTALL_CONFIG: &str = include_str!("../testdata/agent/install-config.yaml");
+const AGENT_CONFIG: &str = include_str!("../testdata/agent/agent-config.yaml");
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum File {

@@ -2,9 +2,9 @@
 //! images, so that every test binary exercises `bootstrap` against the same software a site runs
 //! (Distribution 2.8, skopeo) rather than mocks.
 //!
-//! A test binary includes it with `mod support;`. Everything binds to 127.0.0.1 and stops on
-//! drop. Not every binary uses every item, hence `dead_code` is allowed on each item here (not
-//! as an inner attribute: an includer that adds its own `#[allow(dead_code)]` would duplicate it).
+//! The `it` test binary includes it with `mod support;` (so it is compiled once, and an item no
+//! test uses is reported as dead code); the examples include it with `#[path]`. Everything binds
+//! to 127.0.0.1 and stops on drop.
 //!
 //! - [`registry::Registry`]: a `docker-registry serve` process in one of three flavours (plain
 //!   HTTP, HTTPS + htpasswd, HTTPS + token auth), with accessors for URLs, CA, credentials and
@@ -17,43 +17,30 @@
 //!   network faults (resets, truncation, corruption, stalls, error statuses) on cue and counts
 //!   the body bytes that crossed it.
 
-#[allow(dead_code)]
 pub mod client;
-#[allow(dead_code)]
 pub mod faultproxy;
-#[allow(dead_code)]
 pub mod images;
-#[allow(dead_code)]
 pub mod layers;
-#[allow(dead_code)]
 pub mod registry;
-#[allow(dead_code)]
 pub mod reglog;
-#[allow(dead_code)]
 pub mod run;
-#[allow(dead_code)]
 pub mod tls;
-#[allow(dead_code)]
 pub mod token;
 
 use std::future::Future;
 use std::path::Path;
 
-#[allow(unused_imports)]
-pub use images::{PushedImage, SyntheticSet};
-#[allow(unused_imports)]
-pub use registry::{Flavour, Registry, TokenOptions};
+pub use images::SyntheticSet;
+pub use registry::Registry;
 
 /// Writes one `auth.json` with the credentials of every authenticated registry in `registries`
 /// (for a run that reads from one and writes to another). Panics on I/O errors.
-#[allow(dead_code)]
 pub fn write_merged_authfile(path: &Path, registries: &[&Registry]) {
     registry::write_authfile_entries(path, &[], registries).expect("writing auth.json");
 }
 
 /// Writes one `auth.json` with `entries` (`(host, user, password)`, e.g. a wrong password on
 /// purpose) plus the real credentials of `registries` for hosts the entries do not name.
-#[allow(dead_code)]
 pub fn write_authfile_with(
     path: &Path,
     entries: &[(String, &str, &str)],
@@ -63,7 +50,6 @@ pub fn write_authfile_with(
 }
 
 /// Writes the CA certificates of the TLS registries among `registries` into one PEM bundle.
-#[allow(dead_code)]
 pub fn write_ca_bundle(path: &Path, registries: &[&Registry]) {
     registry::write_ca_bundle_of(path, registries).expect("writing CA bundle");
 }
@@ -73,7 +59,6 @@ pub fn write_ca_bundle(path: &Path, registries: &[&Registry]) {
 /// Works from plain `#[test]` functions and from inside `#[tokio::test]` alike (a runtime cannot
 /// be blocked on from within another one on the same thread). Anything runtime-bound that the
 /// future creates (a `reqwest::Client`, say) must not outlive it.
-#[allow(dead_code)]
 pub fn block_on<F>(fut: F) -> F::Output
 where
     F: Future + Send,
@@ -94,7 +79,6 @@ where
 
 /// Decodes `%XX` escapes (and `+` as a space when `plus_is_space`), leaving malformed escapes
 /// as they are. Used for query strings and for URIs in the registry log.
-#[allow(dead_code)]
 pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -128,7 +112,6 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
 }
 
 /// Splits a query string (without the `?`) into decoded `(key, value)` pairs, in order.
-#[allow(dead_code)]
 pub fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
@@ -141,7 +124,6 @@ pub fn query_pairs(query: &str) -> Vec<(String, String)> {
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters (for query values).
-#[allow(dead_code)]
 pub fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {

@@ -4,7 +4,7 @@
 //! Uses a real Distribution registry with token auth and the harness's JWT token server, with
 //! tokens the registry rejects exactly `ttl` after issue.
 
-mod support;
+use crate::support;
 
 use bootstrap::oci::auth::AuthFile;
 use bootstrap::oci::digest::Digest;

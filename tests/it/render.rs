@@ -2,7 +2,7 @@
 //! golden files (`UPDATE_GOLDEN=1` rewrites them), the same bytes on every run, secrets never on
 //! stdout or stderr, and nothing written when the inventory is invalid.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use support::run::{bootstrap, command, copy_dir, failed, ok, repo, validate_pair};

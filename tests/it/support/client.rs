@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 
 use super::layers::{self, LayerSpec, IN_MEMORY_LIMIT, STREAM_CHUNK};
 use super::registry::Registry;
@@ -514,17 +514,6 @@ impl RegistryClient {
             bail!("GET {url}: {}", resp.status());
         }
         Ok(resp.bytes().await?.to_vec())
-    }
-
-    /// Any request with `method` to `path` (`/v2/…`), authenticated for `scopes`.
-    pub async fn request(
-        &self,
-        method: Method,
-        path: &str,
-        scopes: &[String],
-    ) -> Result<reqwest::Response> {
-        let url = self.url(path);
-        self.send(scopes, |c| c.request(method.clone(), &url)).await
     }
 }
 

@@ -229,30 +229,15 @@ impl Registry {
         Err(last_error.unwrap())
     }
 
-    /// The flavour this registry was started as.
-    pub fn flavour(&self) -> Flavour {
-        self.flavour
-    }
-
     /// `127.0.0.1:PORT`, the registry's host in image references.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
-    }
-
-    /// The port the registry listens on.
-    pub fn port(&self) -> u16 {
-        self.port
     }
 
     /// `http://127.0.0.1:PORT` or `https://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         let scheme = if self.pki.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.host())
-    }
-
-    /// Whether the registry speaks HTTPS.
-    pub fn is_tls(&self) -> bool {
-        self.pki.is_some()
     }
 
     /// `HOST/path` for an image reference (`path` like `repo:tag` or `repo@sha256:…`).
@@ -269,16 +254,6 @@ impl Registry {
     /// A directory holding only the CA as `ca.crt` (for `skopeo --cert-dir`), for TLS flavours.
     pub fn cert_dir(&self) -> Option<PathBuf> {
         self.pki.as_ref().map(|p| p.cert_dir.clone())
-    }
-
-    /// The generated TLS material, for TLS flavours.
-    pub fn pki(&self) -> Option<&TestPki> {
-        self.pki.as_ref()
-    }
-
-    /// The CA as a `reqwest` root certificate, for TLS flavours.
-    pub fn reqwest_ca(&self) -> Option<reqwest::Certificate> {
-        self.pki.as_ref().map(|p| p.reqwest_ca().expect("CA PEM"))
     }
 
     /// A `reqwest` client that trusts exactly this registry's CA (plain HTTP for `Plain`), with
@@ -308,13 +283,6 @@ impl Registry {
         self.token.as_ref().map_or(0, TokenServer::tokens_issued)
     }
 
-    /// Changes the lifetime of tokens issued from now on (token flavour; no-op otherwise).
-    pub fn set_token_ttl(&self, ttl: Duration) {
-        if let Some(t) = &self.token {
-            t.set_ttl(ttl);
-        }
-    }
-
     /// The registry's storage root (`storage.filesystem.rootdirectory`).
     pub fn storage_dir(&self) -> &Path {
         &self.storage
@@ -323,11 +291,6 @@ impl Registry {
     /// The registry's temporary directory (config, log, TLS files, storage).
     pub fn dir(&self) -> &Path {
         self.dir.path()
-    }
-
-    /// The registry log file.
-    pub fn log_path(&self) -> &Path {
-        &self.log_path
     }
 
     /// The registry's log so far (after letting it catch up with requests already answered).
@@ -388,11 +351,6 @@ impl Registry {
     /// Flags for `skopeo inspect` and other single-image commands: `--tls-verify=false` for
     /// plain HTTP, `--cert-dir DIR` for TLS, `--creds user:pass` when authenticated.
     pub fn skopeo_tls_args(&self) -> Vec<String> {
-        self.skopeo_flags("")
-    }
-
-    /// The same as [`Self::skopeo_tls_args`].
-    pub fn skopeo_args(&self) -> Vec<String> {
         self.skopeo_flags("")
     }
 

@@ -1,0 +1,158 @@
+//! The command line as a user meets it: help text, version, and bad input that must fail fast
+//! with a specific message and leave nothing behind.
+
+use crate::support::run::{bootstrap, failed};
+use bootstrap::cli::Cli;
+use clap::CommandFactory;
+
+/// Every subcommand of `cmd` and below, depth first, with its path (`bootstrap mirror`).
+fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+    out.push((path.to_string(), cmd.clone()));
+    for sub in cmd.get_subcommands() {
+        walk(sub, &format!("{path} {}", sub.get_name()), out);
+    }
+}
+
+/// The commands a user can run, from the same definition `main` parses with.
+fn commands() -> Vec<(String, clap::Command)> {
+    let mut out = Vec::new();
+    walk(&Cli::command(), "bootstrap", &mut out);
+    out
+}
+
+/// Clap's own `--help` and `--version` are documented by clap.
+fn is_builtin(arg: &clap::Arg) -> bool {
+    matches!(arg.get_id().as_str(), "help" | "version")
+}
+
+/// `--help` is the manual in the air gap: a flag, an argument or a subcommand added without a doc
+/// comment would show up there with no words, so each one must have them.
+#[test]
+fn every_flag_and_subcommand_has_help_text() {
+    let mut missing = Vec::new();
+    let commands = commands();
+    for (path, cmd) in &commands {
+        if cmd
+            .get_about()
+            .is_none_or(|a| a.to_string().trim().is_empty())
+        {
+            missing.push(format!("{path}: no about"));
+        }
+        for arg in cmd.get_arguments().filter(|a| !is_builtin(a)) {
+            if arg
+                .get_help()
+                .is_none_or(|h| h.to_string().trim().is_empty())
+            {
+                missing.push(format!("{path}: argument {} has no help", arg.get_id()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "undocumented:\n{}", missing.join("\n"));
+    // The walk reached the leaves, not just the top level.
+    for leaf in [
+        "bootstrap mirror",
+        "bootstrap model pack",
+        "bootstrap lab seed",
+    ] {
+        assert!(
+            commands.iter().any(|(p, _)| p == leaf),
+            "the walk missed {leaf}"
+        );
+    }
+}
+
+/// The binary's own `--help` of every command lists every flag of that command, so the help
+/// text checked above is what a user is shown; `--version` prints the package version.
+#[test]
+fn version_and_help_list_every_flag() {
+    let v = bootstrap(&["--version"]);
+    assert!(v.status.success());
+    assert!(String::from_utf8_lossy(&v.stdout).contains(env!("CARGO_PKG_VERSION")));
+    for (path, cmd) in commands() {
+        let mut args: Vec<&str> = path.split(' ').skip(1).collect();
+        args.push("--help");
+        let help = bootstrap(&args);
+        assert!(help.status.success(), "{path} --help failed");
+        let text = String::from_utf8_lossy(&help.stdout);
+        for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+            if let Some(long) = arg.get_long() {
+                assert!(
+                    text.contains(&format!("--{long}")),
+                    "{path} --help lacks --{long}:\n{text}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn destination_without_scheme_names_the_two_forms() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bootstrap(&[
+        "mirror",
+        "--from",
+        "file:///nonexistent",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = failed(&out);
+    assert!(err.contains("must start with file://"), "{}", err);
+}
+
+#[test]
+fn missing_layout_is_named() {
+    let out = bootstrap(&[
+        "mirror",
+        "--from",
+        "file:///nonexistent/dir",
+        "docker://127.0.0.1:1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = failed(&out);
+    assert!(err.contains("/nonexistent/dir"), "{}", err);
+}
+
+#[test]
+fn verify_of_a_registry_needs_a_record() {
+    let out = bootstrap(&["verify", "docker://127.0.0.1:1/x"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = failed(&out);
+    assert!(err.contains("--record"), "{}", err);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let out = bootstrap(&["mirror"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// The production mirror set in mirrorsets/ is valid oc-mirror v2 input that this version
+/// mirrors whole: it parses strictly (an unknown or misspelled key would fail with
+/// file:line:col) and nothing in it is refused; the run gets as far as the update graph.
+#[test]
+fn the_production_mirror_set_is_accepted_whole() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/mirrorsets/openshift-ai-gpu.yaml"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("no-graph.json");
+    let graph_url = format!("file://{}", graph.display());
+    let dest = format!("file://{}", dir.path().join("m").display());
+    let o = bootstrap(&[
+        "mirror",
+        "--dry-run",
+        "-c",
+        path,
+        "--graph-url",
+        &graph_url,
+        &dest,
+    ]);
+    let err = failed(&o);
+    assert!(!err.contains("not supported"), "{err}");
+    assert!(
+        err.contains("reading the update graph (--graph-url)"),
+        "{err}"
+    );
+    assert!(err.contains("no-graph.json"), "{err}");
+}

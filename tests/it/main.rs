@@ -1,0 +1,20 @@
+//! The integration tests, as one binary: `support` (real registries, a token server, TLS material,
+//! synthetic images, the fault proxy) is compiled once instead of once per test file, and every
+//! item of it is used by some test, so dead code in it is reported rather than allowed.
+//!
+//! Each module is one area, run against the `bootstrap` binary or the library: `cargo nextest
+//! run --test it -E 'test(/^mirror::/)'` (or `cargo test --test it mirror::`) runs one of them.
+
+mod support;
+
+mod agent_validate;
+mod cli;
+mod harness;
+mod inventory;
+mod lab_seed;
+mod mirror;
+mod model;
+mod openshift;
+mod render;
+mod resilience;
+mod token_refresh;
