@@ -361,6 +361,10 @@ fn a_lasting_failure_is_data_not_a_crash() {
     .unwrap();
     let err = failed(&o);
     assert!(err.contains("gave up after 3 attempts"), "{err}");
+    // One budget per blob: the request loop and the blob loop used to take --retries each,
+    // so this dead blob cost 3 x 3 GETs.
+    let gets = proxy.requests_matching("GET", &format!("/blobs/{blob}"));
+    assert_eq!(gets.len(), 3, "{gets:#?}");
     let status = json(&dir.join("mirror-status.json"));
     assert_eq!(status["failed"], 1, "{status:#}");
     assert_eq!(status["ok"].as_u64().unwrap() as usize, pushed.len() - 1);
