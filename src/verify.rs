@@ -80,7 +80,7 @@ pub async fn run(target: VerifyTarget) -> Result<Report> {
 }
 
 fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
-    let mut f = std::fs::File::open(path)?;
+    let mut f = fs_err::File::open(path)?;
     let mut h = StreamHasher::new();
     let mut buf = vec![0u8; 1024 * 1024];
     loop {

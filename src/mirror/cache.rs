@@ -71,7 +71,7 @@ impl ResolveCache {
         digest: &Digest,
         architectures: &[String],
     ) -> Option<ResolvedImage> {
-        let bytes = std::fs::read(self.path(digest, architectures)).ok()?;
+        let bytes = fs_err::read(self.path(digest, architectures)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         let root = entry.root.raw().filter(|r| &r.digest == digest)?;
         let mut children = Vec::new();
@@ -118,7 +118,7 @@ impl ResolveCache {
         let Ok(bytes) = serde_json::to_vec(&entry) else {
             return;
         };
-        if std::fs::create_dir_all(&self.dir).is_ok() {
+        if fs_err::create_dir_all(&self.dir).is_ok() {
             let _ = write_atomic(&self.path(&image.root.digest, architectures), &bytes);
         }
     }

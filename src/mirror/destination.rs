@@ -50,7 +50,7 @@ pub(super) fn workdir_for(dest: &Destination, workdir: Option<&Path>) -> PathBuf
 pub(super) fn open_destination(
     dest: Destination,
     workdir: Option<&Path>,
-) -> Result<(Destination, Option<std::fs::File>, PathBuf)> {
+) -> Result<(Destination, Option<fs_err::File>, PathBuf)> {
     let workdir = workdir_for(&dest, workdir);
     match dest {
         Destination::Layout(l) => {

@@ -68,7 +68,7 @@ impl Journal {
     /// The upload of `digest` into `registry/repository` an earlier run left, if any. An
     /// unreadable entry (a torn write cannot happen, but a hand edit can) counts as none.
     pub fn load(&self, registry: &str, repository: &str, digest: &Digest) -> Option<UploadEntry> {
-        let bytes = std::fs::read(self.path(registry, repository, digest)).ok()?;
+        let bytes = fs_err::read(self.path(registry, repository, digest)).ok()?;
         let entry: UploadEntry = serde_json::from_slice(&bytes).ok()?;
         (entry.registry == registry && entry.repository == repository && &entry.digest == digest)
             .then_some(entry)
@@ -83,7 +83,7 @@ impl Journal {
 
     /// Forgets an upload (committed, or abandoned to start over).
     pub fn remove(&self, registry: &str, repository: &str, digest: &Digest) {
-        let _ = std::fs::remove_file(self.path(registry, repository, digest));
+        let _ = fs_err::remove_file(self.path(registry, repository, digest));
     }
 }
 

@@ -104,7 +104,7 @@ impl OciLayout {
 
     /// The size of a blob when the layout has it.
     pub fn blob_size(&self, digest: &Digest) -> Option<u64> {
-        std::fs::metadata(self.blob_path(digest))
+        fs_err::metadata(self.blob_path(digest))
             .ok()
             .map(|m| m.len())
     }
@@ -126,10 +126,10 @@ impl OciLayout {
 
     /// Takes the layout's lock for this process's lifetime (an exclusive `flock` on
     /// `.partial/lock`), so two runs never write the same partial blobs.
-    pub fn lock(&self) -> Result<std::fs::File> {
+    pub fn lock(&self) -> Result<fs_err::File> {
         let path = self.root.join(PARTIAL_DIR).join("lock");
-        let file = fs_err::File::create(&path)?.into_parts().0;
-        match file.try_lock() {
+        let file = fs_err::File::create(&path)?;
+        match file.file().try_lock() {
             Ok(()) => Ok(file),
             Err(std::fs::TryLockError::WouldBlock) => bail!(
                 "{} is in use by another bootstrap run (it holds {}); wait for it to finish",
@@ -200,7 +200,7 @@ impl OciLayout {
         flush_and_sync(&mut file, &tmp).await?;
         drop(file);
         // What reached the disk, not only what we hashed, must be whole.
-        let written = tokio::fs::metadata(&tmp)
+        let written = fs_err::tokio::metadata(&tmp)
             .await
             .map(|m| m.len())
             .unwrap_or(0);
@@ -215,10 +215,10 @@ impl OciLayout {
             discard_partial(&tmp).await;
             return Err(e.into());
         }
-        tokio::fs::rename(&tmp, self.blob_path(digest))
+        fs_err::tokio::rename(&tmp, self.blob_path(digest))
             .await
             .with_context(|| format!("moving {} into place", tmp.display()))?;
-        let _ = tokio::fs::remove_file(Checkpoint::path(&tmp)).await;
+        let _ = fs_err::tokio::remove_file(Checkpoint::path(&tmp)).await;
         Ok(())
     }
 
@@ -234,7 +234,7 @@ impl OciLayout {
             .join(PARTIAL_DIR)
             .join(format!("new-{}-{seq}", std::process::id()));
         let result = async {
-            let mut file = tokio::fs::File::create(&tmp)
+            let mut file = fs_err::tokio::File::create(&tmp)
                 .await
                 .with_context(|| format!("creating {}", tmp.display()))?;
             let mut hasher = StreamHasher::new();
@@ -247,14 +247,14 @@ impl OciLayout {
             }
             flush_and_sync(&mut file, &tmp).await?;
             let (digest, size) = hasher.finish();
-            tokio::fs::rename(&tmp, self.blob_path(&digest))
+            fs_err::tokio::rename(&tmp, self.blob_path(&digest))
                 .await
                 .with_context(|| format!("moving {} into place", tmp.display()))?;
             anyhow::Ok((digest, size))
         }
         .await;
         if result.is_err() {
-            let _ = tokio::fs::remove_file(&tmp).await;
+            let _ = fs_err::tokio::remove_file(&tmp).await;
         }
         result
     }
@@ -351,7 +351,7 @@ impl Checkpoint {
     }
 
     fn load(partial: &Path) -> Option<Self> {
-        let bytes = std::fs::read(Self::path(partial)).ok()?;
+        let bytes = fs_err::read(Self::path(partial)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -367,7 +367,7 @@ impl Checkpoint {
 /// The hash state a partial blob of `size` bytes resumes from: its checkpoint's, when the file
 /// holds at least that much and the state restores.
 fn resumable_state(tmp: &Path, size: u64) -> Option<StreamHasher> {
-    let file_len = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
+    let file_len = fs_err::metadata(tmp).map(|m| m.len()).unwrap_or(0);
     Checkpoint::load(tmp)
         .filter(|c| c.offset <= file_len && c.offset <= size)
         .and_then(|c| c.hasher())
@@ -375,9 +375,9 @@ fn resumable_state(tmp: &Path, size: u64) -> Option<StreamHasher> {
 
 /// Opens a partial blob for appending where its last checkpoint left it (anything written
 /// after the checkpoint is cut off: it was never synced), or empty when there is none.
-async fn resume_partial(tmp: &Path, size: u64) -> Result<(tokio::fs::File, StreamHasher)> {
+async fn resume_partial(tmp: &Path, size: u64) -> Result<(fs_err::tokio::File, StreamHasher)> {
     let hasher = resumable_state(tmp, size).unwrap_or_default();
-    let mut file = tokio::fs::OpenOptions::new()
+    let mut file = fs_err::tokio::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
@@ -395,7 +395,7 @@ async fn resume_partial(tmp: &Path, size: u64) -> Result<(tokio::fs::File, Strea
 /// Flushes tokio's write buffer and syncs. The flush matters: tokio's `File` writes in the
 /// background and reports a failed write (ENOSPC) only on the next operation, and `sync_all`
 /// does not report it; without the flush a short file could pass as whole.
-async fn flush_and_sync(file: &mut tokio::fs::File, path: &Path) -> Result<()> {
+async fn flush_and_sync(file: &mut fs_err::tokio::File, path: &Path) -> Result<()> {
     file.flush()
         .await
         .with_context(|| format!("writing {}", path.display()))?;
@@ -406,8 +406,8 @@ async fn flush_and_sync(file: &mut tokio::fs::File, path: &Path) -> Result<()> {
 
 /// Removes a partial blob and its checkpoint (its content was wrong: start over).
 async fn discard_partial(tmp: &Path) {
-    let _ = tokio::fs::remove_file(tmp).await;
-    let _ = tokio::fs::remove_file(Checkpoint::path(tmp)).await;
+    let _ = fs_err::tokio::remove_file(tmp).await;
+    let _ = fs_err::tokio::remove_file(Checkpoint::path(tmp)).await;
 }
 
 // Kept here while other modules still import them from the layout; `crate::fs` owns them.

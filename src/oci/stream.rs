@@ -159,7 +159,7 @@ impl VerifiedReader {
 /// Reads a file as a stream of chunks, from `offset`.
 pub async fn file_stream(path: &std::path::Path, offset: u64) -> io::Result<ByteStream> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut file = tokio::fs::File::open(path)
+    let mut file = fs_err::tokio::File::open(path)
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
     if offset > 0 {

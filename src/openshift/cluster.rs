@@ -498,9 +498,9 @@ mod tests {
             .join("src/openshift/testdata")
             .join(name);
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            std::fs::write(&path, actual).unwrap();
+            fs_err::write(&path, actual).unwrap();
         }
-        let expected = std::fs::read_to_string(&path)
+        let expected = fs_err::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
         assert_eq!(actual, expected, "{} differs", path.display());
     }
