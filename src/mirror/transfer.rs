@@ -15,7 +15,7 @@ use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
 use crate::oci::reference::RegistryTarget;
-use crate::oci::registry::{Mount, RegistryClient, RegistryError};
+use crate::oci::registry::{ErrorCode, Mount, RegistryClient, RegistryError};
 use crate::oci::retry::{self, RetryPolicy};
 use crate::oci::stall::{self, StallPolicy};
 use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
@@ -735,9 +735,8 @@ async fn push_image(
     let reference = image.dest_reference(&root);
     if let Err(e) = client.put_manifest(&repo, &reference, &root).await {
         let rejected_sparse = sparse
-            && e.code().is_some_and(|c| {
-                c.contains("MANIFEST_BLOB_UNKNOWN") || c.contains("MANIFEST_UNKNOWN")
-            });
+            && (e.has_code(ErrorCode::ManifestBlobUnknown)
+                || e.has_code(ErrorCode::ManifestUnknown));
         if rejected_sparse {
             anyhow::bail!(
                 "{registry} refused the index of {source} because it lists platforms that were filtered out ({dropped}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those architectures in mirror.platform.architectures",
@@ -761,8 +760,7 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
                     .is_some_and(|i| i.downcast_ref::<DigestMismatch>().is_some())
             })
             || c.downcast_ref::<RegistryError>()
-                .and_then(RegistryError::code)
-                .is_some_and(|code| code.contains("DIGEST_INVALID"))
+                .is_some_and(|e| e.has_code(ErrorCode::DigestInvalid))
     })
 }
 

@@ -4,7 +4,7 @@
 //! fix something, say how.
 //!
 //! The parts: `client.rs` (one host; manifests), `token.rs` (Basic and Bearer credentials),
-//! `send.rs` (authentication, retries, error answers), `error.rs` ([`RegistryError`]),
+//! `send.rs` (authentication, retries, error answers), `error.rs` ([`RegistryError`], [`ErrorCode`]),
 //! `blobs.rs` and `upload.rs`.
 
 mod blobs;
@@ -16,7 +16,7 @@ mod upload;
 
 pub use blobs::Mount;
 pub use client::RegistryClient;
-pub use error::{describe_transport_error, RegistryError};
+pub use error::{describe_transport_error, ErrorCode, RegistryError};
 pub use upload::UploadStatus;
 
 use super::auth::AuthFile;

@@ -2,7 +2,9 @@
 //! policy when the failure may pass, and a failed answer read into a [`RegistryError`] with the
 //! spec error code.
 
-use super::error::{describe_transport_error, retryable_status, transport_is_transient};
+use super::error::{
+    describe_transport_error, retryable_status, spec_errors, transport_is_transient,
+};
 use super::{header_str, Access, RegistryClient, RegistryError, Result};
 use crate::oci::auth::{parse_challenge, Challenge};
 use crate::oci::retry::RetryPolicy;
@@ -127,41 +129,15 @@ impl RegistryClient {
     }
 
     pub(super) async fn api_error(&self, action: String, resp: Response) -> RegistryError {
-        #[derive(serde::Deserialize)]
-        struct Body {
-            errors: Vec<Entry>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Entry {
-            code: String,
-            #[serde(default)]
-            message: String,
-        }
         let status = resp.status().as_u16();
         let retry_after = retry_after_header(resp.headers());
         let body = resp.bytes().await.unwrap_or_default();
-        let (code, message) = match serde_json::from_slice::<Body>(&body) {
-            Ok(b) if !b.errors.is_empty() => (
-                Some(
-                    b.errors
-                        .iter()
-                        .map(|e| e.code.as_str())
-                        .collect::<Vec<_>>()
-                        .join(","),
-                ),
-                b.errors
-                    .iter()
-                    .map(|e| e.message.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            _ => (None, String::new()),
-        };
+        let (codes, message) = spec_errors(&body);
         RegistryError::Api {
             registry: self.host.clone(),
             action,
             status,
-            code,
+            codes,
             message,
             retry_after,
         }
