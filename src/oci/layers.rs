@@ -274,23 +274,7 @@ impl LayerReader {
             }
             // Whiteouts name the entry they delete; judge that entry's place.
             if let Some(target) = name.strip_prefix(".wh.") {
-                if target == ".wh..opq" {
-                    let removal = match self.place(parent) {
-                        Place::Covers => Some(Removal::All),
-                        Place::Inside(rel) => Some(Removal::Under(rel)),
-                        Place::Outside => None,
-                    };
-                    changes.removals.extend(removal);
-                } else if !target.starts_with(".wh.") {
-                    let mut deleted = parent.to_vec();
-                    deleted.push(target.to_string());
-                    let removal = match self.place(&deleted) {
-                        Place::Covers => Some(Removal::All),
-                        Place::Inside(rel) => Some(Removal::Tree(rel)),
-                        Place::Outside => None,
-                    };
-                    changes.removals.extend(removal);
-                }
+                changes.removals.extend(self.whiteout(parent, target));
                 continue;
             }
             let place = self.place(&components);
@@ -309,44 +293,79 @@ impl LayerReader {
             if std::str::from_utf8(&raw).is_err() {
                 return Err(refuse(UnsafeEntry::NotUtf8));
             }
-            match kind {
-                EntryType::Regular | EntryType::Continuous => {
-                    let data = self.read_file(&mut entry).map_err(|e| match e {
-                        FileError::Unsafe(kind) => refuse(kind),
-                        FileError::Io(source) => read_err(source),
-                    })?;
-                    replace_in(&mut changes.files, &rel);
-                    changes.files.insert(rel.clone(), data);
-                    changes.removals.push(Removal::Tree(rel));
-                }
-                EntryType::Directory => {
-                    changes.files.remove(&rel);
-                    changes.removals.push(Removal::File(rel));
-                }
-                EntryType::Link => {
-                    let target = entry
-                        .link_name_bytes()
-                        .map(|t| String::from_utf8_lossy(&t).into_owned())
-                        .unwrap_or_default();
-                    let data = self.hard_link_data(&changes.files, &target);
-                    replace_in(&mut changes.files, &rel);
-                    changes.removals.push(Removal::Tree(rel.clone()));
-                    if let Some(data) = data {
-                        self.account(data.len() as u64).map_err(refuse)?;
-                        changes.files.insert(rel, data);
-                    }
-                }
-                EntryType::Char | EntryType::Block | EntryType::Fifo => {
-                    return Err(refuse(UnsafeEntry::SpecialFile));
-                }
-                // Symlinks (ignored, see the module doc) and anything else replace what was here.
-                _ => {
-                    replace_in(&mut changes.files, &rel);
-                    changes.removals.push(Removal::Tree(rel));
-                }
-            }
+            self.apply_entry(&mut changes, &mut entry, kind, rel)
+                .map_err(|e| match e {
+                    FileError::Unsafe(kind) => refuse(kind),
+                    FileError::Io(source) => read_err(source),
+                })?;
         }
         Ok(changes)
+    }
+
+    /// What a whiteout `PARENT/.wh.TARGET` removes from the layers below: nothing when it
+    /// concerns no file of the config directory.
+    fn whiteout(&self, parent: &[String], target: &str) -> Option<Removal> {
+        if target == ".wh..opq" {
+            match self.place(parent) {
+                Place::Covers => Some(Removal::All),
+                Place::Inside(rel) => Some(Removal::Under(rel)),
+                Place::Outside => None,
+            }
+        } else if !target.starts_with(".wh.") {
+            let mut deleted = parent.to_vec();
+            deleted.push(target.to_string());
+            match self.place(&deleted) {
+                Place::Covers => Some(Removal::All),
+                Place::Inside(rel) => Some(Removal::Tree(rel)),
+                Place::Outside => None,
+            }
+        } else {
+            None
+        }
+    }
+
+    /// Applies one entry at `rel` inside the config directory to the layer's changes.
+    fn apply_entry<T: Read>(
+        &mut self,
+        changes: &mut LayerChanges,
+        entry: &mut tar::Entry<'_, T>,
+        kind: EntryType,
+        rel: String,
+    ) -> Result<(), FileError> {
+        match kind {
+            EntryType::Regular | EntryType::Continuous => {
+                let data = self.read_file(entry)?;
+                replace_in(&mut changes.files, &rel);
+                changes.files.insert(rel.clone(), data);
+                changes.removals.push(Removal::Tree(rel));
+            }
+            EntryType::Directory => {
+                changes.files.remove(&rel);
+                changes.removals.push(Removal::File(rel));
+            }
+            EntryType::Link => {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                let data = self.hard_link_data(&changes.files, &target);
+                replace_in(&mut changes.files, &rel);
+                changes.removals.push(Removal::Tree(rel.clone()));
+                if let Some(data) = data {
+                    self.account(data.len() as u64).map_err(FileError::Unsafe)?;
+                    changes.files.insert(rel, data);
+                }
+            }
+            EntryType::Char | EntryType::Block | EntryType::Fifo => {
+                return Err(FileError::Unsafe(UnsafeEntry::SpecialFile));
+            }
+            // Symlinks (ignored, see the module doc) and anything else replace what was here.
+            _ => {
+                replace_in(&mut changes.files, &rel);
+                changes.removals.push(Removal::Tree(rel));
+            }
+        }
+        Ok(())
     }
 
     /// Where `components` (a normalised entry path) lies relative to the config directory.

@@ -2,6 +2,10 @@
 //! run (into the layout for a disk mirror, into the working directory for a registry), with the
 //! input's hash, times, every image with its digests and platforms, every blob, and totals. A disk
 //! mirror also gets `SHA256SUMS` over every file, checkable with `sha256sum -c`.
+//!
+//! It is also the contract between the mirror and the install halves: the install side asks it
+//! typed questions ([`MirrorRecord::release`], [`MirrorRecord::digest_sources`]) instead of
+//! reading its fields or the YAML written beside it.
 
 use super::cluster::{Category, ClusterResources, DigestSource, MirroredImage};
 use crate::oci::digest::Digest;

@@ -8,7 +8,7 @@ use crate::mirror::journal::UploadEntry;
 use crate::mirror::plan::{BlobNode, Source};
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::reference::RegistryTarget;
-use crate::oci::registry::{Mount, RegistryClient, RegistryError};
+use crate::oci::registry::{ErrorCode, Mount, RegistryClient, RegistryError};
 use crate::oci::retry;
 use crate::oci::stall;
 use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
@@ -371,8 +371,7 @@ pub fn is_corrupt(err: &anyhow::Error) -> bool {
                     .is_some_and(|i| i.downcast_ref::<DigestMismatch>().is_some())
             })
             || c.downcast_ref::<RegistryError>()
-                .and_then(RegistryError::code)
-                .is_some_and(|code| code.contains("DIGEST_INVALID"))
+                .is_some_and(|e| e.has_code(ErrorCode::DigestInvalid))
     })
 }
 

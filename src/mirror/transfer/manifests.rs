@@ -8,7 +8,7 @@ use crate::oci::digest::Digest;
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
 use crate::oci::reference::RegistryTarget;
-use crate::oci::registry::RegistryClient;
+use crate::oci::registry::{ErrorCode, RegistryClient};
 use crate::openshift::record::{ImageRecord, ManifestRecord};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
@@ -197,9 +197,8 @@ async fn push_image(
     let reference = image.dest_reference(&root);
     if let Err(e) = client.put_manifest(&repo, &reference, &root).await {
         let rejected_sparse = sparse
-            && e.code().is_some_and(|c| {
-                c.contains("MANIFEST_BLOB_UNKNOWN") || c.contains("MANIFEST_UNKNOWN")
-            });
+            && (e.has_code(ErrorCode::ManifestBlobUnknown)
+                || e.has_code(ErrorCode::ManifestUnknown));
         if rejected_sparse {
             anyhow::bail!(
                 "{registry} refused the index of {source} because it lists platforms that were filtered out ({dropped}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those architectures in mirror.platform.architectures",
