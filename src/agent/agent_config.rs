@@ -3,8 +3,8 @@
 //! `pkg/types/baremetal/rootdevice.go`) and its loading. A host's `networkConfig` is NMState,
 //! kept as written; `nmstate.rs` walks it for the rules.
 
-use super::{load, FileKind, Loaded};
-use crate::yaml::Problem;
+use super::{Loaded, MAX_FILE_BYTES};
+use crate::yaml::{self, Positions, Problem, Schema, Severity};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -125,7 +125,37 @@ pub struct RootDeviceHints {
 /// Reads agent-config.yaml: the position index, the header, the strict schema. A YAML error,
 /// a wrong header or a key the schema does not know is the one problem returned.
 pub fn parse(text: &str) -> Result<Loaded<AgentConfig>, Problem> {
-    load(text, &FileKind::AGENT_CONFIG)
+    yaml::parse(text, Positions::Index)
+}
+
+/// What agent-config.yaml must be.
+static SCHEMA: Schema = Schema {
+    document: "an AgentConfig",
+    name: KIND,
+    api_version: API_VERSION,
+    other_versions: &[(
+        "v1alpha1",
+        Severity::Error,
+        "v1alpha1 is the older AgentConfig format; set `apiVersion: v1beta1` (and rename ipxeBaseURL to bootArtifactsBaseURL if you use it)",
+    )],
+    kind: KIND,
+    kind_required: true,
+    other_kinds: &[],
+    hint,
+    unknown_note: None,
+    keys_ignore_case: false,
+    max_bytes: MAX_FILE_BYTES,
+};
+
+impl yaml::Document for AgentConfig {
+    const SCHEMA: &'static Schema = &SCHEMA;
+
+    fn header(&self) -> yaml::Header {
+        yaml::Header {
+            api_version: Some(self.api_version.clone()),
+            kind: Some(self.kind.clone()),
+        }
+    }
 }
 
 /// Keys that are not misspellings but belong elsewhere or are older spellings.

@@ -7,8 +7,8 @@
 //! are read as strings, so one wrong value is a rule problem among others rather than an error
 //! that stops the file.
 
-use super::{load, FileKind, Loaded};
-use crate::yaml::Problem;
+use super::{Loaded, MAX_FILE_BYTES};
+use crate::yaml::{self, Positions, Problem, Schema};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -305,7 +305,33 @@ impl InstallConfig {
 /// Reads install-config.yaml: the position index, the header, the strict schema. A YAML error,
 /// a wrong header or a key the schema does not know is the one problem returned.
 pub fn parse(text: &str) -> Result<Loaded<InstallConfig>, Problem> {
-    load(text, &FileKind::INSTALL_CONFIG)
+    yaml::parse(text, Positions::Index)
+}
+
+/// What install-config.yaml must be.
+static SCHEMA: Schema = Schema {
+    document: "an install-config",
+    name: "install-config",
+    api_version: API_VERSION,
+    other_versions: &[],
+    kind: "InstallConfig",
+    kind_required: false,
+    other_kinds: &[],
+    hint,
+    unknown_note: None,
+    keys_ignore_case: false,
+    max_bytes: MAX_FILE_BYTES,
+};
+
+impl yaml::Document for InstallConfig {
+    const SCHEMA: &'static Schema = &SCHEMA;
+
+    fn header(&self) -> yaml::Header {
+        yaml::Header {
+            api_version: Some(self.api_version.clone()),
+            kind: self.kind.clone(),
+        }
+    }
 }
 
 /// Keys that are not misspellings but belong elsewhere or are older spellings.

@@ -16,11 +16,16 @@ pub mod rules;
 
 use crate::cli::ValidateArgs;
 use crate::output::OutputFormat;
-use crate::yaml::{self, quote, Index, Location, Problem, Shape};
+use crate::yaml::{self, Positions, Problem};
 use anyhow::Result;
-use serde::de::DeserializeOwned;
 use std::fmt;
 use std::process::ExitCode;
+
+pub use crate::yaml::Loaded;
+
+/// Files larger than this are refused before parsing (a 500-node agent-config.yaml is about
+/// 2 MiB).
+pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A problem in one of the two files: which file (its origin, as given) and the problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,46 +45,6 @@ impl fmt::Display for AgentProblem {
     }
 }
 
-/// A file read through the strict schema, with its position index for the rules.
-#[derive(Debug)]
-pub struct Loaded<T> {
-    /// The parsed document.
-    pub value: T,
-    /// Field path to position.
-    pub(crate) index: Index,
-}
-
-impl<T> Loaded<T> {
-    /// A problem at `path`, placed where the field is written or, when it is absent, where its
-    /// nearest written parent is.
-    pub fn problem(&self, path: impl Into<String>, message: impl Into<String>) -> Problem {
-        let path = path.into();
-        Problem::new(locate(&self.index, &path), path, message)
-    }
-}
-
-/// Where `path` is written, else its nearest written parent (`hosts[1].interfaces` absent:
-/// `hosts[1]`), else the top of the file. A scalar is placed at its value; a mapping or list at
-/// its key (`baremetal:`), where a reader looks for it, rather than at its first entry.
-pub(crate) fn locate(index: &Index, path: &str) -> Option<Location> {
-    let mut p = path;
-    loop {
-        let found = match index.get(p).map(|e| e.shape) {
-            Some(Shape::Map | Shape::Seq) => index.key_location(p),
-            Some(_) => index.location(p),
-            None => None,
-        };
-        if let Some(loc) = found {
-            return Some(loc);
-        }
-        if p.is_empty() {
-            return Some(Location { line: 1, column: 1 });
-        }
-        let cut = p.rfind(['.', '[']).unwrap_or(0);
-        p = &p[..cut];
-    }
-}
-
 /// Checks install-config.yaml and agent-config.yaml, each given as (origin, text); either may
 /// be absent. Returns every problem found, in file order (install-config first), each naming
 /// its origin. Empty means both files are valid. Cross-file rules (host counts against
@@ -89,22 +54,40 @@ pub fn validate_files(
     install_config: Option<(&str, &str)>,
     agent_config: Option<(&str, &str)>,
 ) -> Vec<AgentProblem> {
-    if all_valid_fast(install_config, agent_config) {
-        return Vec::new();
+    // The common case first, at half the cost: valid files need no positions, so each is read
+    // once without the position index; only when anything is found are they read again with
+    // it, so every problem carries its line and column.
+    let quick = check_files(install_config, agent_config, Positions::Skip);
+    if quick.is_empty() {
+        return quick;
     }
-    let ic = install_config.map(|(origin, text)| (origin, install_config::parse(text)));
-    let ac = agent_config.map(|(origin, text)| (origin, agent_config::parse(text)));
+    check_files(install_config, agent_config, Positions::Index)
+}
+
+fn check_files(
+    install_config: Option<(&str, &str)>,
+    agent_config: Option<(&str, &str)>,
+    positions: Positions,
+) -> Vec<AgentProblem> {
+    let ic = install_config.map(|(origin, text)| (origin, yaml::parse(text, positions)));
+    let ac = agent_config.map(|(origin, text)| (origin, yaml::parse(text, positions)));
     let mut ic_problems = Vec::new();
     let mut ac_problems = Vec::new();
     if let Some((_, loaded)) = &ic {
         match loaded {
-            Ok(l) => ic_problems.extend(rules::install_config(l)),
+            Ok(l) => {
+                ic_problems.extend(l.warnings.iter().cloned());
+                ic_problems.extend(rules::install_config(l));
+            }
             Err(p) => ic_problems.push(p.clone()),
         }
     }
     if let Some((_, loaded)) = &ac {
         match loaded {
-            Ok(l) => ac_problems.extend(rules::agent_config(l)),
+            Ok(l) => {
+                ac_problems.extend(l.warnings.iter().cloned());
+                ac_problems.extend(rules::agent_config(l));
+            }
             Err(p) => ac_problems.push(p.clone()),
         }
     }
@@ -128,59 +111,6 @@ pub fn validate_files(
     out
 }
 
-/// The common case first, at half the cost: valid files need no positions, so each is read
-/// once into its schema, without the position index, and the rules run against an empty index.
-/// Any doubt (a parse error, a header, a rule) returns false and the caller does the full read,
-/// whose problems carry their lines and columns.
-fn all_valid_fast(
-    install_config: Option<(&str, &str)>,
-    agent_config: Option<(&str, &str)>,
-) -> bool {
-    fn quick<T: DeserializeOwned>(text: &str) -> Option<Loaded<T>> {
-        let value = serde_saphyr::from_str_with_options(text, yaml::options()).ok()?;
-        Some(Loaded {
-            value,
-            index: Index::default(),
-        })
-    }
-    let ic = match install_config {
-        Some((_, text)) => match quick::<install_config::InstallConfig>(text) {
-            Some(l)
-                if FileKind::INSTALL_CONFIG
-                    .header_ok(&l.value.api_version, l.value.kind.as_deref()) =>
-            {
-                Some(l)
-            }
-            _ => return false,
-        },
-        None => None,
-    };
-    let ac = match agent_config {
-        Some((_, text)) => match quick::<agent_config::AgentConfig>(text) {
-            Some(l)
-                if FileKind::AGENT_CONFIG.header_ok(&l.value.api_version, Some(&l.value.kind)) =>
-            {
-                Some(l)
-            }
-            _ => return false,
-        },
-        None => None,
-    };
-    if ic
-        .as_ref()
-        .is_some_and(|l| !rules::install_config(l).is_empty())
-        || ac
-            .as_ref()
-            .is_some_and(|l| !rules::agent_config(l).is_empty())
-    {
-        return false;
-    }
-    match (&ic, &ac) {
-        (Some(i), Some(a)) => rules::cross(i, a).is_empty(),
-        _ => true,
-    }
-}
-
 /// `bootstrap validate`: reads the files given, prints every problem (or an "ok" line) on stdout,
 /// exit 1 when there is any problem.
 pub fn run(args: ValidateArgs, output: OutputFormat) -> Result<ExitCode> {
@@ -188,7 +118,7 @@ pub fn run(args: ValidateArgs, output: OutputFormat) -> Result<ExitCode> {
     // A file that cannot be read is its one problem; the other is still checked.
     let mut read = |path: &Option<std::path::PathBuf>| -> Option<(String, String)> {
         let origin = path.as_ref()?.display().to_string();
-        match fs_err::read_to_string(path.as_ref()?) {
+        match yaml::read_text(path.as_ref()?, MAX_FILE_BYTES, "an installer file") {
             Ok(text) => Some((origin, text)),
             Err(e) => {
                 problems.push(AgentProblem {
@@ -253,124 +183,4 @@ fn print(problems: &[AgentProblem], checked: &[String], output: OutputFormat) ->
         }
     }
     Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
-// Loading: index, header, strict schema
-// ---------------------------------------------------------------------------------------------
-
-/// What distinguishes the two files when loading.
-pub(crate) struct FileKind {
-    /// How messages name the document.
-    document: &'static str,
-    api_version: &'static str,
-    /// The kind; `required` false means it may be left out (install-config).
-    kind: &'static str,
-    kind_required: bool,
-    /// Older apiVersions and what to do about them.
-    old_versions: &'static [(&'static str, &'static str)],
-    hint: fn(&str, &str) -> Option<&'static str>,
-}
-
-impl FileKind {
-    /// True when `api_version` and `kind` are this file's, exactly.
-    fn header_ok(&self, api_version: &str, kind: Option<&str>) -> bool {
-        api_version == self.api_version
-            && match kind {
-                Some(k) => k == self.kind,
-                None => !self.kind_required,
-            }
-    }
-
-    pub(crate) const INSTALL_CONFIG: FileKind = FileKind {
-        document: "install-config",
-        api_version: install_config::API_VERSION,
-        kind: "InstallConfig",
-        kind_required: false,
-        old_versions: &[],
-        hint: install_config::hint,
-    };
-    pub(crate) const AGENT_CONFIG: FileKind = FileKind {
-        document: "AgentConfig",
-        api_version: agent_config::API_VERSION,
-        kind: agent_config::KIND,
-        kind_required: true,
-        old_versions: &[(
-            "v1alpha1",
-            "v1alpha1 is the older AgentConfig format; set `apiVersion: v1beta1` (and rename ipxeBaseURL to bootArtifactsBaseURL if you use it)",
-        )],
-        hint: agent_config::hint,
-    };
-}
-
-/// Reads `text` as `kind` describes: a YAML error, a wrong header or an unknown key is the one
-/// problem returned.
-pub(crate) fn load<T: DeserializeOwned>(text: &str, kind: &FileKind) -> Result<Loaded<T>, Problem> {
-    let yaml_problem =
-        |e: &serde_saphyr::Error, index: &Index| yaml::problem(e, index, kind.document, kind.hint);
-    let start = format!("`apiVersion: {}`", kind.api_version);
-    let index = match yaml::index(text) {
-        Ok(Some(index)) => index,
-        Ok(None) => {
-            return Err(Problem::new(
-                None,
-                "",
-                format!(
-                    "holds no YAML document; an {} starts with {start}",
-                    kind.document
-                ),
-            ))
-        }
-        Err(e) => return Err(yaml_problem(&e, &Index::default())),
-    };
-    if let Some(root) = index.get("").filter(|r| r.shape != Shape::Map) {
-        return Err(Problem::new(
-            Location::from_yaml(root.value),
-            "",
-            format!(
-                "expected a mapping starting with {start} at the top level, found {}",
-                root.found()
-            ),
-        ));
-    }
-    check_header(&index.header(), &index, kind)?;
-    let value: T = serde_saphyr::from_str_with_options(text, yaml::options())
-        .map_err(|e| yaml_problem(&e, &index))?;
-    Ok(Loaded { value, index })
-}
-
-fn check_header(header: &yaml::Header, index: &Index, kind: &FileKind) -> Result<(), Problem> {
-    let fail = |path: &str, message: String| Err(Problem::new(locate(index, path), path, message));
-    match header.api_version.as_deref() {
-        Some(v) if v == kind.api_version => {}
-        None => {
-            return fail(
-                "",
-                format!(
-                    "apiVersion is missing; an {} starts with `apiVersion: {}`",
-                    kind.document, kind.api_version
-                ),
-            )
-        }
-        Some(other) => {
-            let message = kind
-                .old_versions
-                .iter()
-                .find(|(old, _)| *old == other)
-                .map(|(_, m)| m.to_string())
-                .unwrap_or_else(|| {
-                    format!("expected '{}', found {}", kind.api_version, quote(other))
-                });
-            return fail("apiVersion", message);
-        }
-    }
-    match header.kind.as_deref() {
-        Some(k) if k == kind.kind => Ok(()),
-        None if !kind.kind_required => Ok(()),
-        None => fail("", format!("kind is missing; set `kind: {}`", kind.kind)),
-        Some(other) => fail(
-            "kind",
-            format!("expected '{}', found {}", kind.kind, quote(other)),
-        ),
-    }
 }

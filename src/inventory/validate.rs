@@ -360,7 +360,7 @@ impl<'a> Validator<'a> {
             Err(e) => Some(format!(
                 "{} cannot be read: {}",
                 path.display(),
-                super::io_reason(&e)
+                crate::yaml::io_reason(&e)
             )),
         }
     }
@@ -383,7 +383,7 @@ impl<'a> Validator<'a> {
                 Err(e) => Some(format!(
                     "{} cannot be read: {}",
                     self.inv.resolve(name).display(),
-                    super::io_reason(&e)
+                    crate::yaml::io_reason(&e)
                 )),
             },
         };

@@ -18,11 +18,10 @@
 //! value further (the image reference parser) can still point at it with
 //! [`ImageSetConfig::location`] and [`ConfigError::at`].
 
-use crate::yaml::{self, quote, render_problems, Index, Shape};
+use crate::yaml::{self, quote, render_problems, Index, LoadError, Positions, Schema, Severity};
 pub use crate::yaml::{Location, Problem};
 use serde::{Deserialize, Deserializer};
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
 /// The only `apiVersion` read: oc-mirror v2's.
@@ -140,6 +139,39 @@ struct RawConfig {
     mirror: Mirror,
     #[serde(default)]
     archive_size: Option<i64>,
+}
+
+/// What an ImageSetConfiguration file must be.
+static SCHEMA: Schema = Schema {
+    document: "an ImageSetConfiguration",
+    name: KIND,
+    api_version: API_VERSION,
+    other_versions: &[(
+        V1_API_VERSION,
+        Severity::Error,
+        "mirror.openshift.io/v1alpha2 is the oc-mirror v1 format; bootstrap reads the oc-mirror v2 format: set `apiVersion: mirror.openshift.io/v2alpha1` and remove storageConfig, which v2 does not have",
+    )],
+    kind: KIND,
+    kind_required: true,
+    other_kinds: &[(
+        "DeleteImageSetConfiguration",
+        "DeleteImageSetConfiguration (oc-mirror delete) is not supported by bootstrap; it reads `kind: ImageSetConfiguration`",
+    )],
+    hint: special_hint,
+    unknown_note: None,
+    keys_ignore_case: false,
+    max_bytes: MAX_FILE_BYTES,
+};
+
+impl yaml::Document for RawConfig {
+    const SCHEMA: &'static Schema = &SCHEMA;
+
+    fn header(&self) -> yaml::Header {
+        yaml::Header {
+            api_version: Some(self.api_version.clone()),
+            kind: Some(self.kind.clone()),
+        }
+    }
 }
 
 /// `mirror`: what the image set holds (oc-mirror `Mirror`).
@@ -640,36 +672,10 @@ struct Unsupported {
 /// A missing file gives `reading isc.yaml: No such file or directory`.
 pub fn load(path: &Path) -> Result<ImageSetConfig, ConfigError> {
     let origin = path.display().to_string();
-    let read_err = |message: String| ConfigError::Read {
-        origin: origin.clone(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|e| read_err(io_message(&e)))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| read_err(io_message(&e)))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(read_err(format!(
-            "larger than {} MiB; an ImageSetConfiguration is a small YAML file: is this the right file?",
-            MAX_FILE_BYTES / (1024 * 1024)
-        )));
-    }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        read_err(format!(
-            "not UTF-8 text (invalid byte at offset {}); save the file as UTF-8",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
-    parse(&text, &origin)
-}
-
-/// `std::io::Error`'s message without the ` (os error N)` suffix.
-fn io_message(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
+    match yaml::load_file::<RawConfig>(path, Positions::Index) {
+        Ok(loaded) => checked(loaded, &origin),
+        Err(LoadError::Read(message)) => Err(ConfigError::Read { origin, message }),
+        Err(LoadError::Invalid(problem)) => Err(ConfigError::invalid(&origin, vec![problem])),
     }
 }
 
@@ -679,122 +685,28 @@ fn io_message(e: &std::io::Error) -> String {
 /// (all problems of that last step are reported together). Support for the sections is checked
 /// separately by [`ImageSetConfig::ensure_supported`].
 pub fn parse(text: &str, origin: &str) -> Result<ImageSetConfig, ConfigError> {
-    // Pass 1: a generic tree of the document, only to know the field path at every position.
-    let index = match yaml::index(text) {
-        Ok(Some(index)) => index,
-        Ok(None) => {
-            return Err(ConfigError::invalid(
-                origin,
-                vec![Problem::new(
-                    None,
-                    "",
-                    format!("holds no YAML document; an ImageSetConfiguration starts with `apiVersion: {API_VERSION}` and `kind: {KIND}`"),
-                )],
-            ))
-        }
-        Err(e) => return Err(yaml_error(origin, &e, &Index::default())),
-    };
-    match index.get("") {
-        Some(root) if root.shape != Shape::Map => {
-            return Err(ConfigError::invalid(
-                origin,
-                vec![Problem::new(
-                    Location::from_yaml(root.value),
-                    "",
-                    format!(
-                        "expected a mapping with apiVersion, kind and mirror at the top level, found {}",
-                        root.found()
-                    ),
-                )],
-            ))
-        }
-        _ => {}
+    match yaml::parse::<RawConfig>(text, Positions::Index) {
+        Ok(loaded) => checked(loaded, origin),
+        Err(problem) => Err(ConfigError::invalid(origin, vec![problem])),
     }
+}
 
-    // Pass 2: apiVersion and kind first, so an oc-mirror v1 file or another kind is named as
-    // such rather than reported as a list of unknown keys.
-    let header: Header = serde_saphyr::from_str_with_options(text, yaml_options())
-        .map_err(|e| yaml_error(origin, &e, &index))?;
-    check_header(origin, &header, &index)?;
-
-    // Pass 3: the strict schema.
-    let raw: RawConfig = serde_saphyr::from_str_with_options(text, yaml_options())
-        .map_err(|e| yaml_error(origin, &e, &index))?;
+/// The parsed file with its index, once oc-mirror's rules pass. The index is kept whole: the
+/// image references and the support check place their problems with it later.
+fn checked(loaded: yaml::Loaded<RawConfig>, origin: &str) -> Result<ImageSetConfig, ConfigError> {
+    let raw = loaded.value;
     let config = ImageSetConfig {
         api_version: raw.api_version,
         kind: raw.kind,
         archive_size: raw.archive_size,
         mirror: raw.mirror,
-        index,
+        index: loaded.index,
     };
-
-    // Pass 4: rules.
     let problems = validate(&config);
     if problems.is_empty() {
         Ok(config)
     } else {
         Err(ConfigError::invalid(origin, problems))
-    }
-}
-
-fn yaml_options() -> serde_saphyr::Options {
-    yaml::options()
-}
-
-/// Only `apiVersion` and `kind`; every other key is ignored in this pass.
-#[derive(Deserialize)]
-struct Header {
-    #[serde(default, rename = "apiVersion")]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-}
-
-fn check_header(origin: &str, header: &Header, index: &Index) -> Result<(), ConfigError> {
-    let at = |path: &str| {
-        index
-            .get(path)
-            .and_then(|e| Location::from_yaml(e.value))
-            .or(Some(Location { line: 1, column: 1 }))
-    };
-    let fail = |path: &str, message: String| {
-        Err(ConfigError::invalid(
-            origin,
-            vec![Problem::new(at(path), path, message)],
-        ))
-    };
-    match header.api_version.as_deref() {
-        Some(API_VERSION) => {}
-        None => {
-            return fail(
-                "",
-                format!("apiVersion is missing; an ImageSetConfiguration starts with `apiVersion: {API_VERSION}` and `kind: {KIND}`"),
-            )
-        }
-        Some(V1_API_VERSION) => {
-            return fail(
-                "apiVersion",
-                format!("{V1_API_VERSION} is the oc-mirror v1 format; bootstrap reads the oc-mirror v2 format: set `apiVersion: {API_VERSION}` and remove storageConfig, which v2 does not have"),
-            )
-        }
-        Some(other) => {
-            return fail(
-                "apiVersion",
-                format!("expected '{API_VERSION}', found {}", quote(other)),
-            )
-        }
-    }
-    match header.kind.as_deref() {
-        Some(KIND) => Ok(()),
-        None => fail("", format!("kind is missing; set `kind: {KIND}`")),
-        Some("DeleteImageSetConfiguration") => fail(
-            "kind",
-            format!("DeleteImageSetConfiguration (oc-mirror delete) is not supported by bootstrap; it reads `kind: {KIND}`"),
-        ),
-        Some(other) => fail(
-            "kind",
-            format!("expected '{KIND}', found {}", quote(other)),
-        ),
     }
 }
 
@@ -1113,11 +1025,6 @@ fn reference_shape_problem(name: &str) -> Option<String> {
         });
     }
     None
-}
-
-/// A YAML-level error as a [`ConfigError`].
-fn yaml_error(origin: &str, err: &serde_saphyr::Error, index: &Index) -> ConfigError {
-    ConfigError::invalid(origin, vec![yaml::problem(err, index, KIND, special_hint)])
 }
 
 /// Keys that are not misspellings but belong elsewhere.
@@ -1447,7 +1354,7 @@ mirror:
         assert!(parse_err("# only a comment\n").starts_with("isc.yaml: holds no YAML document"));
         assert_eq!(
             parse_err("- a\n- b\n"),
-            "isc.yaml:1:1: expected a mapping with apiVersion, kind and mirror at the top level, found a list"
+            "isc.yaml:1:1: expected a mapping starting with `apiVersion: mirror.openshift.io/v2alpha1` and `kind: ImageSetConfiguration` at the top level, found a list"
         );
         assert!(
             parse_err(&format!("{HEAD}mirror: {{}}\n---\n{HEAD}mirror: {{}}\n"))

@@ -197,8 +197,8 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     let emit = |what: &str, r: Result<String, serde_saphyr::ser::Error>| {
         r.map_err(|e| vec![inv.problem(InventoryFile::Site, "", format!("emitting {what}: {e}"))])
     };
-    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, to_yaml(&install))?);
-    let agent_config = emit(AGENT_CONFIG_FILE, to_yaml(&agent))?;
+    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, crate::yaml::to_string(&install))?);
+    let agent_config = emit(AGENT_CONFIG_FILE, crate::yaml::to_string(&agent))?;
     let nodes = agent
         .hosts
         .iter()
@@ -213,22 +213,13 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     })
 }
 
-/// YAML as render writes it: serde-saphyr's defaults (YAML 1.1-ambiguous strings quoted, only
-/// true/false booleans, multi-line strings as literal blocks), but long single-line strings (an
-/// SSH key, the pull secret) kept on one line instead of folded.
-pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, serde_saphyr::ser::Error> {
-    let mut options = serde_saphyr::SerializerOptions::default();
-    options.folded_wrap_chars = usize::MAX / 2;
-    serde_saphyr::to_string_with_options(value, options)
-}
-
 fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
     let full = inv.resolve(file);
     std::fs::read_to_string(&full).map_err(|e| {
         inv.problem(
             InventoryFile::Site,
             path,
-            format!("reading {}: {}", full.display(), inventory::io_reason(&e)),
+            format!("reading {}: {}", full.display(), crate::yaml::io_reason(&e)),
         )
     })
 }
@@ -448,42 +439,6 @@ fn write(r: &Rendered, out: &Path) -> Result<Vec<WrittenFile>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
-
-    /// Regression guard for REFERENCE §6: strings a YAML 1.1 reader (sigs.k8s.io/yaml) would
-    /// turn into booleans or numbers stay quoted strings in what render emits.
-    #[test]
-    fn ambiguous_strings_stay_strings_for_go_readers() {
-        let labels: BTreeMap<&str, &str> = [
-            ("a", "on"),
-            ("b", "true"),
-            ("c", "yes"),
-            ("d", "0644"),
-            ("e", "off"),
-            ("f", "1e3"),
-            ("g", ""),
-            ("h", "null"),
-            ("i", "802.3ad"),
-        ]
-        .into_iter()
-        .collect();
-        let text = to_yaml(&labels).unwrap();
-        for (k, v) in &labels {
-            if *k == "i" {
-                assert!(text.contains("i: 802.3ad"), "{text}");
-                continue;
-            }
-            let quoted =
-                text.contains(&format!("{k}: \"{v}\"")) || text.contains(&format!("{k}: '{v}'"));
-            assert!(quoted, "{v} must be quoted:\n{text}");
-        }
-        // And booleans are written only as true/false.
-        let flags: BTreeMap<&str, bool> = [("p", true), ("q", false)].into_iter().collect();
-        assert_eq!(to_yaml(&flags).unwrap(), "p: true\nq: false\n");
-        // Keys too: `y` is a YAML 1.1 boolean.
-        let keys: BTreeMap<&str, &str> = [("y", "x")].into_iter().collect();
-        assert_eq!(to_yaml(&keys).unwrap(), "\"y\": x\n");
-    }
 
     #[test]
     fn table_aligns_columns() {
