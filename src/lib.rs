@@ -1,8 +1,8 @@
 //! bootstrap: the library behind the `bootstrap` command. Every command's work lives here;
 //! `main.rs` only parses arguments and dispatches.
 
-pub mod agent;
 pub mod cli;
+pub mod installer;
 pub mod inventory;
 pub mod lab;
 pub mod mirror;

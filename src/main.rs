@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             Command::Verify(args) => bootstrap::verify::run(args, cli.output).await,
             Command::Model(ModelCmd::Pack(args)) => bootstrap::model::pack(args, cli.output).await,
             Command::Lab(LabCmd::Seed(args)) => bootstrap::lab::seed(args, cli.output).await,
-            Command::Validate(args) => bootstrap::agent::run(args, cli.output),
+            Command::Validate(args) => bootstrap::installer::run(args, cli.output),
             Command::Render(args) => bootstrap::render::run(args, cli.output),
         }
     });

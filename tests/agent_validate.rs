@@ -345,7 +345,7 @@ fn at_least_one_file_is_required_and_unreadable_files_are_problems() {
 /// The library entry the renderer uses gives the same problems as the command.
 #[test]
 fn validate_files_is_the_library_entry() {
-    assert!(bootstrap::agent::validate_files(
+    assert!(bootstrap::installer::validate_files(
         Some(("install-config.yaml", INSTALL_CONFIG)),
         Some(("agent-config.yaml", AGENT_CONFIG))
     )
@@ -355,7 +355,7 @@ fn validate_files_is_the_library_entry() {
         &[("rendezvousIP: 10.20.0.11", "rendezvousIP: node0")],
         "lib",
     );
-    let problems = bootstrap::agent::validate_files(None, Some(("agent-config.yaml", &ac_text)));
+    let problems = bootstrap::installer::validate_files(None, Some(("agent-config.yaml", &ac_text)));
     assert_eq!(problems.len(), 1);
     assert!(problems[0]
         .to_string()

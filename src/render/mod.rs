@@ -144,7 +144,7 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
 /// misses) before anything is written: a problem here is a bug in the renderer or a rule the
 /// inventory's validation lacks, and is reported as such.
 fn self_check(rendered: &Rendered) -> Result<()> {
-    let problems = crate::agent::validate_files(
+    let problems = crate::installer::validate_files(
         Some(("install-config.yaml", rendered.install_config.expose())),
         Some(("agent-config.yaml", &rendered.agent_config)),
     );

@@ -1,11 +1,12 @@
-//! `bootstrap validate`: install-config.yaml and agent-config.yaml checked as the agent-based
-//! installer reads them, and further (rules the installer misses, cross-file rules), with every
-//! problem reported at once as `file:line:col: path: message`.
+//! The agent-based installer's inputs, one source of facts: install-config.yaml and
+//! agent-config.yaml as typed values (read strictly, and written by `bootstrap render`),
+//! and `bootstrap validate`, which checks them as the installer does and further (rules the
+//! installer misses, cross-file rules), every problem reported at once as
+//! `file:line:col: path: message`.
 //!
-//! Each file is read in three passes (position index, header, strict schema, as
-//! `mirror/config.rs` does); a failure there is the file's one problem and its rules are
-//! skipped, but the other file is still checked. Then the rules of `rules.rs` run on each file,
-//! and the cross-file rules when both files read cleanly.
+//! Each file is read by the one strict loader ([`crate::yaml`]); a failure there is the file's
+//! one problem and its rules are skipped, but the other file is still checked. Then the rules of
+//! `rules.rs` run on each file, and the cross-file rules when both files read cleanly.
 //!
 //! [`validate_files`] is the library entry: the renderer checks what it wrote with it.
 
