@@ -24,6 +24,8 @@ struct Case {
     ac: &'static [(&'static str, &'static str)],
     /// The file and the start of the expected line after `file:`; `None`: the pair is valid.
     expect: Option<(File, &'static str)>,
+    /// The expected line is a warning: the pair is still valid (exit 0).
+    warning: bool,
 }
 
 fn mutate(base: &str, edits: &[(&str, &str)], case: &str) -> String {
@@ -65,6 +67,24 @@ const fn bad(
         ic,
         ac,
         expect: Some((file, line)),
+        warning: false,
+    }
+}
+
+/// Valid for the installer, with a warning (exit 0) on the line given.
+const fn warns(
+    name: &'static str,
+    ic: &'static [(&'static str, &'static str)],
+    ac: &'static [(&'static str, &'static str)],
+    file: File,
+    line: &'static str,
+) -> Case {
+    Case {
+        name,
+        ic,
+        ac,
+        expect: Some((file, line)),
+        warning: true,
     }
 }
 
@@ -78,6 +98,7 @@ const fn good(
         ic,
         ac,
         expect: None,
+        warning: false,
     }
 }
 
@@ -90,7 +111,7 @@ const CASES: &[Case] = &[
     bad("ic apiVersion", &[("apiVersion: v1", "apiVersion: v2")], &[], Ic, "1:13: apiVersion: expected 'v1', found 'v2'"),
     bad("ic unknown key with hint", &[("baseDomain:", "rendezvousIP: 10.20.0.11\nbaseDomain:")], &[], Ic, "2:1: unknown field 'rendezvousIP' at the top level: this key belongs in agent-config.yaml"),
     bad("ic other platform", &[("  baremetal:", "  vsphere:")], &[], Ic, "24:3: unknown field 'vsphere' in platform: bootstrap validates bare-metal agent installs"),
-    bad("ic old VIP spelling", &[("    apiVIPs:\n    - 10.20.0.5", "    apiVIP: 10.20.0.5")], &[], Ic, "25:5: unknown field 'apiVIP' in platform.baremetal: apiVIP is the old single-VIP spelling"),
+    warns("ic old VIP spelling", &[("    apiVIPs:\n    - 10.20.0.5", "    apiVIP: 10.20.0.5")], &[], Ic, "25:13: warning: platform.baremetal.apiVIP: is the deprecated single-VIP spelling; the installer reads it as apiVIPs"),
     // ---- names and secrets
     bad("ic metadata.name invalid", &[("  name: ai", "  name: AI_cluster")], &[], Ic, "4:9: metadata.name: 'AI_cluster' is not a valid cluster name"),
     bad("ic metadata.name missing", &[("metadata:\n  name: ai\n", "")], &[], Ic, "1:1: metadata.name: is missing"),
@@ -136,7 +157,7 @@ const CASES: &[Case] = &[
     bad("ic capabilities", &[("additionalTrustBundlePolicy", "capabilities:\n  baselineCapabilitySet: v5\nadditionalTrustBundlePolicy")], &[], Ic, "36:26: capabilities.baselineCapabilitySet: unknown value 'v5'"),
     bad("ic proxy", &[("additionalTrustBundlePolicy", "proxy:\n  httpProxy: proxy.example:3128\nadditionalTrustBundlePolicy")], &[], Ic, "36:14: proxy.httpProxy: 'proxy.example:3128' is not a proxy URL"),
     // ---- agent-config.yaml: header and schema
-    bad("ac old apiVersion", &[], &[("apiVersion: v1beta1", "apiVersion: v1alpha1")], Ac, "1:13: apiVersion: v1alpha1 is the older AgentConfig format"),
+    warns("ac old apiVersion", &[], &[("apiVersion: v1beta1", "apiVersion: v1alpha1")], Ac, "1:13: warning: apiVersion: v1alpha1 is the older AgentConfig version; the installer reads it as v1beta1"),
     bad("ac kind", &[], &[("kind: AgentConfig", "kind: InstallConfig")], Ac, "2:7: kind: expected 'AgentConfig', found 'InstallConfig'"),
     bad("ac unknown key", &[], &[("  rootDeviceHints:\n    deviceName: /dev/sda", "  rootDeviceHint:\n    deviceName: /dev/sda")], Ac, "16:3: unknown field 'rootDeviceHint' in hosts[0] (did you mean 'rootDeviceHints'?)"),
     // ---- top level
@@ -207,7 +228,8 @@ fn every_rule_reports_its_field_and_position() {
             Some((file, line)) => {
                 let path = if file == Ic { &ic } else { &ac };
                 let want = format!("{}:{line}", path.display());
-                if o.status.code() != Some(1) || !out.lines().any(|l| l.starts_with(&want)) {
+                let code = if case.warning { 0 } else { 1 };
+                if o.status.code() != Some(code) || !out.lines().any(|l| l.starts_with(&want)) {
                     failures.push(format!(
                         "{}: expected a line starting\n  {want}\ngot (exit {:?}):\n{out}",
                         case.name,
@@ -355,7 +377,8 @@ fn validate_files_is_the_library_entry() {
         &[("rendezvousIP: 10.20.0.11", "rendezvousIP: node0")],
         "lib",
     );
-    let problems = bootstrap::installer::validate_files(None, Some(("agent-config.yaml", &ac_text)));
+    let problems =
+        bootstrap::installer::validate_files(None, Some(("agent-config.yaml", &ac_text)));
     assert_eq!(problems.len(), 1);
     assert!(problems[0]
         .to_string()

@@ -11,6 +11,7 @@
 //! [`validate_files`] is the library entry: the renderer checks what it wrote with it.
 
 pub mod agent_config;
+pub mod conversion;
 pub mod install_config;
 pub mod nmstate;
 pub mod rules;
@@ -24,9 +25,36 @@ use std::process::ExitCode;
 
 pub use crate::yaml::Loaded;
 
+use crate::secret::Secret;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
 /// Files larger than this are refused before parsing (a 500-node agent-config.yaml is about
 /// 2 MiB).
 pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A secret an installer file carries in clear (the pull secret, a BMC password): read and
+/// written as the plain string, printed (`{}`, `{:?}`) as `<redacted>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InlineSecret(pub Secret);
+
+impl InlineSecret {
+    /// The value, for the rules that judge it and the file that carries it.
+    pub fn expose(&self) -> &str {
+        self.0.expose()
+    }
+}
+
+impl Serialize for InlineSecret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.expose())
+    }
+}
+
+impl<'de> Deserialize<'de> for InlineSecret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(InlineSecret(Secret::new(String::deserialize(d)?)))
+    }
+}
 
 /// A problem in one of the two files: which file (its origin, as given) and the problem.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,10 +98,17 @@ fn check_files(
     agent_config: Option<(&str, &str)>,
     positions: Positions,
 ) -> Vec<AgentProblem> {
-    let ic = install_config.map(|(origin, text)| (origin, yaml::parse(text, positions)));
-    let ac = agent_config.map(|(origin, text)| (origin, yaml::parse(text, positions)));
     let mut ic_problems = Vec::new();
     let mut ac_problems = Vec::new();
+    let ic = install_config.map(|(origin, text)| {
+        let loaded = yaml::parse(text, positions).map(|mut l| {
+            // The rules judge what the installer will use: deprecated fields up-converted.
+            ic_problems.extend(conversion::upconvert(&mut l));
+            l
+        });
+        (origin, loaded)
+    });
+    let ac = agent_config.map(|(origin, text)| (origin, yaml::parse(text, positions)));
     if let Some((_, loaded)) = &ic {
         match loaded {
             Ok(l) => {
@@ -142,7 +177,8 @@ pub fn run(args: ValidateArgs, output: OutputFormat) -> Result<ExitCode> {
         .map(|p| p.display().to_string())
         .collect();
     print(&problems, &checked, output)?;
-    Ok(if problems.is_empty() {
+    // Warnings are reported; only errors fail the files.
+    Ok(if !problems.iter().any(|p| p.problem.is_error()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -162,24 +198,31 @@ fn print(problems: &[AgentProblem], checked: &[String], output: OutputFormat) ->
                         "column": p.problem.location.map(|l| l.column),
                         "path": p.problem.path,
                         "message": p.problem.message,
+                        "severity": p.problem.severity,
                     })
                 })
                 .collect();
-            let doc = serde_json::json!({ "problems": list, "ok": problems.is_empty() });
+            let ok = !problems.iter().any(|p| p.problem.is_error());
+            let doc = serde_json::json!({ "problems": list, "ok": ok });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         OutputFormat::Text => {
             for p in problems {
                 println!("{p}");
             }
-            if problems.is_empty() {
+            let errors = problems.iter().filter(|p| p.problem.is_error()).count();
+            let warnings = problems.len() - errors;
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
+            if errors == 0 && warnings == 0 {
                 println!("ok: {} valid", checked.join(" and "));
-            } else {
-                eprintln!(
-                    "{} problem{} found",
-                    problems.len(),
-                    if problems.len() == 1 { "" } else { "s" }
+            } else if errors == 0 {
+                println!(
+                    "ok: {} valid, with {warnings} warning{}",
+                    checked.join(" and "),
+                    plural(warnings)
                 );
+            } else {
+                eprintln!("{errors} problem{} found", plural(errors));
             }
         }
     }

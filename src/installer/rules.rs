@@ -91,7 +91,7 @@ fn names(r: &mut Report<InstallConfig>, c: &InstallConfig) {
 }
 
 fn secrets(r: &mut Report<InstallConfig>, c: &InstallConfig) {
-    match c.pull_secret.as_deref().map(str::trim) {
+    match c.pull_secret.as_ref().map(|s| s.expose().trim()) {
         None | Some("") => r.push(
             "pullSecret",
             r#"is missing; give the registry credentials as JSON, e.g. '{"auths":{"registry.example:8443":{"auth":"..."}}}'"#,

@@ -8,6 +8,7 @@
 mod files;
 
 use crate::cli::RenderArgs;
+use crate::installer::install_config::ImageSource;
 use crate::inventory::model::{Node, SecretRef};
 use crate::inventory::{self, render_inventory_problems, Inventory, InventoryError, InventoryFile};
 use crate::mirror::cluster::{Category, ClusterResources, MirroredImage};
@@ -104,8 +105,12 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
         Err(e @ InventoryError::Invalid { .. }) => return Ok(refuse(&e.to_string())),
         Err(e) => return Err(e.into()),
     };
-    if !problems.is_empty() {
+    if problems.iter().any(|(_, p)| p.is_error()) {
         return Ok(refuse(&render_inventory_problems(&inv.dir, &problems)));
+    }
+    if !problems.is_empty() {
+        // Warnings only: reported, and the files are written.
+        eprintln!("{}", render_inventory_problems(&inv.dir, &problems));
     }
     let rendered = match render(&inv) {
         Ok(r) => r,
@@ -148,10 +153,16 @@ fn self_check(rendered: &Rendered) -> Result<()> {
         Some(("install-config.yaml", rendered.install_config.expose())),
         Some(("agent-config.yaml", &rendered.agent_config)),
     );
-    if problems.is_empty() {
+    // Warnings were the inventory's to give (the same checks ran on it); only errors here are
+    // renderer bugs.
+    if !problems.iter().any(|p| p.problem.is_error()) {
         return Ok(());
     }
-    let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    let lines: Vec<String> = problems
+        .iter()
+        .filter(|p| p.problem.is_error())
+        .map(|p| p.to_string())
+        .collect();
     anyhow::bail!(
         "the rendered files do not pass bootstrap validate (a bug in bootstrap render; please report it with the inventory); nothing was written:\n{}",
         lines.join("\n")
@@ -202,7 +213,12 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     let nodes = agent
         .hosts
         .iter()
-        .filter_map(|h| inv.nodes.nodes.iter().find(|n| n.hostname == h.hostname))
+        .filter_map(|h| {
+            inv.nodes
+                .nodes
+                .iter()
+                .find(|n| h.hostname.as_ref() == Some(&n.hostname))
+        })
         .map(|n| summary(inv, n))
         .collect();
     Ok(Rendered {
@@ -273,7 +289,7 @@ fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile,
     Ok(Secret::new(value.to_string()))
 }
 
-type MirrorData = (Vec<files::DigestSource>, Option<String>);
+type MirrorData = (Vec<ImageSource>, Option<String>);
 
 /// `imageDigestSources` from the mirror record (catalogs excluded: they get CatalogSources), and
 /// the release image by digest for `cluster.release.version`.
@@ -309,7 +325,7 @@ fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Snippet {
-        image_digest_sources: Vec<files::DigestSource>,
+        image_digest_sources: Vec<ImageSource>,
     }
     let sources = match snippet {
         Some(text) => {
