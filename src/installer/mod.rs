@@ -11,10 +11,12 @@
 //! [`validate_files`] is the library entry: the renderer checks what it wrote with it.
 
 pub mod agent_config;
+pub mod checks;
 pub mod conversion;
 pub mod install_config;
 pub mod nmstate;
 pub mod rules;
+mod sshkey;
 
 use crate::cli::ValidateArgs;
 use crate::output::OutputFormat;

@@ -19,6 +19,7 @@ pub(crate) use index::Index;
 pub use load::{
     io_reason, load_file, parse, read_text, Document, LoadError, Loaded, Positions, Schema,
 };
+pub(crate) use reshape::did_you_mean;
 
 use std::fmt;
 
