@@ -133,7 +133,7 @@ pub fn mac(text: &str) -> Result<String, Finding> {
 pub fn pull_secret(text: &str) -> Check {
     let value: serde_json::Value = serde_json::from_str(text.trim()).map_err(|e| {
         Finding::error(format!(
-            "is not a pull secret: not JSON (line {}, column {}); download it again from console.redhat.com, or write '{{\"auths\":{{\"registry.example:8443\":{{\"auth\":\"...\"}}}}}}' (quoted in single quotes)",
+            "is not JSON (line {}, column {}), so not a pull secret; download it again from console.redhat.com, or write '{{\"auths\":{{\"registry.example:8443\":{{\"auth\":\"...\"}}}}}}' (quoted in single quotes)",
             e.line(),
             e.column()
         ))

@@ -267,24 +267,21 @@ fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile,
         }
     };
     let text = Secret::new(text);
-    let value: serde_json::Value = serde_json::from_str(text.expose()).map_err(|e| {
+    // The installer's fact, as bootstrap validate applies it; messages never quote the secret.
+    crate::installer::checks::pull_secret(text.expose()).map_err(|f| {
         inv.problem(
             InventoryFile::Site,
             path,
-            format!(
-                "the pull secret is not JSON (line {}, column {}); download it again from console.redhat.com",
-                e.line(),
-                e.column()
-            ),
+            format!("the pull secret {}", f.message),
         )
     })?;
-    if !value.get("auths").is_some_and(|a| a.is_object()) {
-        return Err(inv.problem(
+    let value: serde_json::Value = serde_json::from_str(text.expose().trim()).map_err(|e| {
+        inv.problem(
             InventoryFile::Site,
             path,
-            "the pull secret has no \"auths\" object; it is not a pull secret",
-        ));
-    }
+            format!("is not JSON (line {}, column {})", e.line(), e.column()),
+        )
+    })?;
     // One line, keys sorted: the same secret gives the same file whatever its formatting.
     Ok(Secret::new(value.to_string()))
 }
