@@ -160,6 +160,19 @@ const CASES: &[Case] = &[
     bad("ic publish", &[("additionalTrustBundlePolicy", "publish: Mixed\nadditionalTrustBundlePolicy")], &[], Ic, "35:10: publish: unknown value 'Mixed'; expected one of External, Internal"),
     bad("ic capabilities", &[("additionalTrustBundlePolicy", "capabilities:\n  baselineCapabilitySet: v5\nadditionalTrustBundlePolicy")], &[], Ic, "36:26: capabilities.baselineCapabilitySet: unknown value 'v5'"),
     bad("ic proxy", &[("additionalTrustBundlePolicy", "proxy:\n  httpProxy: proxy.example:3128\nadditionalTrustBundlePolicy")], &[], Ic, "36:14: proxy.httpProxy: 'proxy.example:3128' is not a proxy URL"),
+    // ---- today's installer: fields it knows are never refused
+    good("ic bootstrapInPlace", &[("additionalTrustBundlePolicy", "bootstrapInPlace:\n  installationDisk: /dev/sda\nadditionalTrustBundlePolicy")], &[]),
+    good("ic baremetal hosts with bmc", &[("    - 10.20.0.6\n", "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      role: master\n      bootMACAddress: b8:3f:d2:4a:10:01\n      bmc:\n        address: redfish-virtualmedia://10.10.0.11/redfish/v1/Systems/1\n        username: root\n        password: calvin\n        disableCertificateVerification: true\n      rootDeviceHints:\n        deviceName: /dev/sda\n      bootMode: UEFI\n")], &[]),
+    bad("ic baremetal host boot MAC", &[("    - 10.20.0.6\n", "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      bootMACAddress: b8:3f:d2:4a:10\n")], &[], Ic, "31:23: platform.baremetal.hosts[0].bootMACAddress: 'b8:3f:d2:4a:10' is not a MAC address"),
+    good("ic arbiter pool", &[("replicas: 3", "replicas: 2"), ("compute:", "arbiter:\n  name: arbiter\n  replicas: 1\ncompute:")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: arbiter")]),
+    bad("ic two masters without arbiter", &[("replicas: 3", "replicas: 2")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: arbiter")], Ic, "7:13: controlPlane.replicas: must be 1 (single node), 3, 4 or 5, found 2 (2 only with an arbiter pool or fencing credentials)"),
+    good("ic fencing", &[("replicas: 3", "replicas: 2"), ("  hyperthreading: Enabled\n", "  hyperthreading: Enabled\n  fencing:\n    credentials:\n    - hostName: master-0\n      username: root\n      password: calvin\n      address: redfish+https://10.10.0.11/redfish/v1/Systems/1\n      certificateVerification: Disabled\n")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: worker")]),
+    good("ic feature set and gates, capabilities, partitioning", &[("additionalTrustBundlePolicy", "featureSet: CustomNoUpgrade\nfeatureGates:\n- DualReplica=true\ncapabilities:\n  baselineCapabilitySet: v4.16\n  additionalEnabledCapabilities: [marketplace]\ncpuPartitioningMode: AllNodes\ncredentialsMode: Manual\nfips: false\nadditionalTrustBundlePolicy")], &[]),
+    good("ic metadata namespace and labels", &[("  name: ai\n", "  name: ai\n  namespace: cluster0\n  labels:\n    site: a\n")], &[]),
+    warns("ic key in another case", &[("    apiVIPs:", "    apivips:")], &[], Ic, "25:5: warning: platform.baremetal.apivips: 'apivips' is read as 'apiVIPs'"),
+    bad("ic unknown key", &[("baseDomain:", "baseDomian: x\nbaseDomain:")], &[], Ic, "2:1: unknown field 'baseDomian' at the top level (did you mean 'baseDomain'?)"),
+    good("ac host BMC and minimal ISO", &[], &[("rendezvousIP: 10.20.0.11\n", "rendezvousIP: 10.20.0.11\nminimalISO: true\n"), ("  role: worker\n", "  role: worker\n  BMC:\n    address: redfish-virtualmedia://10.10.0.21/redfish/v1/Systems/1\n    username: root\n    password: calvin\n")]),
+    good("ac host bmc in lower case", &[], &[("  role: worker\n", "  role: worker\n  bmc:\n    address: redfish-virtualmedia://10.10.0.21/redfish/v1/Systems/1\n")]),
     // ---- agent-config.yaml: header and schema
     warns("ac old apiVersion", &[], &[("apiVersion: v1beta1", "apiVersion: v1alpha1")], Ac, "1:13: warning: apiVersion: v1alpha1 is the older AgentConfig version; the installer reads it as v1beta1"),
     bad("ac kind", &[], &[("kind: AgentConfig", "kind: InstallConfig")], Ac, "2:7: kind: expected 'AgentConfig', found 'InstallConfig'"),
@@ -387,4 +400,38 @@ fn validate_files_is_the_library_entry() {
     assert!(problems[0]
         .to_string()
         .starts_with("agent-config.yaml:5:15: rendezvousIP: 'node0' is not an IP address"));
+}
+
+/// Acceptance of issue 10: an older AgentConfig version is a warning and the files pass
+/// (exit 0); an unknown install-config key says the installer itself would drop it.
+#[test]
+fn older_versions_warn_and_unknown_keys_say_what_the_installer_would_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let ac_text = mutate(
+        AGENT_CONFIG,
+        &[("apiVersion: v1beta1", "apiVersion: v1alpha1")],
+        "v1alpha1",
+    );
+    let (ic, ac) = write_pair(dir.path(), INSTALL_CONFIG, &ac_text);
+    let out = ok(&validate_pair(&ic, &ac));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&format!("{}:1:13: warning: apiVersion:", ac.display()))),
+        "{out}"
+    );
+    assert!(out.contains("valid, with 1 warning"), "{out}");
+
+    let ic_text = mutate(
+        INSTALL_CONFIG,
+        &[("baseDomain:", "baseDomian: x\nbaseDomain:")],
+        "unknown",
+    );
+    let (ic, ac) = write_pair(dir.path(), &ic_text, AGENT_CONFIG);
+    let o = validate_pair(&ic, &ac);
+    failed(&o);
+    let out = stdout(&o);
+    assert!(
+        out.contains("openshift-install itself would only log a warning and ignore this key"),
+        "{out}"
+    );
 }
