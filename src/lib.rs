@@ -1,11 +1,11 @@
 //! bootstrap: the library behind the `bootstrap` command. Every command's work lives here;
 //! `main.rs` only parses arguments and dispatches.
 
-pub mod agent;
 pub mod cli;
 pub mod commands;
 pub mod concurrency;
 pub mod fs;
+pub mod installer;
 pub mod inventory;
 pub mod lab;
 pub mod mirror;

@@ -101,19 +101,24 @@ fn mask(ip: IpAddr, prefix: u8) -> IpAddr {
 }
 
 /// A MAC address in canonical form (lower case, `:`-separated), or why it is not one. Accepts
-/// `:` or `-` separators and any case.
+/// what the installer accepts (Go's `net.ParseMAC` limited to 6 bytes): `:` or `-` separated
+/// pairs, or `.` separated groups of four (`b83f.d24a.1001`), in any case.
 pub fn normalize_mac(s: &str) -> Result<String, String> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    let ok = parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()));
-    if !ok {
+    let hex = |p: &&str| p.chars().all(|c| c.is_ascii_hexdigit());
+    let pairs: Vec<&str> = s.split([':', '-']).collect();
+    let quads: Vec<&str> = s.split('.').collect();
+    let digits = if pairs.len() == 6 && pairs.iter().all(|p| p.len() == 2 && hex(p)) {
+        pairs.concat()
+    } else if quads.len() == 3 && quads.iter().all(|p| p.len() == 4 && hex(p)) {
+        quads.concat()
+    } else {
         return Err(format!(
             "'{s}' is not a MAC address; write six hex pairs, e.g. b8:3f:d2:4a:10:01"
         ));
-    }
-    Ok(parts.join(":").to_ascii_lowercase())
+    };
+    let digits = digits.to_ascii_lowercase();
+    let bytes: Vec<&str> = (0..6).map(|i| &digits[2 * i..2 * i + 2]).collect();
+    Ok(bytes.join(":"))
 }
 
 /// True for an RFC 1123 DNS label: 1 to 63 of `a-z`, `0-9`, `-`, not starting or ending with
@@ -157,6 +162,11 @@ mod tests {
             "b8:3f:d2:4a:10:01"
         );
         assert!(normalize_mac("b8:3f:d2:4a:10").is_err());
+        assert!(normalize_mac("b8:3f-d2:4a:10:1").is_err());
+        assert_eq!(
+            normalize_mac("B83F.D24A.1001").unwrap(),
+            "b8:3f:d2:4a:10:01"
+        );
         assert!(is_dns_label("gpu-worker-01"));
         assert!(!is_dns_label("GPU_worker"));
         assert!(!is_dns_label("-a"));

@@ -8,5 +8,5 @@ use std::process::ExitCode;
 
 /// Runs `bootstrap validate`.
 pub fn run(args: ValidateArgs, printer: &Printer) -> Result<ExitCode> {
-    crate::agent::run(args, printer.format())
+    crate::installer::run(args, printer.format())
 }

@@ -8,9 +8,8 @@ pub mod validate;
 
 pub use validate::validate;
 
-use crate::yaml::{self, quote, render_problems, Index, Location, Problem, Shape};
+use crate::yaml::{self, render_problems, Index, LoadError, Location, Positions, Problem, Schema};
 use model::{NodeList, Site, API_VERSION, NODES_FILE, NODES_KIND, SITE_FILE, SITE_KIND};
-use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -29,13 +28,6 @@ impl InventoryFile {
         match self {
             InventoryFile::Site => SITE_FILE,
             InventoryFile::Nodes => NODES_FILE,
-        }
-    }
-
-    fn kind(self) -> &'static str {
-        match self {
-            InventoryFile::Site => SITE_KIND,
-            InventoryFile::Nodes => NODES_KIND,
         }
     }
 }
@@ -63,20 +55,11 @@ impl Inventory {
     /// Where the value at `path` (`cluster.apiVIPs[0]`, `nodes[2].nics[0].mac`) is written in
     /// `file`; for a path not written (an absent optional field) the nearest written parent.
     pub fn location(&self, file: InventoryFile, path: &str) -> Option<Location> {
-        let index = match file {
+        match file {
             InventoryFile::Site => &self.site_index,
             InventoryFile::Nodes => &self.nodes_index,
-        };
-        let mut p = path;
-        loop {
-            if let Some(l) = index.location(p) {
-                return Some(l);
-            }
-            if p.is_empty() {
-                return None;
-            }
-            p = &p[..p.rfind(['.', '[']).unwrap_or(0)];
         }
+        .locate(path)
     }
 
     /// `file` as messages name it: the inventory directory joined with its name.
@@ -155,24 +138,44 @@ pub fn render_inventory_problems(dir: &Path, problems: &[(InventoryFile, Problem
 /// and every value of the right type. Both files are read before failing, so one run reports
 /// the problems of both. The inventory's rules are checked by [`validate()`].
 pub fn load(dir: &Path) -> Result<Inventory, InventoryError> {
-    let site = read_file::<Site>(dir, InventoryFile::Site)?;
-    let nodes = read_file::<NodeList>(dir, InventoryFile::Nodes)?;
+    load_with(dir, Positions::Index)
+}
+
+/// [`load`] and [`validate`] together, the common case first at half the cost: a valid
+/// inventory needs no positions, so both files are read once into their schemas without the
+/// position index and the rules run; only when anything is wrong (a warning too) are the files
+/// read again with positions, so every problem carries its line and column.
+pub fn load_validated(
+    dir: &Path,
+) -> Result<(Inventory, Vec<(InventoryFile, Problem)>), InventoryError> {
+    let inv = load_with(dir, Positions::Skip)?;
+    if validate::validate(&inv).is_empty() {
+        return Ok((inv, Vec::new()));
+    }
+    let inv = load(dir)?;
+    let problems = validate::validate(&inv);
+    Ok((inv, problems))
+}
+
+fn load_with(dir: &Path, positions: Positions) -> Result<Inventory, InventoryError> {
+    let site = read_file::<Site>(dir, InventoryFile::Site, positions)?;
+    let nodes = read_file::<NodeList>(dir, InventoryFile::Nodes, positions)?;
     match (site, nodes) {
-        (Ok((site, site_index)), Ok((nodes, nodes_index))) => Ok(Inventory {
+        (Ok(site), Ok(nodes)) => Ok(Inventory {
             dir: dir.to_path_buf(),
-            site,
-            nodes,
-            site_index,
-            nodes_index,
+            site: site.value,
+            nodes: nodes.value,
+            site_index: site.index,
+            nodes_index: nodes.index,
         }),
         (site, nodes) => {
-            let mut problems = Vec::new();
-            for (file, result) in [
+            let problems = [
                 (InventoryFile::Site, site.err()),
                 (InventoryFile::Nodes, nodes.err()),
-            ] {
-                problems.extend(result.into_iter().flatten().map(|p| (file, p)));
-            }
+            ]
+            .into_iter()
+            .filter_map(|(file, p)| p.map(|p| (file, p)))
+            .collect();
             Err(InventoryError::Invalid {
                 dir: dir.to_path_buf(),
                 problems,
@@ -181,150 +184,77 @@ pub fn load(dir: &Path) -> Result<Inventory, InventoryError> {
     }
 }
 
-/// [`load`] and [`validate`] together, the common case first at half the cost: a valid
-/// inventory needs no positions, so both files are read once into their schemas without the
-/// position index and the rules run; only when anything is wrong are the files read again with
-/// positions, so every problem carries its line and column.
-pub fn load_validated(
-    dir: &Path,
-) -> Result<(Inventory, Vec<(InventoryFile, Problem)>), InventoryError> {
-    let read = |file: InventoryFile| {
-        let path = dir.join(file.name());
-        std::fs::read_to_string(&path).map_err(|e| InventoryError::Read {
-            message: io_reason(&e),
-            path,
-        })
-    };
-    let (site_text, nodes_text) = (read(InventoryFile::Site)?, read(InventoryFile::Nodes)?);
-    let quick = (
-        serde_saphyr::from_str_with_options::<Site>(&site_text, yaml::options()),
-        serde_saphyr::from_str_with_options::<NodeList>(&nodes_text, yaml::options()),
-    );
-    if let (Ok(site), Ok(nodes)) = quick {
-        let headers_ok = site.api_version == API_VERSION
-            && site.kind == SITE_KIND
-            && nodes.api_version == API_VERSION
-            && nodes.kind == NODES_KIND;
-        if headers_ok {
-            let inv = Inventory {
-                dir: dir.to_path_buf(),
-                site,
-                nodes,
-                site_index: Index::default(),
-                nodes_index: Index::default(),
-            };
-            if validate::validate(&inv).is_empty() {
-                return Ok((inv, Vec::new()));
-            }
-        }
-    }
-    let inv = load(dir)?;
-    let problems = validate::validate(&inv);
-    Ok((inv, problems))
-}
-
-/// A parsed file and its index, or its problems; `Err` only when it cannot be read.
-type Parsed<T> = Result<(T, Index), Vec<Problem>>;
-
-fn read_file<T: for<'de> Deserialize<'de>>(
+/// One file: its value and index, or its one problem; `Err` only when it cannot be read.
+fn read_file<T: yaml::Document>(
     dir: &Path,
     file: InventoryFile,
-) -> Result<Parsed<T>, InventoryError> {
+    positions: Positions,
+) -> Result<Result<yaml::Loaded<T>, Problem>, InventoryError> {
     let path = dir.join(file.name());
-    let text = std::fs::read_to_string(&path).map_err(|e| InventoryError::Read {
-        message: io_reason(&e),
-        path,
-    })?;
-    Ok(parse_text(&text, file))
-}
-
-/// The OS error without Rust's " (os error N)" suffix.
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    match s.rfind(" (os error ") {
-        Some(i) if s.ends_with(')') => s[..i].to_string(),
-        _ => s,
+    match yaml::load_file::<T>(&path, positions) {
+        Ok(loaded) => Ok(Ok(loaded)),
+        Err(LoadError::Invalid(problem)) => Ok(Err(problem)),
+        Err(LoadError::Read(message)) => Err(InventoryError::Read { path, message }),
     }
 }
 
-/// Parses one file's text: index, header, strict schema.
-fn parse_text<T: for<'de> Deserialize<'de>>(text: &str, file: InventoryFile) -> Parsed<T> {
-    let kind = file.kind();
-    let start = format!("`apiVersion: {API_VERSION}` and `kind: {kind}`");
-    // Pass 1: positions of every field path.
-    let index = match yaml::index(text) {
-        Ok(Some(index)) => index,
-        Ok(None) => {
-            return Err(vec![Problem::new(
-                None,
-                "",
-                format!("holds no YAML document; a {kind} file starts with {start}"),
-            )])
-        }
-        Err(e) => return Err(vec![yaml::problem(&e, &Index::default(), kind, hint)]),
-    };
-    if let Some(root) = index.get("") {
-        if root.shape != Shape::Map {
-            return Err(vec![Problem::new(
-                Location::from_yaml(root.value),
-                "",
-                format!(
-                    "expected a mapping starting with {start}, found {}",
-                    root.found()
-                ),
-            )]);
+/// Files larger than this are refused before parsing (a 500-node nodes.yaml is about 1 MiB).
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// `site.yaml`'s schema.
+static SITE_SCHEMA: Schema = Schema {
+    document: "a Site file",
+    name: SITE_KIND,
+    api_version: API_VERSION,
+    other_versions: &[],
+    kind: SITE_KIND,
+    kind_required: true,
+    other_kinds: &[(
+        NODES_KIND,
+        "expected 'Site', found 'Nodes' (a Nodes belongs in nodes.yaml)",
+    )],
+    hint,
+    unknown_note: None,
+    keys_ignore_case: false,
+    max_bytes: MAX_FILE_BYTES,
+};
+
+/// `nodes.yaml`'s schema.
+static NODES_SCHEMA: Schema = Schema {
+    document: "a Nodes file",
+    name: NODES_KIND,
+    api_version: API_VERSION,
+    other_versions: &[],
+    kind: NODES_KIND,
+    kind_required: true,
+    other_kinds: &[(
+        SITE_KIND,
+        "expected 'Nodes', found 'Site' (a Site belongs in site.yaml)",
+    )],
+    hint,
+    unknown_note: None,
+    keys_ignore_case: false,
+    max_bytes: MAX_FILE_BYTES,
+};
+
+impl yaml::Document for Site {
+    const SCHEMA: &'static Schema = &SITE_SCHEMA;
+
+    fn header(&self) -> yaml::Header {
+        yaml::Header {
+            api_version: Some(self.api_version.clone()),
+            kind: Some(self.kind.clone()),
         }
     }
-    // Pass 2: apiVersion and kind, so another kind of file is named as such.
-    check_header(&index.header(), &index, kind)?;
-    // Pass 3: the strict schema.
-    let value: T = serde_saphyr::from_str_with_options(text, yaml::options())
-        .map_err(|e| vec![yaml::problem(&e, &index, kind, hint)])?;
-    Ok((value, index))
 }
 
-fn check_header(header: &yaml::Header, index: &Index, kind: &str) -> Result<(), Vec<Problem>> {
-    let at = |path: &str| {
-        index
-            .location(path)
-            .or(Some(Location { line: 1, column: 1 }))
-    };
-    let fail = |path: &str, message: String| Err(vec![Problem::new(at(path), path, message)]);
-    match header.api_version.as_deref() {
-        Some(API_VERSION) => {}
-        None => {
-            return fail(
-                "",
-                format!("apiVersion is missing; add `apiVersion: {API_VERSION}`"),
-            )
-        }
-        Some(other) => {
-            return fail(
-                "apiVersion",
-                format!("expected '{API_VERSION}', found {}", quote(other)),
-            )
-        }
-    }
-    match header.kind.as_deref() {
-        Some(k) if k == kind => Ok(()),
-        None => fail("", format!("kind is missing; add `kind: {kind}`")),
-        Some(other) => {
-            let other_file = [SITE_KIND, NODES_KIND]
-                .iter()
-                .find(|k| **k == other)
-                .map(|k| {
-                    let name = if *k == SITE_KIND {
-                        SITE_FILE
-                    } else {
-                        NODES_FILE
-                    };
-                    format!(" (a {k} belongs in {name})")
-                })
-                .unwrap_or_default();
-            fail(
-                "kind",
-                format!("expected '{kind}', found {}{other_file}", quote(other)),
-            )
+impl yaml::Document for NodeList {
+    const SCHEMA: &'static Schema = &NODES_SCHEMA;
+
+    fn header(&self) -> yaml::Header {
+        yaml::Header {
+            api_version: Some(self.api_version.clone()),
+            kind: Some(self.kind.clone()),
         }
     }
 }
@@ -351,9 +281,9 @@ mod tests {
     use super::*;
 
     fn site_problems(text: &str) -> Vec<Problem> {
-        match parse_text::<Site>(text, InventoryFile::Site) {
+        match yaml::parse::<Site>(text, Positions::Skip) {
             Ok(_) => Vec::new(),
-            Err(p) => p,
+            Err(p) => vec![p],
         }
     }
 

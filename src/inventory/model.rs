@@ -259,6 +259,25 @@ pub struct RootDevice {
     pub rotational: Option<bool>,
 }
 
+impl From<&RootDevice> for crate::installer::agent_config::RootDeviceHints {
+    /// The one conversion: the inventory's hints are the installer's, without the WWN
+    /// extensions the agent installer refuses.
+    fn from(r: &RootDevice) -> Self {
+        crate::installer::agent_config::RootDeviceHints {
+            device_name: r.device_name.clone(),
+            hctl: r.hctl.clone(),
+            model: r.model.clone(),
+            vendor: r.vendor.clone(),
+            serial_number: r.serial_number.clone(),
+            min_size_gigabytes: r.min_size_gigabytes.map(i64::from),
+            wwn: r.wwn.clone(),
+            wwn_with_extension: None,
+            wwn_vendor_extension: None,
+            rotational: r.rotational,
+        }
+    }
+}
+
 /// `nics[]`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

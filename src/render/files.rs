@@ -1,237 +1,24 @@
-//! The agent installer's two files as serde types, in the order and with the names
-//! openshift/installer reads (`pkg/types/installconfig.go`, `pkg/types/agent/agent_config_type.go`,
-//! NMState for `networkConfig`), and their construction from a valid inventory. Everything that
-//! is a set is sorted, so the same inventory gives the same bytes.
+//! A valid inventory becomes the agent installer's two files, as the installer's own types
+//! ([`crate::installer::install_config::InstallConfig`], [`crate::installer::agent_config::AgentConfig`]
+//! with typed NMState). Everything that is a set is sorted, so the same inventory gives the same
+//! bytes.
 
+use crate::installer::agent_config::{self as ac, AgentConfig, RootDeviceHints};
+use crate::installer::install_config::{
+    self as ic, Baremetal, ClusterNetwork, Empty, ImageSource, InstallConfig, MachineNetwork,
+    MachinePool, Networking, Platform,
+};
+use crate::installer::nmstate::{
+    DnsConfig, DnsResolver, Interface, IpAddress, IpConfig, LinkAggregation, NetworkConfig, Route,
+    Routes, Vlan,
+};
+use crate::installer::InlineSecret;
 use crate::inventory::model::{Node, Role};
 use crate::inventory::validate::vlan_name;
 use crate::inventory::Inventory;
 use crate::netaddr::{normalize_mac, parse_prefixed, Cidr};
 use crate::secret::Secret;
-use serde::{Serialize, Serializer};
 use std::net::IpAddr;
-
-/// install-config.yaml.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct InstallConfig {
-    pub api_version: &'static str,
-    pub base_domain: String,
-    pub metadata: Metadata,
-    pub compute: Vec<MachinePool>,
-    pub control_plane: MachinePool,
-    pub networking: Networking,
-    pub platform: Platform,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub additional_trust_bundle: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub additional_trust_bundle_policy: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub image_digest_sources: Vec<DigestSource>,
-    pub pull_secret: Exposed,
-    pub ssh_key: String,
-}
-
-/// A [`Secret`] that is written into the file (and only there).
-pub(crate) struct Exposed(pub Secret);
-
-impl Serialize for Exposed {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.0.expose())
-    }
-}
-
-#[derive(Serialize)]
-pub(crate) struct Metadata {
-    pub name: String,
-}
-
-#[derive(Serialize)]
-pub(crate) struct MachinePool {
-    pub name: &'static str,
-    pub replicas: usize,
-    pub architecture: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hyperthreading: Option<&'static str>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Networking {
-    pub network_type: &'static str,
-    pub machine_network: Vec<CidrEntry>,
-    pub cluster_network: Vec<ClusterNetworkEntry>,
-    pub service_network: Vec<String>,
-}
-
-#[derive(Serialize)]
-pub(crate) struct CidrEntry {
-    pub cidr: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ClusterNetworkEntry {
-    pub cidr: String,
-    pub host_prefix: u8,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Platform {
-    Baremetal {
-        #[serde(rename = "apiVIPs")]
-        api_vips: Vec<String>,
-        #[serde(rename = "ingressVIPs")]
-        ingress_vips: Vec<String>,
-    },
-    None {},
-}
-
-/// `imageDigestSources[]` (and the mirror snippet read back from `ClusterResources`).
-#[derive(Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DigestSource {
-    pub source: String,
-    pub mirrors: Vec<String>,
-}
-
-/// agent-config.yaml.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AgentConfig {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub metadata: Metadata,
-    #[serde(rename = "rendezvousIP")]
-    pub rendezvous_ip: String,
-    #[serde(rename = "additionalNTPSources", skip_serializing_if = "Vec::is_empty")]
-    pub additional_ntp_sources: Vec<String>,
-    pub hosts: Vec<Host>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Host {
-    pub hostname: String,
-    pub role: &'static str,
-    pub interfaces: Vec<HostInterface>,
-    pub root_device_hints: RootDeviceHints,
-    pub network_config: NetworkConfig,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct HostInterface {
-    pub name: String,
-    pub mac_address: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RootDeviceHints {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hctl: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub serial_number: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_size_gigabytes: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wwn: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rotational: Option<bool>,
-}
-
-/// NMState.
-#[derive(Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) struct NetworkConfig {
-    pub interfaces: Vec<Interface>,
-    pub dns_resolver: DnsResolver,
-    pub routes: Routes,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) struct Interface {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mac_address: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mtu: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub link_aggregation: Option<LinkAggregation>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub vlan: Option<Vlan>,
-    pub ipv4: IpConfig,
-    pub ipv6: IpConfig,
-}
-
-#[derive(Serialize)]
-pub(crate) struct LinkAggregation {
-    pub mode: String,
-    pub port: Vec<String>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) struct Vlan {
-    pub base_iface: String,
-    pub id: u16,
-}
-
-#[derive(Serialize)]
-pub(crate) struct IpConfig {
-    pub enabled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dhcp: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub autoconf: Option<bool>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub address: Vec<IpAddress>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) struct IpAddress {
-    pub ip: String,
-    pub prefix_length: u8,
-}
-
-#[derive(Serialize)]
-pub(crate) struct DnsResolver {
-    pub config: DnsConfig,
-}
-
-#[derive(Serialize)]
-pub(crate) struct DnsConfig {
-    pub server: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub search: Vec<String>,
-}
-
-#[derive(Serialize)]
-pub(crate) struct Routes {
-    pub config: Vec<Route>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) struct Route {
-    pub destination: String,
-    pub next_hop_address: String,
-    pub next_hop_interface: String,
-    pub table_id: u32,
-}
 
 /// The main routing table.
 const MAIN_TABLE: u32 = 254;
@@ -251,17 +38,24 @@ pub(crate) fn install_config(
     pull_secret: Secret,
     ssh_key: String,
     trust_bundle: Option<String>,
-    image_digest_sources: Vec<DigestSource>,
+    image_digest_sources: Vec<ImageSource>,
 ) -> InstallConfig {
     let c = &inv.site.cluster;
     let n = &inv.site.networks;
     let (masters, workers) = counts(inv);
     let platform = if masters == 1 && workers == 0 {
-        Platform::None {}
+        Platform {
+            none: Some(Empty {}),
+            ..Platform::default()
+        }
     } else {
-        Platform::Baremetal {
-            api_vips: c.api_vips.clone(),
-            ingress_vips: c.ingress_vips.clone(),
+        Platform {
+            baremetal: Some(Baremetal {
+                api_vips: c.api_vips.clone(),
+                ingress_vips: c.ingress_vips.clone(),
+                ..Baremetal::default()
+            }),
+            ..Platform::default()
         }
     };
     let cidr = |s: &String| {
@@ -275,62 +69,77 @@ pub(crate) fn install_config(
             .unwrap_or_else(|| "Always".to_string())
     });
     InstallConfig {
-        api_version: "v1",
-        base_domain: c.base_domain.clone(),
-        metadata: Metadata {
-            name: c.name.clone(),
-        },
+        api_version: ic::API_VERSION.to_string(),
+        base_domain: Some(c.base_domain.clone()),
+        metadata: Some(metadata(&c.name)),
         compute: vec![MachinePool {
-            name: "worker",
-            replicas: workers,
-            architecture: "amd64",
-            hyperthreading: None,
+            name: Some("worker".into()),
+            replicas: Some(count(workers)),
+            architecture: Some("amd64".into()),
+            ..MachinePool::default()
         }],
-        control_plane: MachinePool {
-            name: "master",
-            replicas: masters,
-            architecture: "amd64",
-            hyperthreading: Some("Enabled"),
-        },
-        networking: Networking {
-            network_type: "OVNKubernetes",
+        control_plane: Some(MachinePool {
+            name: Some("master".into()),
+            replicas: Some(count(masters)),
+            architecture: Some("amd64".into()),
+            hyperthreading: Some("Enabled".into()),
+            ..MachinePool::default()
+        }),
+        networking: Some(Networking {
+            network_type: Some("OVNKubernetes".into()),
             machine_network: n
                 .machine
                 .iter()
-                .map(|m| CidrEntry { cidr: cidr(m) })
+                .map(|m| MachineNetwork { cidr: cidr(m) })
                 .collect(),
             cluster_network: n
                 .cluster
                 .iter()
-                .map(|x| ClusterNetworkEntry {
+                .map(|x| ClusterNetwork {
                     cidr: cidr(&x.cidr),
-                    host_prefix: x.host_prefix,
+                    host_prefix: Some(i64::from(x.host_prefix)),
+                    host_subnet_length: None,
                 })
                 .collect(),
             service_network: n.service.iter().map(cidr).collect(),
-        },
-        platform,
+            ..Networking::default()
+        }),
+        platform: Some(platform),
         additional_trust_bundle: trust_bundle,
         additional_trust_bundle_policy: policy,
         image_digest_sources,
-        pull_secret: Exposed(pull_secret),
-        ssh_key,
+        pull_secret: Some(InlineSecret(pull_secret)),
+        ssh_key: Some(ssh_key),
+        ..InstallConfig::default()
     }
 }
 
+/// `metadata: {name: NAME}`.
+fn metadata(name: &str) -> ic::Metadata {
+    ic::Metadata {
+        name: Some(name.to_string()),
+        ..ic::Metadata::default()
+    }
+}
+
+/// A node count as a replica count.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// agent-config.yaml's content.
-pub(crate) fn agent_config(inv: &Inventory) -> AgentConfig {
+pub(crate) fn agent_config(inv: &Inventory) -> AgentConfig<NetworkConfig> {
     let mut nodes: Vec<&Node> = inv.nodes.nodes.iter().collect();
     nodes.sort_by(|a, b| (a.role, &a.hostname).cmp(&(b.role, &b.hostname)));
     AgentConfig {
-        api_version: "v1beta1",
-        kind: "AgentConfig",
-        metadata: Metadata {
-            name: inv.site.cluster.name.clone(),
-        },
-        rendezvous_ip: inv.site.cluster.rendezvous_ip.clone(),
+        api_version: ac::API_VERSION.to_string(),
+        kind: ac::KIND.to_string(),
+        metadata: Some(metadata(&inv.site.cluster.name)),
+        rendezvous_ip: Some(inv.site.cluster.rendezvous_ip.clone()),
         additional_ntp_sources: inv.site.networks.ntp.clone(),
         hosts: nodes.into_iter().map(|n| host(inv, n)).collect(),
+        boot_artifacts_base_url: None,
+        minimal_iso: None,
     }
 }
 
@@ -347,30 +156,21 @@ fn mac(s: &str) -> String {
     normalize_mac(s).unwrap_or_else(|_| s.to_string())
 }
 
-fn host(inv: &Inventory, node: &Node) -> Host {
-    let r = &node.root_device;
-    Host {
-        hostname: node.hostname.clone(),
-        role: role_name(node.role),
+fn host(inv: &Inventory, node: &Node) -> ac::Host<NetworkConfig> {
+    ac::Host {
+        hostname: Some(node.hostname.clone()),
+        role: Some(role_name(node.role).to_string()),
         interfaces: node
             .nics
             .iter()
-            .map(|n| HostInterface {
-                name: n.name.clone(),
-                mac_address: mac(&n.mac),
+            .map(|n| ac::Interface {
+                name: Some(n.name.clone()),
+                mac_address: Some(mac(&n.mac)),
             })
             .collect(),
-        root_device_hints: RootDeviceHints {
-            device_name: r.device_name.clone(),
-            hctl: r.hctl.clone(),
-            model: r.model.clone(),
-            vendor: r.vendor.clone(),
-            serial_number: r.serial_number.clone(),
-            min_size_gigabytes: r.min_size_gigabytes,
-            wwn: r.wwn.clone(),
-            rotational: r.rotational,
-        },
-        network_config: network_config(inv, node),
+        root_device_hints: Some(RootDeviceHints::from(&node.root_device)),
+        network_config: Some(network_config(inv, node)),
+        bmc: None,
     }
 }
 

@@ -8,6 +8,7 @@
 mod files;
 
 use crate::cli::RenderArgs;
+use crate::installer::install_config::ImageSource;
 use crate::inventory::model::{Node, SecretRef};
 use crate::inventory::{self, render_inventory_problems, Inventory, InventoryError, InventoryFile};
 use crate::oci::digest::Digest;
@@ -103,8 +104,12 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
         Err(e @ InventoryError::Invalid { .. }) => return Ok(refuse(&e.to_string())),
         Err(e) => return Err(e.into()),
     };
-    if !problems.is_empty() {
+    if problems.iter().any(|(_, p)| p.is_error()) {
         return Ok(refuse(&render_inventory_problems(&inv.dir, &problems)));
+    }
+    if !problems.is_empty() {
+        // Warnings only: reported, and the files are written.
+        eprintln!("{}", render_inventory_problems(&inv.dir, &problems));
     }
     let rendered = match render(&inv) {
         Ok(r) => r,
@@ -143,14 +148,20 @@ pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
 /// misses) before anything is written: a problem here is a bug in the renderer or a rule the
 /// inventory's validation lacks, and is reported as such.
 fn self_check(rendered: &Rendered) -> Result<()> {
-    let problems = crate::agent::validate_files(
+    let problems = crate::installer::validate_files(
         Some(("install-config.yaml", rendered.install_config.expose())),
         Some(("agent-config.yaml", &rendered.agent_config)),
     );
-    if problems.is_empty() {
+    // Warnings were the inventory's to give (the same checks ran on it); only errors here are
+    // renderer bugs.
+    if !problems.iter().any(|p| p.problem.is_error()) {
         return Ok(());
     }
-    let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    let lines: Vec<String> = problems
+        .iter()
+        .filter(|p| p.problem.is_error())
+        .map(|p| p.to_string())
+        .collect();
     anyhow::bail!(
         "the rendered files do not pass bootstrap validate (a bug in bootstrap render; please report it with the inventory); nothing was written:\n{}",
         lines.join("\n")
@@ -196,12 +207,17 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     let emit = |what: &str, r: Result<String, serde_saphyr::ser::Error>| {
         r.map_err(|e| vec![inv.problem(InventoryFile::Site, "", format!("emitting {what}: {e}"))])
     };
-    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, to_yaml(&install))?);
-    let agent_config = emit(AGENT_CONFIG_FILE, to_yaml(&agent))?;
+    let install_config = Secret::new(emit(INSTALL_CONFIG_FILE, crate::yaml::to_string(&install))?);
+    let agent_config = emit(AGENT_CONFIG_FILE, crate::yaml::to_string(&agent))?;
     let nodes = agent
         .hosts
         .iter()
-        .filter_map(|h| inv.nodes.nodes.iter().find(|n| n.hostname == h.hostname))
+        .filter_map(|h| {
+            inv.nodes
+                .nodes
+                .iter()
+                .find(|n| h.hostname.as_ref() == Some(&n.hostname))
+        })
         .map(|n| summary(inv, n))
         .collect();
     Ok(Rendered {
@@ -212,22 +228,13 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
     })
 }
 
-/// YAML as render writes it: serde-saphyr's defaults (YAML 1.1-ambiguous strings quoted, only
-/// true/false booleans, multi-line strings as literal blocks), but long single-line strings (an
-/// SSH key, the pull secret) kept on one line instead of folded.
-pub fn to_yaml<T: Serialize>(value: &T) -> Result<String, serde_saphyr::ser::Error> {
-    let mut options = serde_saphyr::SerializerOptions::default();
-    options.folded_wrap_chars = usize::MAX / 2;
-    serde_saphyr::to_string_with_options(value, options)
-}
-
 fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
     let full = inv.resolve(file);
     std::fs::read_to_string(&full).map_err(|e| {
         inv.problem(
             InventoryFile::Site,
             path,
-            format!("reading {}: {}", full.display(), inventory::io_reason(&e)),
+            format!("reading {}: {}", full.display(), crate::yaml::io_reason(&e)),
         )
     })
 }
@@ -259,29 +266,26 @@ fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile,
         }
     };
     let text = Secret::new(text);
-    let value: serde_json::Value = serde_json::from_str(text.expose()).map_err(|e| {
+    // The installer's fact, as bootstrap validate applies it; messages never quote the secret.
+    crate::installer::checks::pull_secret(text.expose()).map_err(|f| {
         inv.problem(
             InventoryFile::Site,
             path,
-            format!(
-                "the pull secret is not JSON (line {}, column {}); download it again from console.redhat.com",
-                e.line(),
-                e.column()
-            ),
+            format!("the pull secret {}", f.message),
         )
     })?;
-    if !value.get("auths").is_some_and(|a| a.is_object()) {
-        return Err(inv.problem(
+    let value: serde_json::Value = serde_json::from_str(text.expose().trim()).map_err(|e| {
+        inv.problem(
             InventoryFile::Site,
             path,
-            "the pull secret has no \"auths\" object; it is not a pull secret",
-        ));
-    }
+            format!("is not JSON (line {}, column {})", e.line(), e.column()),
+        )
+    })?;
     // One line, keys sorted: the same secret gives the same file whatever its formatting.
     Ok(Secret::new(value.to_string()))
 }
 
-type MirrorData = (Vec<files::DigestSource>, Option<String>);
+type MirrorData = (Vec<ImageSource>, Option<String>);
 
 /// `imageDigestSources` from the mirror record (catalogs excluded: they get CatalogSources), and
 /// the release image by digest for `cluster.release.version`.
@@ -297,9 +301,10 @@ fn mirror_sources(inv: &Inventory) -> Result<MirrorData, (InventoryFile, Problem
         .digest_sources()
         .map_err(|e| fail(format!("{}: {e}", path.display())))?
         .into_iter()
-        .map(|s| files::DigestSource {
+        .map(|s| ImageSource {
             source: s.source,
             mirrors: s.mirrors,
+            source_policy: None,
         })
         .collect();
     let release = inv
@@ -422,42 +427,6 @@ fn write(r: &Rendered, out: &Path) -> Result<Vec<WrittenFile>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
-
-    /// Regression guard for REFERENCE §6: strings a YAML 1.1 reader (sigs.k8s.io/yaml) would
-    /// turn into booleans or numbers stay quoted strings in what render emits.
-    #[test]
-    fn ambiguous_strings_stay_strings_for_go_readers() {
-        let labels: BTreeMap<&str, &str> = [
-            ("a", "on"),
-            ("b", "true"),
-            ("c", "yes"),
-            ("d", "0644"),
-            ("e", "off"),
-            ("f", "1e3"),
-            ("g", ""),
-            ("h", "null"),
-            ("i", "802.3ad"),
-        ]
-        .into_iter()
-        .collect();
-        let text = to_yaml(&labels).unwrap();
-        for (k, v) in &labels {
-            if *k == "i" {
-                assert!(text.contains("i: 802.3ad"), "{text}");
-                continue;
-            }
-            let quoted =
-                text.contains(&format!("{k}: \"{v}\"")) || text.contains(&format!("{k}: '{v}'"));
-            assert!(quoted, "{v} must be quoted:\n{text}");
-        }
-        // And booleans are written only as true/false.
-        let flags: BTreeMap<&str, bool> = [("p", true), ("q", false)].into_iter().collect();
-        assert_eq!(to_yaml(&flags).unwrap(), "p: true\nq: false\n");
-        // Keys too: `y` is a YAML 1.1 boolean.
-        let keys: BTreeMap<&str, &str> = [("y", "x")].into_iter().collect();
-        assert_eq!(to_yaml(&keys).unwrap(), "\"y\": x\n");
-    }
 
     #[test]
     fn table_aligns_columns() {

@@ -24,6 +24,8 @@ struct Case {
     ac: &'static [(&'static str, &'static str)],
     /// The file and the start of the expected line after `file:`; `None`: the pair is valid.
     expect: Option<(File, &'static str)>,
+    /// The expected line is a warning: the pair is still valid (exit 0).
+    warning: bool,
 }
 
 fn mutate(base: &str, edits: &[(&str, &str)], case: &str) -> String {
@@ -65,6 +67,24 @@ const fn bad(
         ic,
         ac,
         expect: Some((file, line)),
+        warning: false,
+    }
+}
+
+/// Valid for the installer, with a warning (exit 0) on the line given.
+const fn warns(
+    name: &'static str,
+    ic: &'static [(&'static str, &'static str)],
+    ac: &'static [(&'static str, &'static str)],
+    file: File,
+    line: &'static str,
+) -> Case {
+    Case {
+        name,
+        ic,
+        ac,
+        expect: Some((file, line)),
+        warning: true,
     }
 }
 
@@ -78,6 +98,7 @@ const fn good(
         ic,
         ac,
         expect: None,
+        warning: false,
     }
 }
 
@@ -90,17 +111,21 @@ const CASES: &[Case] = &[
     bad("ic apiVersion", &[("apiVersion: v1", "apiVersion: v2")], &[], Ic, "1:13: apiVersion: expected 'v1', found 'v2'"),
     bad("ic unknown key with hint", &[("baseDomain:", "rendezvousIP: 10.20.0.11\nbaseDomain:")], &[], Ic, "2:1: unknown field 'rendezvousIP' at the top level: this key belongs in agent-config.yaml"),
     bad("ic other platform", &[("  baremetal:", "  vsphere:")], &[], Ic, "24:3: unknown field 'vsphere' in platform: bootstrap validates bare-metal agent installs"),
-    bad("ic old VIP spelling", &[("    apiVIPs:\n    - 10.20.0.5", "    apiVIP: 10.20.0.5")], &[], Ic, "25:5: unknown field 'apiVIP' in platform.baremetal: apiVIP is the old single-VIP spelling"),
+    warns("ic old VIP spelling", &[("    apiVIPs:\n    - 10.20.0.5", "    apiVIP: 10.20.0.5")], &[], Ic, "25:13: warning: platform.baremetal.apiVIP: is the deprecated single-VIP spelling; the installer reads it as apiVIPs"),
     // ---- names and secrets
     bad("ic metadata.name invalid", &[("  name: ai", "  name: AI_cluster")], &[], Ic, "4:9: metadata.name: 'AI_cluster' is not a valid cluster name"),
     bad("ic metadata.name missing", &[("metadata:\n  name: ai\n", "")], &[], Ic, "1:1: metadata.name: is missing"),
     bad("ic baseDomain invalid", &[("baseDomain: example.com", "baseDomain: example..com")], &[], Ic, "2:13: baseDomain: 'example..com' is not a DNS domain"),
     good("ic baseDomain trailing dot", &[("baseDomain: example.com", "baseDomain: example.com.")], &[]),
-    bad("ic pullSecret not JSON", &[("pullSecret: '{\"auths\":{\"registry.example:8443\":{\"auth\":\"dXNlcjpwYXNz\"}}}'", "pullSecret: 'hunter2'")], &[], Ic, "29:13: pullSecret: is not a pull secret"),
-    bad("ic sshKey invalid", &[("sshKey: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExample user@host", "sshKey: my-laptop-key")], &[], Ic, "30:9: sshKey: 'my-laptop-key' is not an SSH public key"),
+    bad("ic pullSecret not JSON", &[("pullSecret: '{\"auths\":{\"registry.example:8443\":{\"auth\":\"dXNlcjpwYXNz\"}}}'", "pullSecret: 'hunter2'")], &[], Ic, "29:13: pullSecret: is not JSON (line 1, column 1), so not a pull secret"),
+    bad("ic pullSecret without auth", &[("{\"auth\":\"dXNlcjpwYXNz\"}", "{\"email\":\"a@b\"}")], &[], Ic, "29:13: pullSecret: is not a pull secret: the entry for 'registry.example:8443' has neither"),
+    bad("ic sshKey invalid", &[("sshKey: ssh-ed25519 ", "sshKey: my-laptop-key ")], &[], Ic, "30:9: sshKey: 'my-laptop-key AAAAC3NzaC1lZDI1NTE5AAAAIF0TWqM8QrLMi4dZk3dTLklQgLz1oEZBLJw1Fynqh6lE user@host' is not an SSH public key: unknown key type"),
+    bad("ic sshKey truncated", &[("Fynqh6lE user@host", "Fynq user@host")], &[], Ic, "30:9: sshKey: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF0TWqM8QrLMi4dZk3dTLklQgLz1oEZBLJw1Fynq user@host' is not an SSH public key: the key is"),
+    bad("ic sshKey mistyped", &[("sshKey: ssh-ed25519 ", "sshKey: ssh-rsa ")], &[], Ic, "30:9: sshKey: 'ssh-rsa AAAAC3NzaC1lZDI1NTE5AAAAIF0TWqM8QrLMi4dZk3dTLklQgLz1oEZBLJw1Fynqh6lE user@host' is not an SSH public key: the type written, ssh-rsa, differs from the type inside the key, 'ssh-ed25519'"),
     bad("ic trust bundle policy", &[("Policy: Always", "Policy: always")], &[], Ic, "35:30: additionalTrustBundlePolicy: unknown value 'always' (write Always)"),
     good("ic trust bundle policy Proxyonly", &[("Policy: Always", "Policy: Proxyonly")], &[]),
-    bad("ic trust bundle not PEM", &[("  -----BEGIN CERTIFICATE-----\n  MIIB\n  -----END CERTIFICATE-----\n", "  not a certificate\n")], &[], Ic, "37:3: additionalTrustBundle: holds no PEM certificate"),
+    bad("ic trust bundle not PEM", &[("  -----BEGIN CERTIFICATE-----\n  MIIB2jCC", "  not a certificate\n  MIIB2jCC"), ("  -----END CERTIFICATE-----\n", "")], &[], Ic, "37:3: additionalTrustBundle: holds no PEM certificate"),
+    bad("ic trust bundle cut short", &[("  oLPw12nMeFqBRLgCIQCPwa4RUxJGRweNhFMJOPoZXumnvOSAw32gifpx2S8+6Q==\n", "")], &[], Ic, "37:3: additionalTrustBundle: PEM block 1 is not a certificate: its body is not base64 DER"),
     // ---- machine pools
     bad("ic controlPlane.replicas 2", &[("replicas: 3", "replicas: 2")], &[], Ic, "7:13: controlPlane.replicas: must be 1 (single node), 3, 4 or 5, found 2"),
     good("ic controlPlane.replicas 5", &[("replicas: 3", "replicas: 5")], &[]),
@@ -135,8 +160,21 @@ const CASES: &[Case] = &[
     bad("ic publish", &[("additionalTrustBundlePolicy", "publish: Mixed\nadditionalTrustBundlePolicy")], &[], Ic, "35:10: publish: unknown value 'Mixed'; expected one of External, Internal"),
     bad("ic capabilities", &[("additionalTrustBundlePolicy", "capabilities:\n  baselineCapabilitySet: v5\nadditionalTrustBundlePolicy")], &[], Ic, "36:26: capabilities.baselineCapabilitySet: unknown value 'v5'"),
     bad("ic proxy", &[("additionalTrustBundlePolicy", "proxy:\n  httpProxy: proxy.example:3128\nadditionalTrustBundlePolicy")], &[], Ic, "36:14: proxy.httpProxy: 'proxy.example:3128' is not a proxy URL"),
+    // ---- today's installer: fields it knows are never refused
+    good("ic bootstrapInPlace", &[("additionalTrustBundlePolicy", "bootstrapInPlace:\n  installationDisk: /dev/sda\nadditionalTrustBundlePolicy")], &[]),
+    good("ic baremetal hosts with bmc", &[("    - 10.20.0.6\n", "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      role: master\n      bootMACAddress: b8:3f:d2:4a:10:01\n      bmc:\n        address: redfish-virtualmedia://10.10.0.11/redfish/v1/Systems/1\n        username: root\n        password: calvin\n        disableCertificateVerification: true\n      rootDeviceHints:\n        deviceName: /dev/sda\n      bootMode: UEFI\n")], &[]),
+    bad("ic baremetal host boot MAC", &[("    - 10.20.0.6\n", "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      bootMACAddress: b8:3f:d2:4a:10\n")], &[], Ic, "31:23: platform.baremetal.hosts[0].bootMACAddress: 'b8:3f:d2:4a:10' is not a MAC address"),
+    good("ic arbiter pool", &[("replicas: 3", "replicas: 2"), ("compute:", "arbiter:\n  name: arbiter\n  replicas: 1\ncompute:")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: arbiter")]),
+    bad("ic two masters without arbiter", &[("replicas: 3", "replicas: 2")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: arbiter")], Ic, "7:13: controlPlane.replicas: must be 1 (single node), 3, 4 or 5, found 2 (2 only with an arbiter pool or fencing credentials)"),
+    good("ic fencing", &[("replicas: 3", "replicas: 2"), ("  hyperthreading: Enabled\n", "  hyperthreading: Enabled\n  fencing:\n    credentials:\n    - hostName: master-0\n      username: root\n      password: calvin\n      address: redfish+https://10.10.0.11/redfish/v1/Systems/1\n      certificateVerification: Disabled\n")], &[("hostname: master-2\n  role: master", "hostname: master-2\n  role: worker")]),
+    good("ic feature set and gates, capabilities, partitioning", &[("additionalTrustBundlePolicy", "featureSet: CustomNoUpgrade\nfeatureGates:\n- DualReplica=true\ncapabilities:\n  baselineCapabilitySet: v4.16\n  additionalEnabledCapabilities: [marketplace]\ncpuPartitioningMode: AllNodes\ncredentialsMode: Manual\nfips: false\nadditionalTrustBundlePolicy")], &[]),
+    good("ic metadata namespace and labels", &[("  name: ai\n", "  name: ai\n  namespace: cluster0\n  labels:\n    site: a\n")], &[]),
+    warns("ic key in another case", &[("    apiVIPs:", "    apivips:")], &[], Ic, "25:5: warning: platform.baremetal.apivips: 'apivips' is read as 'apiVIPs'"),
+    bad("ic unknown key", &[("baseDomain:", "baseDomian: x\nbaseDomain:")], &[], Ic, "2:1: unknown field 'baseDomian' at the top level (did you mean 'baseDomain'?)"),
+    good("ac host BMC and minimal ISO", &[], &[("rendezvousIP: 10.20.0.11\n", "rendezvousIP: 10.20.0.11\nminimalISO: true\n"), ("  role: worker\n", "  role: worker\n  BMC:\n    address: redfish-virtualmedia://10.10.0.21/redfish/v1/Systems/1\n    username: root\n    password: calvin\n")]),
+    good("ac host bmc in lower case", &[], &[("  role: worker\n", "  role: worker\n  bmc:\n    address: redfish-virtualmedia://10.10.0.21/redfish/v1/Systems/1\n")]),
     // ---- agent-config.yaml: header and schema
-    bad("ac old apiVersion", &[], &[("apiVersion: v1beta1", "apiVersion: v1alpha1")], Ac, "1:13: apiVersion: v1alpha1 is the older AgentConfig format"),
+    warns("ac old apiVersion", &[], &[("apiVersion: v1beta1", "apiVersion: v1alpha1")], Ac, "1:13: warning: apiVersion: v1alpha1 is the older AgentConfig version; the installer reads it as v1beta1"),
     bad("ac kind", &[], &[("kind: AgentConfig", "kind: InstallConfig")], Ac, "2:7: kind: expected 'AgentConfig', found 'InstallConfig'"),
     bad("ac unknown key", &[], &[("  rootDeviceHints:\n    deviceName: /dev/sda", "  rootDeviceHint:\n    deviceName: /dev/sda")], Ac, "16:3: unknown field 'rootDeviceHint' in hosts[0] (did you mean 'rootDeviceHints'?)"),
     // ---- top level
@@ -207,7 +245,8 @@ fn every_rule_reports_its_field_and_position() {
             Some((file, line)) => {
                 let path = if file == Ic { &ic } else { &ac };
                 let want = format!("{}:{line}", path.display());
-                if o.status.code() != Some(1) || !out.lines().any(|l| l.starts_with(&want)) {
+                let code = if case.warning { 0 } else { 1 };
+                if o.status.code() != Some(code) || !out.lines().any(|l| l.starts_with(&want)) {
                     failures.push(format!(
                         "{}: expected a line starting\n  {want}\ngot (exit {:?}):\n{out}",
                         case.name,
@@ -345,7 +384,7 @@ fn at_least_one_file_is_required_and_unreadable_files_are_problems() {
 /// The library entry the renderer uses gives the same problems as the command.
 #[test]
 fn validate_files_is_the_library_entry() {
-    assert!(bootstrap::agent::validate_files(
+    assert!(bootstrap::installer::validate_files(
         Some(("install-config.yaml", INSTALL_CONFIG)),
         Some(("agent-config.yaml", AGENT_CONFIG))
     )
@@ -355,9 +394,44 @@ fn validate_files_is_the_library_entry() {
         &[("rendezvousIP: 10.20.0.11", "rendezvousIP: node0")],
         "lib",
     );
-    let problems = bootstrap::agent::validate_files(None, Some(("agent-config.yaml", &ac_text)));
+    let problems =
+        bootstrap::installer::validate_files(None, Some(("agent-config.yaml", &ac_text)));
     assert_eq!(problems.len(), 1);
     assert!(problems[0]
         .to_string()
         .starts_with("agent-config.yaml:5:15: rendezvousIP: 'node0' is not an IP address"));
+}
+
+/// Acceptance of issue 10: an older AgentConfig version is a warning and the files pass
+/// (exit 0); an unknown install-config key says the installer itself would drop it.
+#[test]
+fn older_versions_warn_and_unknown_keys_say_what_the_installer_would_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let ac_text = mutate(
+        AGENT_CONFIG,
+        &[("apiVersion: v1beta1", "apiVersion: v1alpha1")],
+        "v1alpha1",
+    );
+    let (ic, ac) = write_pair(dir.path(), INSTALL_CONFIG, &ac_text);
+    let out = ok(&validate_pair(&ic, &ac));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&format!("{}:1:13: warning: apiVersion:", ac.display()))),
+        "{out}"
+    );
+    assert!(out.contains("valid, with 1 warning"), "{out}");
+
+    let ic_text = mutate(
+        INSTALL_CONFIG,
+        &[("baseDomain:", "baseDomian: x\nbaseDomain:")],
+        "unknown",
+    );
+    let (ic, ac) = write_pair(dir.path(), &ic_text, AGENT_CONFIG);
+    let o = validate_pair(&ic, &ac);
+    failed(&o);
+    let out = stdout(&o);
+    assert!(
+        out.contains("openshift-install itself would only log a warning and ignore this key"),
+        "{out}"
+    );
 }

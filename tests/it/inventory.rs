@@ -75,14 +75,14 @@ fn cases() -> Vec<Case> {
     vec![
         // cluster identity and release
         case("cluster-name", E, S, "name: gpu-prod", "name: GPU_prod", Some(("cluster.name", "not a DNS label"))),
-        case("base-domain", E, S, "baseDomain: ai.example.com", "baseDomain: ai..example.com", Some(("cluster.baseDomain", "not a DNS name"))),
+        case("base-domain", E, S, "baseDomain: ai.example.com", "baseDomain: ai..example.com", Some(("cluster.baseDomain", "not a DNS domain"))),
         case("release-both", E, S, "    version: 4.18.3", "    version: 4.18.3\n    image: quay.io/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Some(("cluster.release", "exactly one of image"))),
         case("release-by-tag", E, S, "    version: 4.18.3", "    image: quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64", Some(("cluster.release.image", "not by digest"))),
         case("release-by-digest", E, S, "    version: 4.18.3", by_digest, None),
         case("release-version-not-mirrored", E, S, "version: 4.18.3", "version: 4.18.9", Some(("cluster.release.version", "not in the mirror record"))),
         case("release-version-malformed", E, S, "version: 4.18.3", "version: latest", Some(("cluster.release.version", "MAJOR.MINOR.PATCH"))),
         case("release-version-without-record", E, S, "  mirrorRecord:\n    file: mirror/mirror-record.json\n", "", Some(("cluster.release.version", "set references.mirrorRecord"))),
-        case("trust-bundle-policy", E, S, "  rendezvousIP: 10.20.0.11\n", "  rendezvousIP: 10.20.0.11\n  trustBundlePolicy: Sometimes\n", Some(("cluster.trustBundlePolicy", "Proxyonly or Always"))),
+        case("trust-bundle-policy", E, S, "  rendezvousIP: 10.20.0.11\n", "  rendezvousIP: 10.20.0.11\n  trustBundlePolicy: Sometimes\n", Some(("cluster.trustBundlePolicy", "expected one of Proxyonly, Always"))),
         case("trust-bundle-policy-ok", E, S, "  rendezvousIP: 10.20.0.11\n", "  rendezvousIP: 10.20.0.11\n  trustBundlePolicy: Proxyonly\n", None),
         // VIPs
         case("vips-required", E, S, "apiVIPs: [10.20.0.5]", "apiVIPs: []", Some(("cluster.apiVIPs", "required on bare metal"))),
@@ -121,7 +121,7 @@ fn cases() -> Vec<Case> {
         case("pull-secret-both", E, S, "    file: secrets/pull-secret.example.json", "    file: secrets/pull-secret.example.json\n    env: PULL_SECRET", Some(("references.pullSecret", "exactly one of file"))),
         case("pull-secret-env", E, S, "    file: secrets/pull-secret.example.json", "    env: PULL_SECRET", None),
         case("pull-secret-missing", E, S, "pull-secret.example.json", "missing.json", Some(("references.pullSecret.file", "secrets/missing.json cannot be read"))),
-        case("ssh-key-not-a-key", E, S, "file: secrets/id_ed25519.pub", "file: secrets/registry-ca.example.pem", Some(("references.sshPublicKey.file", "not one OpenSSH public key line"))),
+        case("ssh-key-not-a-key", E, S, "file: secrets/id_ed25519.pub", "file: secrets/registry-ca.example.pem", Some(("references.sshPublicKey.file", "is not an SSH public key"))),
         case("ssh-key-missing", E, S, "file: secrets/id_ed25519.pub", "file: secrets/id_rsa.pub", Some(("references.sshPublicKey.file", "id_rsa.pub cannot be read"))),
         case("registry-ca-not-pem", E, S, "file: secrets/registry-ca.example.pem", "file: secrets/id_ed25519.pub", Some(("references.registryCA.file", "no PEM certificate"))),
         case("mirror-record-missing", E, S, "mirror/mirror-record.json", "mirror/nope.json", Some(("references.mirrorRecord.file", "nope.json cannot be read"))),
@@ -129,7 +129,7 @@ fn cases() -> Vec<Case> {
         // nodes: names and roles
         case("hostname", E, N, "hostname: gpu-03", "hostname: GPU_03", Some(("nodes[6].hostname", "not a DNS label"))),
         case("hostname-duplicate", E, N, "hostname: gpu-03", "hostname: gpu-02", Some(("nodes[6].hostname", "already nodes[5]'s hostname"))),
-        case("control-plane-size", E, N, "hostname: cp-2\n  role: master", "hostname: cp-2\n  role: worker", Some(("nodes", "1, 3, 4 or 5"))),
+        case("control-plane-size", E, N, "hostname: cp-2\n  role: master", "hostname: cp-2\n  role: worker", Some(("nodes", "controlPlane.replicas must be 1 (single node), 3, 4 or 5, found 2"))),
         case("single-node-with-workers", L, N, "hostname: master-1\n  role: master", "hostname: master-1\n  role: worker", Some(("nodes", "control-plane"))),
         case("arbiter", E, N, "hostname: cp-2\n  role: master", "hostname: cp-2\n  role: arbiter", Some(("nodes[2].role", "arbiter"))),
         // BMC
@@ -146,8 +146,8 @@ fn cases() -> Vec<Case> {
         case("bmc-system-trust", E, N, "    ca:\n      file: secrets/idrac-ca.example.pem\n", "", None),
         case("bmc-ca-missing", E, N, "idrac-ca.example.pem", "idrac-nope.pem", Some(("nodes[0].bmc.ca.file", "idrac-nope.pem cannot be read"))),
         // root device
-        case("device-by-id", E, N, "deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "deviceName: /dev/disk/by-id/nvme-Dell_Ent_NVMe", Some(("nodes[0].rootDevice.deviceName", "by-id path, which the installer refuses"))),
-        case("device-name-form", E, N, "deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "deviceName: sda", Some(("nodes[0].rootDevice.deviceName", "not /dev/X or /dev/disk/by-path/X"))),
+        case("device-by-id", E, N, "deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "deviceName: /dev/disk/by-id/nvme-Dell_Ent_NVMe", Some(("nodes[0].rootDevice.deviceName", "by-id/ path, which the installer refuses"))),
+        case("device-name-form", E, N, "deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "deviceName: sda", Some(("nodes[0].rootDevice.deviceName", "is not a /dev/ path"))),
         case("device-dev-x", E, N, "deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "deviceName: /dev/nvme0n1", None),
         case("root-device-no-hint", E, N, "  rootDevice:\n    deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "  rootDevice: {}", Some(("nodes[0].rootDevice", "at least one hint"))),
         case("wwn-value", E, N, "    deviceName: /dev/disk/by-path/pci-0000:4a:00.0-nvme-1", "    wwn: 0x5000c500a1b2c3d40x0001", Some(("nodes[0].rootDevice.wwn", "without a vendor extension"))),
@@ -219,8 +219,9 @@ fn every_rule_names_its_field_and_place() {
                     Some((_, p)) if p.location.is_some() => {
                         // The rendered line is `DIR/FILE:LINE:COL: PATH: MESSAGE`.
                         let loc = p.location.unwrap();
+                        let warning = if p.is_error() { "" } else { "warning: " };
                         let prefix = format!(
-                            "{}/{}:{}:{}: {path}: ",
+                            "{}/{}:{}:{}: {warning}{path}: ",
                             dir.display(),
                             c.file,
                             loc.line,

@@ -1,10 +1,136 @@
-//! What the rules need from a host's NMState `networkConfig`: the interfaces it defines, its
-//! static addresses and the interface names it refers to (bond ports, VLAN base interfaces,
-//! bridge ports, route next hops), each with its field path. The document stays a generic value,
-//! as the installer passes it through to nmstate; only these fields are read.
+//! A host's NMState `networkConfig`, both ways. Written: the typed [`NetworkConfig`] render
+//! builds (interfaces, DNS, the default route). Read: the document stays a generic value, as the
+//! installer passes it through to nmstate, and [`read`] takes what the rules need: the
+//! interfaces it defines, its static addresses and the interface names it refers to (bond ports,
+//! VLAN base interfaces, bridge ports, route next hops), each with its field path.
 
+use serde::Serialize;
 use serde_json::Value;
 use std::net::IpAddr;
+
+/// A host's NMState as render writes it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct NetworkConfig {
+    /// NICs, bonds and VLAN interfaces.
+    pub interfaces: Vec<Interface>,
+    /// DNS servers and search domains.
+    pub dns_resolver: DnsResolver,
+    /// The default route.
+    pub routes: Routes,
+}
+
+/// `interfaces[]`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Interface {
+    /// The kernel name.
+    pub name: String,
+    /// `ethernet`, `bond` or `vlan`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `up`.
+    pub state: &'static str,
+    /// The NIC's MAC (ethernet only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
+    /// MTU, when not the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// A bond's mode and ports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_aggregation: Option<LinkAggregation>,
+    /// A VLAN's base interface and id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<Vlan>,
+    /// IPv4 settings.
+    pub ipv4: IpConfig,
+    /// IPv6 settings.
+    pub ipv6: IpConfig,
+}
+
+/// `link-aggregation`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkAggregation {
+    /// `802.3ad`, `active-backup`, ...
+    pub mode: String,
+    /// Member NICs.
+    pub port: Vec<String>,
+}
+
+/// `vlan`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Vlan {
+    /// The NIC or bond it sits on.
+    pub base_iface: String,
+    /// 802.1Q id.
+    pub id: u16,
+}
+
+/// `ipv4` / `ipv6`.
+#[derive(Clone, Debug, Serialize)]
+pub struct IpConfig {
+    /// False when the interface has no address of this family.
+    pub enabled: bool,
+    /// False for static addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dhcp: Option<bool>,
+    /// False for static IPv6 addresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoconf: Option<bool>,
+    /// Static addresses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub address: Vec<IpAddress>,
+}
+
+/// `address[]`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct IpAddress {
+    /// The address.
+    pub ip: String,
+    /// Its prefix length.
+    pub prefix_length: u8,
+}
+
+/// `dns-resolver`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DnsResolver {
+    /// Its configuration.
+    pub config: DnsConfig,
+}
+
+/// `dns-resolver.config`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DnsConfig {
+    /// DNS servers.
+    pub server: Vec<String>,
+    /// Search domains.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub search: Vec<String>,
+}
+
+/// `routes`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Routes {
+    /// The routes.
+    pub config: Vec<Route>,
+}
+
+/// `routes.config[]`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Route {
+    /// `0.0.0.0/0` or `::/0`.
+    pub destination: String,
+    /// The gateway.
+    pub next_hop_address: String,
+    /// The interface the gateway is reached on.
+    pub next_hop_interface: String,
+    /// 254, the main table.
+    pub table_id: u32,
+}
 
 /// One host's NMState, as the rules see it.
 #[derive(Debug, Default)]

@@ -1,0 +1,184 @@
+//! The support matrix: which sections of a valid ImageSetConfiguration this version of bootstrap
+//! can act on. A configuration oc-mirror accepts is parsed whole; what bootstrap cannot mirror
+//! yet is refused here, section by section, with what to do instead.
+
+use super::{AdditionalImage, ConfigError, ImageSetConfig, Problem};
+
+/// The reason [`ImageSetConfig::ensure_supported`] gives for release, operator and helm sections.
+const LATER: &str =
+    "the update graph image, KubeVirt containers and helm charts arrive in a later release";
+
+impl ImageSetConfig {
+    /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
+    /// in file-schema order: `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`,
+    /// `mirror.platform.platforms`, `mirror.operators[].platforms`,
+    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
+    /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
+    /// `mirror.additionalImages[].platforms`, `mirror.helm`, `mirror.samples`. A section counts
+    /// only when it would change what is mirrored (`graph: false` does not).
+    pub fn unsupported_sections(&self) -> Vec<&'static str> {
+        self.unsupported().into_iter().map(|u| u.section).collect()
+    }
+
+    /// Refuses a configuration that uses any of [`ImageSetConfig::unsupported_sections`], with
+    /// one line per section, e.g. `isc.yaml:14:3: mirror.helm is not supported yet by this
+    /// version of bootstrap (...); remove it or mirror it with oc-mirror`.
+    pub fn ensure_supported(&self, origin: &str) -> Result<(), ConfigError> {
+        let problems: Vec<Problem> = self
+            .unsupported()
+            .into_iter()
+            .map(|u| {
+                Problem::new(
+                    self.key_location(&u.path),
+                    "",
+                    format!(
+                        "{} is not supported yet by this version of bootstrap ({}); {}",
+                        u.path, u.why, u.fix
+                    ),
+                )
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Unsupported {
+                origin: origin.to_string(),
+                problems,
+            })
+        }
+    }
+
+    fn unsupported(&self) -> Vec<Unsupported> {
+        let mut out = Vec::new();
+        self.unsupported_platform(&mut out);
+        self.unsupported_operators(&mut out);
+        self.unsupported_images(&mut out);
+        out
+    }
+
+    fn unsupported_platform(&self, out: &mut Vec<Unsupported>) {
+        let p = &self.mirror.platform;
+        let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
+        if p.graph {
+            add(
+                "mirror.platform.graph",
+                "mirror.platform.graph".into(),
+                LATER,
+                OR_OC_MIRROR,
+            );
+        }
+        if p.kube_virt_container {
+            add(
+                "mirror.platform.kubeVirtContainer",
+                "mirror.platform.kubeVirtContainer".into(),
+                LATER,
+                OR_OC_MIRROR,
+            );
+        }
+        if !p.platforms.is_empty() {
+            add(
+                "mirror.platform.platforms",
+                "mirror.platform.platforms".into(),
+                "multi-arch indexes are filtered by mirror.platform.architectures only",
+                "list the architectures under mirror.platform.architectures instead (e.g. [arm64])",
+            );
+        }
+    }
+
+    fn unsupported_operators(&self, out: &mut Vec<Unsupported>) {
+        let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
+        for (i, op) in self.mirror.operators.iter().enumerate() {
+            if !op.platforms.is_empty() {
+                add(
+                    "mirror.operators[].platforms",
+                    format!("mirror.operators[{i}].platforms"),
+                    "mirror.platform.architectures applies to every image; per-catalog filters are not applied",
+                    "remove it and set mirror.platform.architectures",
+                );
+            }
+            if op
+                .target_catalog_source_template
+                .as_deref()
+                .is_some_and(|s| !s.is_empty())
+            {
+                add(
+                    "mirror.operators[].targetCatalogSourceTemplate",
+                    format!("mirror.operators[{i}].targetCatalogSourceTemplate"),
+                    "CatalogSources are written from bootstrap's own template",
+                    "remove it and edit the written cs-*.yaml if needed",
+                );
+            }
+            if op.catalog.starts_with("oci://") {
+                add(
+                    "mirror.operators[].catalog oci://",
+                    format!("mirror.operators[{i}].catalog"),
+                    "catalogs are read from registries",
+                    "push the catalog to a registry and name it there",
+                );
+            }
+        }
+    }
+
+    fn unsupported_images(&self, out: &mut Vec<Unsupported>) {
+        let m = &self.mirror;
+        let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
+        let first = |f: fn(&AdditionalImage) -> bool| m.additional_images.iter().position(f);
+        if let Some(i) = first(|a| a.target_repo.as_deref().is_some_and(|s| !s.is_empty())) {
+            add(
+                "mirror.additionalImages[].targetRepo",
+                format!("mirror.additionalImages[{i}].targetRepo"),
+                "images keep their source repository path under the destination prefix",
+                "remove it or mirror that image with oc-mirror",
+            );
+        }
+        if let Some(i) = first(|a| a.target_tag.as_deref().is_some_and(|s| !s.is_empty())) {
+            add(
+                "mirror.additionalImages[].targetTag",
+                format!("mirror.additionalImages[{i}].targetTag"),
+                "images keep their source tag",
+                "remove it or mirror that image with oc-mirror",
+            );
+        }
+        if let Some(i) = first(|a| !a.platforms.is_empty()) {
+            add(
+                "mirror.additionalImages[].platforms",
+                format!("mirror.additionalImages[{i}].platforms"),
+                "mirror.platform.architectures applies to every image; per-image filters are not applied",
+                "remove it and set mirror.platform.architectures",
+            );
+        }
+        if !m.helm.repositories.is_empty() || !m.helm.local.is_empty() {
+            add("mirror.helm", "mirror.helm".into(), LATER, OR_OC_MIRROR);
+        }
+        if !m.samples.is_empty() {
+            add(
+                "mirror.samples",
+                "mirror.samples".into(),
+                "oc-mirror does not implement samples either",
+                "remove it",
+            );
+        }
+    }
+}
+
+/// One section this version cannot act on: which, where, why and what to do instead.
+struct Unsupported {
+    section: &'static str,
+    path: String,
+    why: &'static str,
+    fix: &'static str,
+}
+
+impl Unsupported {
+    fn new(section: &'static str, path: String, why: &'static str, fix: &'static str) -> Self {
+        Unsupported {
+            section,
+            path,
+            why,
+            fix,
+        }
+    }
+}
+
+/// What to do with a section bootstrap does not mirror yet.
+const OR_OC_MIRROR: &str = "remove it or mirror it with oc-mirror";
