@@ -18,12 +18,9 @@ pub mod nmstate;
 pub mod rules;
 mod sshkey;
 
-use crate::cli::ValidateArgs;
-use crate::output::OutputFormat;
 use crate::yaml::{self, Positions, Problem};
-use anyhow::Result;
 use std::fmt;
-use std::process::ExitCode;
+use std::path::PathBuf;
 
 pub use crate::yaml::Loaded;
 
@@ -149,12 +146,79 @@ fn check_files(
     out
 }
 
-/// `bootstrap validate`: reads the files given, prints every problem (or an "ok" line) on stdout,
-/// exit 1 when there is any problem.
-pub fn run(args: ValidateArgs, output: OutputFormat) -> Result<ExitCode> {
+/// What `bootstrap validate` checks: either file or both (then the cross-file rules run too).
+#[derive(Clone, Debug, Default)]
+pub struct ValidateFiles {
+    /// install-config.yaml.
+    pub install_config: Option<PathBuf>,
+    /// agent-config.yaml.
+    pub agent_config: Option<PathBuf>,
+}
+
+/// What `bootstrap validate` found: every problem (errors and warnings) and the files checked.
+#[derive(Clone, Debug)]
+pub struct ValidationReport {
+    /// Every problem, in file order.
+    pub problems: Vec<AgentProblem>,
+    /// The files checked, as named.
+    pub checked: Vec<String>,
+}
+
+impl ValidationReport {
+    /// Errors (warnings do not fail the files).
+    pub fn errors(&self) -> usize {
+        self.problems.iter().filter(|p| p.problem.is_error()).count()
+    }
+
+    /// True when there is no error.
+    pub fn ok(&self) -> bool {
+        self.errors() == 0
+    }
+}
+
+impl serde::Serialize for ValidationReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let list: Vec<serde_json::Value> = self
+            .problems
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "file": p.origin,
+                    "line": p.problem.location.map(|l| l.line),
+                    "column": p.problem.location.map(|l| l.column),
+                    "path": p.problem.path,
+                    "message": p.problem.message,
+                    "severity": p.problem.severity,
+                })
+            })
+            .collect();
+        serde_json::json!({ "problems": list, "ok": self.ok() }).serialize(s)
+    }
+}
+
+impl fmt::Display for ValidationReport {
+    /// One line per problem, then `ok: ...` when there is no error.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.problems {
+            writeln!(f, "{p}")?;
+        }
+        let errors = self.errors();
+        let warnings = self.problems.len() - errors;
+        let files = self.checked.join(" and ");
+        match (errors, warnings) {
+            (0, 0) => writeln!(f, "ok: {files} valid"),
+            (0, 1) => writeln!(f, "ok: {files} valid, with 1 warning"),
+            (0, n) => writeln!(f, "ok: {files} valid, with {n} warnings"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs `bootstrap validate`: reads and checks the files named. A file that cannot be read is
+/// its one problem; the other is still checked.
+pub fn validate(files: &ValidateFiles) -> ValidationReport {
     let mut problems = Vec::new();
-    // A file that cannot be read is its one problem; the other is still checked.
-    let mut read = |path: &Option<std::path::PathBuf>| -> Option<(String, String)> {
+    let mut read = |path: &Option<PathBuf>| -> Option<(String, String)> {
         let origin = path.as_ref()?.display().to_string();
         match yaml::read_text(path.as_ref()?, MAX_FILE_BYTES, "an installer file") {
             Ok(text) => Some((origin, text)),
@@ -167,66 +231,16 @@ pub fn run(args: ValidateArgs, output: OutputFormat) -> Result<ExitCode> {
             }
         }
     };
-    let ic = read(&args.install_config);
-    let ac = read(&args.agent_config);
+    let ic = read(&files.install_config);
+    let ac = read(&files.agent_config);
     problems.extend(validate_files(
         ic.as_ref().map(|(o, t)| (o.as_str(), t.as_str())),
         ac.as_ref().map(|(o, t)| (o.as_str(), t.as_str())),
     ));
-    let checked: Vec<String> = [&args.install_config, &args.agent_config]
+    let checked = [&files.install_config, &files.agent_config]
         .into_iter()
         .flatten()
         .map(|p| p.display().to_string())
         .collect();
-    print(&problems, &checked, output)?;
-    // Warnings are reported; only errors fail the files.
-    Ok(if !problems.iter().any(|p| p.problem.is_error()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-/// The problems on stdout: one line each, or the JSON document.
-fn print(problems: &[AgentProblem], checked: &[String], output: OutputFormat) -> Result<()> {
-    match output {
-        OutputFormat::Json => {
-            let list: Vec<serde_json::Value> = problems
-                .iter()
-                .map(|p| {
-                    serde_json::json!({
-                        "file": p.origin,
-                        "line": p.problem.location.map(|l| l.line),
-                        "column": p.problem.location.map(|l| l.column),
-                        "path": p.problem.path,
-                        "message": p.problem.message,
-                        "severity": p.problem.severity,
-                    })
-                })
-                .collect();
-            let ok = !problems.iter().any(|p| p.problem.is_error());
-            let doc = serde_json::json!({ "problems": list, "ok": ok });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        OutputFormat::Text => {
-            for p in problems {
-                println!("{p}");
-            }
-            let errors = problems.iter().filter(|p| p.problem.is_error()).count();
-            let warnings = problems.len() - errors;
-            let plural = |n: usize| if n == 1 { "" } else { "s" };
-            if errors == 0 && warnings == 0 {
-                println!("ok: {} valid", checked.join(" and "));
-            } else if errors == 0 {
-                println!(
-                    "ok: {} valid, with {warnings} warning{}",
-                    checked.join(" and "),
-                    plural(warnings)
-                );
-            } else {
-                eprintln!("{errors} problem{} found", plural(errors));
-            }
-        }
-    }
-    Ok(())
+    ValidationReport { problems, checked }
 }
