@@ -4,7 +4,10 @@
 //! installer enforces on what the files become, and those it misses, all at once.
 
 pub mod model;
+mod references;
 pub mod validate;
+
+pub use references::{read_referenced, Referenced};
 
 pub use validate::validate;
 

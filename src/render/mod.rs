@@ -1,16 +1,19 @@
 //! `bootstrap render`: a site inventory becomes the agent installer's `install-config.yaml` and
 //! `agent-config.yaml`. The inventory is loaded and validated first (every problem printed, exit
-//! 1, nothing written); then the referenced secrets and files are read, both files are built in
-//! memory and only then written, each atomically (install-config.yaml mode 0600: it holds the
-//! pull secret). Output is deterministic and emitted by serde-saphyr, which quotes every string
-//! a YAML 1.1 reader (Go's sigs.k8s.io/yaml) would take for a boolean or a number.
+//! 1, nothing written); then what it references is read ([`inventory::read_referenced`], the
+//! mirror record), both files are built in memory by a pure step (`build`, with `files.rs`
+//! mapping the inventory to the installer's own types) and checked with `bootstrap validate`'s
+//! rules, and only then written, each atomically (install-config.yaml mode 0600: it holds the
+//! pull secret). Output is deterministic and emitted by [`crate::yaml::to_string`].
 
 mod files;
 
 use crate::cli::RenderArgs;
 use crate::installer::install_config::ImageSource;
-use crate::inventory::model::{Node, SecretRef};
-use crate::inventory::{self, render_inventory_problems, Inventory, InventoryError, InventoryFile};
+use crate::inventory::model::Node;
+use crate::inventory::{
+    self, render_inventory_problems, Inventory, InventoryError, InventoryFile, Referenced,
+};
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic_mode;
 use crate::oci::reference::ImageRef;
@@ -179,30 +182,34 @@ fn refuse(problems: &str) -> ExitCode {
 /// secret (file or environment), the SSH public key, the registry CA and the mirror record.
 /// Problems with those are returned like validation problems, placed at their reference.
 pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>> {
-    let refs = &inv.site.references;
-    let mut problems = Vec::new();
-    let pull_secret = pull_secret(inv, &refs.pull_secret).map_err(|p| problems.push(p));
-    let ssh_key = read_ref(
-        inv,
-        "references.sshPublicKey.file",
-        &refs.ssh_public_key.file,
-    )
-    .map(|k| k.trim().to_string())
-    .map_err(|p| problems.push(p));
-    let trust_bundle = match &refs.registry_ca {
-        Some(ca) => read_ref(inv, "references.registryCA.file", &ca.file)
-            .map(|t| Some(t.trim_end().to_string() + "\n"))
-            .map_err(|p| problems.push(p)),
-        None => Ok(None),
-    };
-    let mirror = mirror_sources(inv).map_err(|p| problems.push(p));
-    let (Ok(pull_secret), Ok(ssh_key), Ok(trust_bundle), Ok((sources, release))) =
-        (pull_secret, ssh_key, trust_bundle, mirror)
-    else {
-        return Err(problems);
+    let refs = inventory::read_referenced(inv);
+    let mirror = mirror_sources(inv);
+    let (refs, (sources, release)) = match (refs, mirror) {
+        (Ok(refs), Ok(mirror)) => (refs, mirror),
+        (refs, mirror) => {
+            let mut problems = refs.err().unwrap_or_default();
+            problems.extend(mirror.err());
+            return Err(problems);
+        }
     };
     let release = inv.site.cluster.release.image.clone().or(release);
-    let install = files::install_config(inv, pull_secret, ssh_key, trust_bundle, sources);
+    build(inv, refs, sources, release)
+}
+
+/// The pure step: the inventory and what it references, read, become both files' bytes.
+fn build(
+    inv: &Inventory,
+    refs: Referenced,
+    sources: Vec<ImageSource>,
+    release: Option<String>,
+) -> Result<Rendered, Vec<(InventoryFile, Problem)>> {
+    let install = files::install_config(
+        inv,
+        refs.pull_secret,
+        refs.ssh_key,
+        refs.trust_bundle,
+        sources,
+    );
     let agent = files::agent_config(inv);
     let emit = |what: &str, r: Result<String, serde_saphyr::ser::Error>| {
         r.map_err(|e| vec![inv.problem(InventoryFile::Site, "", format!("emitting {what}: {e}"))])
@@ -226,63 +233,6 @@ pub fn render(inv: &Inventory) -> Result<Rendered, Vec<(InventoryFile, Problem)>
         release,
         nodes,
     })
-}
-
-fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
-    let full = inv.resolve(file);
-    std::fs::read_to_string(&full).map_err(|e| {
-        inv.problem(
-            InventoryFile::Site,
-            path,
-            format!("reading {}: {}", full.display(), crate::yaml::io_reason(&e)),
-        )
-    })
-}
-
-/// The pull secret, from its file or environment variable; it must be JSON with an `auths`
-/// object. Messages never quote it.
-fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile, Problem)> {
-    let (path, text) = match (&r.file, &r.env) {
-        (Some(f), None) => (
-            "references.pullSecret.file",
-            read_ref(inv, "references.pullSecret.file", f)?,
-        ),
-        (None, Some(var)) => match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => ("references.pullSecret.env", v),
-            _ => {
-                return Err(inv.problem(
-                    InventoryFile::Site,
-                    "references.pullSecret.env",
-                    format!("the environment variable {var} is not set; export it with the pull secret's JSON"),
-                ))
-            }
-        },
-        _ => {
-            return Err(inv.problem(
-                InventoryFile::Site,
-                "references.pullSecret",
-                "set exactly one of file or env",
-            ))
-        }
-    };
-    let text = Secret::new(text);
-    // The installer's fact, as bootstrap validate applies it; messages never quote the secret.
-    crate::installer::checks::pull_secret(text.expose()).map_err(|f| {
-        inv.problem(
-            InventoryFile::Site,
-            path,
-            format!("the pull secret {}", f.message),
-        )
-    })?;
-    let value: serde_json::Value = serde_json::from_str(text.expose().trim()).map_err(|e| {
-        inv.problem(
-            InventoryFile::Site,
-            path,
-            format!("is not JSON (line {}, column {})", e.line(), e.column()),
-        )
-    })?;
-    // One line, keys sorted: the same secret gives the same file whatever its formatting.
-    Ok(Secret::new(value.to_string()))
 }
 
 type MirrorData = (Vec<ImageSource>, Option<String>);
