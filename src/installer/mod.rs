@@ -167,7 +167,10 @@ pub struct ValidationReport {
 impl ValidationReport {
     /// Errors (warnings do not fail the files).
     pub fn errors(&self) -> usize {
-        self.problems.iter().filter(|p| p.problem.is_error()).count()
+        self.problems
+            .iter()
+            .filter(|p| p.problem.is_error())
+            .count()
     }
 
     /// True when there is no error.

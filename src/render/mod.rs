@@ -8,7 +8,6 @@
 
 mod files;
 
-use crate::cli::RenderArgs;
 use crate::installer::install_config::ImageSource;
 use crate::inventory::model::Node;
 use crate::inventory::{
@@ -18,13 +17,11 @@ use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic_mode;
 use crate::oci::reference::ImageRef;
 use crate::openshift::record::MirrorRecord;
-use crate::output::OutputFormat;
 use crate::secret::Secret;
 use crate::yaml::Problem;
 use anyhow::{Context, Result};
 use serde::Serialize;
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 /// The install-config file name.
 pub const INSTALL_CONFIG_FILE: &str = "install-config.yaml";
@@ -100,51 +97,92 @@ pub struct RenderSummary {
     pub nodes: Vec<NodeSummary>,
 }
 
-/// `bootstrap render --inventory DIR --out RUNDIR`.
-pub fn run(args: RenderArgs, output: OutputFormat) -> Result<ExitCode> {
-    let (inv, problems) = match inventory::load_validated(&args.inventory) {
+/// A `bootstrap render` run, resolved.
+#[derive(Clone, Debug)]
+pub struct RenderSettings {
+    /// The inventory directory (site.yaml, nodes.yaml and what they reference).
+    pub inventory: PathBuf,
+    /// Where the two files go (created when missing).
+    pub out: PathBuf,
+}
+
+/// What `bootstrap render` did.
+#[derive(Debug)]
+pub enum RenderOutcome {
+    /// Both files were written; the inventory's warnings (rendered as problem lines), if any.
+    Rendered {
+        /// What was written, for the printer.
+        summary: RenderSummary,
+        /// The inventory's warnings, one problem per line.
+        warnings: Option<String>,
+    },
+    /// The inventory has problems (one per line); nothing was written.
+    Refused(String),
+}
+
+/// `bootstrap render --inventory DIR --out RUNDIR`: validate, read what the inventory
+/// references, build both files in memory, check them with `bootstrap validate`'s rules, and
+/// only then write them.
+pub fn run(settings: &RenderSettings) -> Result<RenderOutcome> {
+    let (inv, problems) = match inventory::load_validated(&settings.inventory) {
         Ok(loaded) => loaded,
-        Err(e @ InventoryError::Invalid { .. }) => return Ok(refuse(&e.to_string())),
+        Err(e @ InventoryError::Invalid { .. }) => {
+            return Ok(RenderOutcome::Refused(e.to_string()))
+        }
         Err(e) => return Err(e.into()),
     };
     if problems.iter().any(|(_, p)| p.is_error()) {
-        return Ok(refuse(&render_inventory_problems(&inv.dir, &problems)));
+        let text = render_inventory_problems(&inv.dir, &problems);
+        return Ok(RenderOutcome::Refused(text));
     }
-    if !problems.is_empty() {
-        // Warnings only: reported, and the files are written.
-        eprintln!("{}", render_inventory_problems(&inv.dir, &problems));
-    }
+    // Warnings only: reported, and the files are written.
+    let warnings = (!problems.is_empty()).then(|| render_inventory_problems(&inv.dir, &problems));
     let rendered = match render(&inv) {
         Ok(r) => r,
-        Err(problems) => return Ok(refuse(&render_inventory_problems(&inv.dir, &problems))),
+        Err(problems) => {
+            let text = render_inventory_problems(&inv.dir, &problems);
+            return Ok(RenderOutcome::Refused(text));
+        }
     };
     self_check(&rendered)?;
-    let files = write(&rendered, &args.out)?;
+    let files = write(&rendered, &settings.out)?;
     let (masters, workers) = files::counts(&inv);
     let summary = RenderSummary {
         cluster: format!("{}.{}", inv.site.cluster.name, inv.site.cluster.base_domain),
-        inventory: args.inventory.display().to_string(),
-        out: args.out.display().to_string(),
+        inventory: settings.inventory.display().to_string(),
+        out: settings.out.display().to_string(),
         control_plane: masters,
         compute: workers,
         release: rendered.release.clone(),
         files,
         nodes: rendered.nodes.clone(),
     };
-    eprint!("{}", table(&summary.nodes));
-    match output {
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-        OutputFormat::Text => {
-            println!(
-                "{}: {} control-plane, {} compute nodes",
-                summary.cluster, masters, workers
-            );
-            for f in &summary.files {
-                println!("wrote {} (mode {}, sha256 {})", f.path, f.mode, f.sha256);
-            }
+    Ok(RenderOutcome::Rendered { summary, warnings })
+}
+
+impl std::fmt::Display for RenderSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} control-plane, {} compute nodes",
+            self.cluster, self.control_plane, self.compute
+        )?;
+        for file in &self.files {
+            writeln!(
+                f,
+                "wrote {} (mode {}, sha256 {})",
+                file.path, file.mode, file.sha256
+            )?;
         }
+        Ok(())
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+impl RenderSummary {
+    /// The nodes as an aligned table (hostname, role, BMC, MACs, machine IP, root device).
+    pub fn node_table(&self) -> String {
+        table(&self.nodes)
+    }
 }
 
 /// The rendered pair must pass `bootstrap validate` (the installer's rules and the ones it
@@ -169,13 +207,6 @@ fn self_check(rendered: &Rendered) -> Result<()> {
         "the rendered files do not pass bootstrap validate (a bug in bootstrap render; please report it with the inventory); nothing was written:\n{}",
         lines.join("\n")
     )
-}
-
-/// Prints the problems and the verdict; exit code 1.
-fn refuse(problems: &str) -> ExitCode {
-    eprintln!("{problems}");
-    eprintln!("error: the inventory is not valid; nothing was written");
-    ExitCode::from(1)
 }
 
 /// Both files of a valid inventory (see [`inventory::validate()`]), in memory: reads the pull
