@@ -44,7 +44,7 @@ fn measure(label: &str, program: &str, args: &[String]) -> (f64, u64) {
         eprintln!("{label} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         std::process::exit(1);
     }
-    let report = std::fs::read_to_string(rss_file.path()).unwrap_or_default();
+    let report = fs_err::read_to_string(rss_file.path()).unwrap_or_default();
     let fields: Vec<f64> = report
         .lines()
         .last()
@@ -151,7 +151,7 @@ fn isc(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Pa
     for p in pushed {
         text.push_str(&format!("  - name: {host}/{}:{}\n", p.repo, p.tag));
     }
-    std::fs::write(path, text).unwrap();
+    fs_err::write(path, text).unwrap();
 }
 
 fn sync_yaml(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Path) {
@@ -159,7 +159,7 @@ fn sync_yaml(host: &str, pushed: &[support::images::PushedImage], path: &std::pa
     for p in pushed {
         text.push_str(&format!("    {}: [\"{}\"]\n", p.repo, p.tag));
     }
-    std::fs::write(path, text).unwrap();
+    fs_err::write(path, text).unwrap();
 }
 
 fn ratio(label: &str, ours: (f64, u64), theirs: (f64, u64)) {

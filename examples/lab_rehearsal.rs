@@ -33,8 +33,8 @@ fn main() {
     let work = std::env::var("LAB_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(".lab"));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).expect("creating the lab directory");
+    let _ = fs_err::remove_dir_all(&work);
+    fs_err::create_dir_all(&work).expect("creating the lab directory");
 
     eprintln!("starting the connected-side registry and the site registry on 127.0.0.1");
     let upstream = Registry::plain();
@@ -56,9 +56,9 @@ fn main() {
     // mirrorsets/lab.yaml names the upstream 127.0.0.1:5000; this run's registry has its own
     // port.
     let lab_yaml =
-        std::fs::read_to_string("mirrorsets/lab.yaml").expect("reading mirrorsets/lab.yaml");
+        fs_err::read_to_string("mirrorsets/lab.yaml").expect("reading mirrorsets/lab.yaml");
     let cfg = work.join("lab.yaml");
-    std::fs::write(&cfg, lab_yaml.replace("127.0.0.1:5000", &upstream.host()))
+    fs_err::write(&cfg, lab_yaml.replace("127.0.0.1:5000", &upstream.host()))
         .expect("writing lab.yaml");
     let graph_url = format!("file://{}", seed_dir.join("graph.json").display());
     let disk = format!("file://{}", work.join("archive").display());

@@ -50,7 +50,7 @@ pub fn read_referenced(inv: &Inventory) -> Result<Referenced, Vec<(InventoryFile
 
 fn read_ref(inv: &Inventory, path: &str, file: &str) -> Result<String, (InventoryFile, Problem)> {
     let full = inv.resolve(file);
-    std::fs::read_to_string(&full).map_err(|e| {
+    fs_err::read_to_string(&full).map_err(|e| {
         inv.problem(
             InventoryFile::Site,
             path,

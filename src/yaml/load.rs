@@ -132,7 +132,7 @@ pub enum LoadError {
 /// `document` names what it should be) and UTF-8. The message is the reason alone (`No such
 /// file or directory`), for the caller to prefix with the file.
 pub fn read_text(path: &Path, max_bytes: u64, document: &str) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| io_reason(&e))?;
+    let file = fs_err::File::open(path).map_err(|e| io_reason(&e))?;
     let mut bytes = Vec::new();
     file.take(max_bytes + 1)
         .read_to_end(&mut bytes)
@@ -163,7 +163,12 @@ pub fn load_file<T: Document>(path: &Path, positions: Positions) -> Result<Loade
 
 /// `std::io::Error`'s message without the ` (os error N)` suffix.
 pub fn io_reason(e: &std::io::Error) -> String {
-    let s = e.to_string();
+    // fs-err's errors carry the path; callers here name it themselves, so take the OS error.
+    let base: &dyn std::error::Error = match e.get_ref().and_then(|inner| inner.source()) {
+        Some(source) => source,
+        None => e,
+    };
+    let s = base.to_string();
     match s.rfind(" (os error ") {
         Some(i) if s.ends_with(')') => s[..i].to_string(),
         _ => s,
@@ -422,7 +427,7 @@ mod tests {
     fn files_are_read_with_a_size_bound() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("doc.yaml");
-        std::fs::write(&path, "a".repeat(65)).unwrap();
+        fs_err::write(&path, "a".repeat(65)).unwrap();
         let e = read_text(&path, 64, "a Doc").unwrap_err();
         assert!(e.starts_with("larger than 64 bytes; a Doc"), "{e}");
         assert_eq!(

@@ -46,8 +46,8 @@ fn write_pair(dir: &Path, ic: &str, ac: &str) -> (PathBuf, PathBuf) {
         dir.join("install-config.yaml"),
         dir.join("agent-config.yaml"),
     );
-    std::fs::write(&icp, ic).unwrap();
-    std::fs::write(&acp, ac).unwrap();
+    fs_err::write(&icp, ic).unwrap();
+    fs_err::write(&acp, ac).unwrap();
     (icp, acp)
 }
 

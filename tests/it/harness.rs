@@ -139,12 +139,12 @@ fn tls_basic_registry_needs_the_ca_and_the_password() {
     let reg = Registry::tls_basic("alice", "s3cret-basic");
     assert_eq!(reg.url(), format!("https://{}", reg.host()));
     let ca = reg.ca_pem().unwrap();
-    assert!(std::fs::read_to_string(&ca)
+    assert!(fs_err::read_to_string(&ca)
         .unwrap()
         .contains("BEGIN CERTIFICATE"));
     let cert_dir = reg.cert_dir().unwrap();
     assert_eq!(
-        std::fs::read_dir(&cert_dir).unwrap().count(),
+        fs_err::read_dir(&cert_dir).unwrap().count(),
         1,
         "skopeo's cert dir holds the CA alone"
     );
@@ -207,7 +207,7 @@ fn tls_basic_registry_needs_the_ca_and_the_password() {
     let dir = tempfile::tempdir().unwrap();
     let auth = dir.path().join("auth.json");
     reg.write_authfile(&auth).unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&auth).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&fs_err::read(&auth).unwrap()).unwrap();
     assert_eq!(doc["auths"][reg.host()]["auth"], "YWxpY2U6czNjcmV0LWJhc2lj");
     let ok = Command::new("skopeo")
         .args(["inspect", "--raw", "--cert-dir", cert_dir.to_str().unwrap()])
@@ -447,7 +447,7 @@ fn libtrust_key_id_matches_the_signer_certificate() {
     // The key ID is computed over the SubjectPublicKeyInfo Go's x509.MarshalPKIXPublicKey
     // writes; openssl extracts the same DER from the certificate.
     let cert = dir.path().join("signer.der");
-    std::fs::write(&cert, &pki.signer_cert_der).unwrap();
+    fs_err::write(&cert, &pki.signer_cert_der).unwrap();
     let pubkey = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -530,13 +530,13 @@ fn blob_check_fails_on_a_missing_or_empty_blob_directory() {
     let dir = tempfile::tempdir().unwrap();
     assert!(fails(dir.path()), "a missing blob directory passed");
     let blobs = dir.path().join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
+    fs_err::create_dir_all(&blobs).unwrap();
     assert!(fails(dir.path()), "an empty blob directory passed");
     let good = b"a blob";
     let hex = bootstrap::oci::digest::Digest::of(good).hex().to_string();
-    std::fs::write(blobs.join(&hex), good).unwrap();
+    fs_err::write(blobs.join(&hex), good).unwrap();
     run::assert_blobs_intact(dir.path());
-    std::fs::write(blobs.join(&hex), b"a blob, changed").unwrap();
+    fs_err::write(blobs.join(&hex), b"a blob, changed").unwrap();
     assert!(fails(dir.path()), "a corrupt blob passed");
 }
 
@@ -1023,7 +1023,7 @@ fn faultproxy_request_reset_cuts_the_upload_short() {
         .join("docker/registry/v2/repositories/fp/cut/_uploads")
         .join(uuid)
         .join("data");
-    assert_eq!(std::fs::metadata(&session).unwrap().len(), MIB);
+    assert_eq!(fs_err::metadata(&session).unwrap().len(), MIB);
 
     // Distribution 2.8 then refuses the stale Location (its _state says offset 0) and drops
     // the session: a client cut off mid-PATCH has to start the upload over.

@@ -42,7 +42,7 @@ const DSA: &str = "ssh-dss AAAAB3NzaC1kc3MAAAABAQAAAAECAAAAAQMAAAABBA== old@host
 
 /// The table: each predicate with values and the verdict both paths must give.
 fn table() -> Vec<(Predicate, String, Verdict)> {
-    let ca = std::fs::read_to_string(repo(
+    let ca = fs_err::read_to_string(repo(
         "inventory/example-site/secrets/registry-ca.example.pem",
     ))
     .unwrap();
@@ -179,9 +179,9 @@ fn master(i: usize) -> String {
 }
 
 fn edit(path: &Path, from: &str, to: &str) {
-    let text = std::fs::read_to_string(path).unwrap();
+    let text = fs_err::read_to_string(path).unwrap();
     assert!(text.contains(from), "{from:?} not in {}", path.display());
-    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+    fs_err::write(path, text.replacen(from, to, 1)).unwrap();
 }
 
 /// The lab inventory in `dir` with `value` put where `p` is.
@@ -193,14 +193,14 @@ fn inventory_with(p: Predicate, value: &str, dir: &Path) {
             let n: usize = value.parse().unwrap();
             let list: String = (0..n).map(master).collect();
             let head = "apiVersion: bootstrap.openshift-ai.dev/v1alpha1\nkind: Nodes\nnodes:\n";
-            std::fs::write(&nodes, format!("{head}{list}")).unwrap();
+            fs_err::write(&nodes, format!("{head}{list}")).unwrap();
             if n == 1 {
                 edit(&site, "apiVIPs: [192.168.111.5]", "apiVIPs: []");
                 edit(&site, "ingressVIPs: [192.168.111.4]", "ingressVIPs: []");
             }
         }
         Predicate::PemBundle => {
-            std::fs::write(dir.join("secrets/ca.pem"), value).unwrap();
+            fs_err::write(dir.join("secrets/ca.pem"), value).unwrap();
             edit(
                 &site,
                 "references:\n",
@@ -208,9 +208,9 @@ fn inventory_with(p: Predicate, value: &str, dir: &Path) {
             );
         }
         Predicate::PullSecret => {
-            std::fs::write(dir.join("secrets/pull-secret.example.json"), value).unwrap()
+            fs_err::write(dir.join("secrets/pull-secret.example.json"), value).unwrap()
         }
-        Predicate::SshKeys => std::fs::write(dir.join("secrets/id_ed25519.pub"), value).unwrap(),
+        Predicate::SshKeys => fs_err::write(dir.join("secrets/id_ed25519.pub"), value).unwrap(),
         Predicate::Mac => edit(&nodes, "mac: aa:bb:cc:00:00:01", &format!("mac: {value}")),
         Predicate::ClusterName => edit(&site, "  name: lab", &format!("  name: {value}")),
         Predicate::RootDeviceHints => edit(
@@ -230,9 +230,8 @@ fn block(value: &str, indent: &str) -> String {
 /// The lab's rendered pair with `value` put where `p` is; `None` for a file left out (so
 /// cross-file rules do not judge a mismatch the table is not about).
 fn installer_files_with(p: Predicate, value: &str) -> (Option<String>, Option<String>) {
-    let ic =
-        std::fs::read_to_string(repo("tests/testdata/render/lab/install-config.yaml")).unwrap();
-    let ac = std::fs::read_to_string(repo("tests/testdata/render/lab/agent-config.yaml")).unwrap();
+    let ic = fs_err::read_to_string(repo("tests/testdata/render/lab/install-config.yaml")).unwrap();
+    let ac = fs_err::read_to_string(repo("tests/testdata/render/lab/agent-config.yaml")).unwrap();
     let pull = "pullSecret: \"{\\\"auths\\\":{\\\"127.0.0.1:5000\\\":{\\\"auth\\\":\\\"bGFiOmxhYi1wbGFjZWhvbGRlcg==\\\"}}}\"";
     let key_line = ic
         .lines()

@@ -58,7 +58,7 @@ fn mutated(c: &Case, tmp: &Path) -> PathBuf {
     let dir = tmp.join(c.name);
     copy_dir(&src, &dir);
     let path = dir.join(c.file.name());
-    let text = std::fs::read_to_string(&path).unwrap();
+    let text = fs_err::read_to_string(&path).unwrap();
     assert!(
         text.contains(c.from),
         "{}: {:?} not in {}",
@@ -66,7 +66,7 @@ fn mutated(c: &Case, tmp: &Path) -> PathBuf {
         c.from,
         c.file
     );
-    std::fs::write(&path, text.replacen(c.from, c.to, 1)).unwrap();
+    fs_err::write(&path, text.replacen(c.from, c.to, 1)).unwrap();
     dir
 }
 
@@ -348,10 +348,10 @@ fn problems_of_both_files_are_reported_together() {
     let dir = mutated(&c, tmp.path());
     let nodes = dir.join("nodes.yaml");
     let text =
-        std::fs::read_to_string(&nodes)
+        fs_err::read_to_string(&nodes)
             .unwrap()
             .replacen("  role: master", "  rol: master", 1);
-    std::fs::write(&nodes, text).unwrap();
+    fs_err::write(&nodes, text).unwrap();
     let e = inventory::load(&dir).unwrap_err();
     let files: Vec<InventoryFile> = e.problems().iter().map(|(f, _)| *f).collect();
     assert_eq!(
@@ -375,16 +375,16 @@ fn every_problem_is_reported_at_once() {
     );
     let dir = mutated(&c, tmp.path());
     let site = dir.join("site.yaml");
-    let text = std::fs::read_to_string(&site)
+    let text = fs_err::read_to_string(&site)
         .unwrap()
         .replacen("gateway: 10.20.0.1", "gateway: 10.21.0.1", 1)
         .replacen("name: gpu-prod", "name: GPU", 1);
-    std::fs::write(&site, text).unwrap();
+    fs_err::write(&site, text).unwrap();
     let nodes = dir.join("nodes.yaml");
-    let text = std::fs::read_to_string(&nodes)
+    let text = fs_err::read_to_string(&nodes)
         .unwrap()
         .replacen("mode: 802.3ad", "mode: lacp", 1);
-    std::fs::write(&nodes, text).unwrap();
+    fs_err::write(&nodes, text).unwrap();
     let inv = inventory::load(&dir).unwrap();
     let paths: Vec<String> = inventory::validate(&inv)
         .into_iter()

@@ -152,7 +152,7 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
     assert_eq!(inspect["Digest"], seed_json["releases"][2]["digest"]);
 
     // The graph file selects 4.18.3 as stable-4.18's head.
-    let graph_bytes = std::fs::read(out.path().join("graph.json")).unwrap();
+    let graph_bytes = fs_err::read(out.path().join("graph.json")).unwrap();
     let graph = Graph::from_json(&graph_bytes, "graph.json").unwrap();
     let stable = ChannelQuery {
         name: "stable-4.18",
@@ -171,17 +171,17 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
 
     // A second run: the same digests, nothing uploaded.
     let uploads = reg.blob_upload_puts_total();
-    let seed_bytes = std::fs::read(out.path().join("seed.json")).unwrap();
+    let seed_bytes = fs_err::read(out.path().join("seed.json")).unwrap();
     let second = seed(&reg, out.path());
     assert_eq!(second["transfer"]["blobsSent"], 0);
     assert_eq!(second["transfer"]["manifestsPut"], 0);
     assert_eq!(reg.blob_upload_puts_total(), uploads);
     assert_eq!(
-        std::fs::read(out.path().join("seed.json")).unwrap(),
+        fs_err::read(out.path().join("seed.json")).unwrap(),
         seed_bytes
     );
     assert_eq!(
-        std::fs::read(out.path().join("graph.json")).unwrap(),
+        fs_err::read(out.path().join("graph.json")).unwrap(),
         graph_bytes
     );
 }

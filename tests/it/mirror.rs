@@ -79,7 +79,7 @@ fn disk_round_trip_keeps_every_digest_and_audits() {
             o.status.success(),
             "skopeo inspect {oci}: {}\nindex.json: {}",
             String::from_utf8_lossy(&o.stderr),
-            std::fs::read_to_string(dir.join("index.json")).unwrap()
+            fs_err::read_to_string(dir.join("index.json")).unwrap()
         );
         assert_eq!(
             raw_digest(&String::from_utf8_lossy(&o.stdout)),
@@ -190,7 +190,7 @@ fn mirror_to_mirror_sends_the_shared_base_layer_once() {
     // mirrored by tag maps to its place under the prefix.
     let crs = work.path().join("cluster-resources");
     assert_eq!(summary["clusterResources"], crs.display().to_string());
-    let itms = std::fs::read_to_string(crs.join("itms-oc-mirror.yaml")).unwrap();
+    let itms = fs_err::read_to_string(crs.join("itms-oc-mirror.yaml")).unwrap();
     assert!(itms.contains("kind: ImageTagMirrorSet"), "{itms}");
     for ns in ["src/base", "src/tools", "src/data"] {
         let line = format!(
@@ -412,7 +412,7 @@ fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
     ])));
     assert!(err.contains(&dst.host()) && err.contains("tester"), "{err}");
     assert!(!err.contains("wrong-password-123"));
-    let rec_text = std::fs::read_to_string(&rec).unwrap();
+    let rec_text = fs_err::read_to_string(&rec).unwrap();
     let (_, password) = dst.credentials().unwrap();
     assert!(!rec_text.contains(&password));
 }
@@ -461,10 +461,10 @@ fn a_flipped_byte_fails_sha256sum_and_verify_naming_the_blob() {
         .trim_start_matches("sha256:")
         .to_string();
     let path = dir.join("blobs/sha256").join(&blob);
-    let mut bytes = std::fs::read(&path).unwrap();
+    let mut bytes = fs_err::read(&path).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
-    std::fs::write(&path, bytes).unwrap();
+    fs_err::write(&path, bytes).unwrap();
 
     let sums = Command::new("sha256sum")
         .args(["-c", "--quiet", "SHA256SUMS"])
@@ -493,7 +493,7 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
     // A config that is refused before anything is fetched: the error, and nothing on disk.
     let refused = |name: &str, text: &str| -> String {
         let cfg = work.path().join(name);
-        std::fs::write(&cfg, text).unwrap();
+        fs_err::write(&cfg, text).unwrap();
         let err = failed(&bootstrap(&[
             "mirror",
             "-c",
@@ -630,7 +630,7 @@ fn a_dry_run_plans_everything_and_copies_nothing() {
         unique.values().sum::<u64>()
     );
     assert_eq!(plan["bytesToSend"], plan["bytesTotal"]);
-    let files: Vec<_> = std::fs::read_dir(work.path())
+    let files: Vec<_> = fs_err::read_dir(work.path())
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| {
@@ -680,9 +680,9 @@ fn blocked_images_are_left_out_and_said_so() {
         .push_to(&src, "src");
     let work = tempfile::tempdir().unwrap();
     let cfg = write_config(work.path(), &pushed, &src.host(), &["multi"]);
-    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    let mut text = fs_err::read_to_string(&cfg).unwrap();
     text.push_str("  blockedImages:\n  - name: '/base/app-b:'\n  - name: multi-docker\n");
-    std::fs::write(&cfg, text).unwrap();
+    fs_err::write(&cfg, text).unwrap();
     let dir = work.path().join("mirror");
     ok(&bootstrap(&[
         "mirror",

@@ -14,13 +14,13 @@ use support::run::{bootstrap, ok};
 use support::Registry;
 
 fn write_model(dir: &Path, shard_seed: u8) {
-    std::fs::create_dir_all(dir.join("tokenizer")).unwrap();
-    std::fs::write(
+    fs_err::create_dir_all(dir.join("tokenizer")).unwrap();
+    fs_err::write(
         dir.join("config.json"),
         br#"{"architectures":["GraniteForCausalLM"]}"#,
     )
     .unwrap();
-    std::fs::write(
+    fs_err::write(
         dir.join("tokenizer/tokenizer.json"),
         b"{\"version\":\"1.0\"}",
     )
@@ -29,7 +29,7 @@ fn write_model(dir: &Path, shard_seed: u8) {
         let bytes: Vec<u8> = (0..3 * 1024 * 1024u32)
             .map(|n| (n as u8).wrapping_mul(seed).wrapping_add(i))
             .collect();
-        std::fs::write(dir.join(format!("model-0000{i}.safetensors")), bytes).unwrap();
+        fs_err::write(dir.join(format!("model-0000{i}.safetensors")), bytes).unwrap();
     }
 }
 
@@ -54,7 +54,7 @@ fn layer_files(layout: &Path, digest: &str) -> BTreeMap<String, Vec<u8>> {
     let blob = layout
         .join("blobs/sha256")
         .join(digest.trim_start_matches("sha256:"));
-    let mut archive = tar::Archive::new(std::fs::File::open(blob).unwrap());
+    let mut archive = tar::Archive::new(fs_err::File::open(blob).unwrap());
     let mut out = BTreeMap::new();
     for entry in archive.entries().unwrap() {
         let mut entry = entry.unwrap();
@@ -84,7 +84,7 @@ fn a_packed_model_is_a_deterministic_image_that_mirrors_like_any_other() {
         let files = layer_files(&layout, layer["digest"].as_str().unwrap());
         for f in layer["files"].as_array().unwrap() {
             let path = f["path"].as_str().unwrap();
-            let on_disk = std::fs::read(model.join(path.trim_start_matches("models/"))).unwrap();
+            let on_disk = fs_err::read(model.join(path.trim_start_matches("models/"))).unwrap();
             assert_eq!(files[path], on_disk, "{path} in its layer");
             assert_eq!(f["sha256"], Digest::of(&on_disk).to_string(), "{path}");
             seen += 1;

@@ -66,7 +66,7 @@ impl Lab {
     /// `mirrorsets/lab.yaml` pointed at this lab's upstream.
     fn lab_config(&self) -> PathBuf {
         let text =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/mirrorsets/lab.yaml"))
+            fs_err::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/mirrorsets/lab.yaml"))
                 .unwrap();
         self.config("lab.yaml", &text.replace("127.0.0.1:5000", &self.host()))
     }
@@ -74,7 +74,7 @@ impl Lab {
     /// An ImageSetConfiguration with `mirror:` body `body` (indented by the caller).
     fn config(&self, name: &str, text: &str) -> PathBuf {
         let path = self.path(name);
-        std::fs::write(&path, text).unwrap();
+        fs_err::write(&path, text).unwrap();
         path
     }
 
@@ -168,7 +168,7 @@ fn a_catalog_layer_escaping_its_root_is_refused() {
         let repo = format!("evil/catalog-{i}");
         push_catalog_with_entry(&registry, &repo, entry, kind);
         let cfg = dir.path().join(format!("evil-{i}.yaml"));
-        std::fs::write(
+        fs_err::write(
             &cfg,
             format!("apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: {host}/{repo}:v1\n"),
         )
@@ -318,8 +318,8 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
         .unwrap()
         .trim_start_matches("sha256:")
         .to_string();
-    std::fs::create_dir_all(sigs.join(format!("sha256={signed}"))).unwrap();
-    std::fs::write(
+    fs_err::create_dir_all(sigs.join(format!("sha256={signed}"))).unwrap();
+    fs_err::write(
         sigs.join(format!("sha256={signed}/signature-1")),
         b"gpg-signature",
     )
@@ -457,8 +457,8 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
 
     // Cluster resources: every mirrored source repository mapped; a CatalogSource.
     let resources = record.parent().unwrap().join("cluster-resources");
-    let idms = std::fs::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
-    let itms = std::fs::read_to_string(resources.join("itms-oc-mirror.yaml")).unwrap();
+    let idms = fs_err::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
+    let itms = fs_err::read_to_string(resources.join("itms-oc-mirror.yaml")).unwrap();
     for img in rec["images"].as_array().unwrap() {
         if img["category"] == "catalog" {
             continue;
@@ -477,14 +477,13 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
             "{source} is not mapped:\n{text}"
         );
     }
-    let sig = std::fs::read_to_string(resources.join("signature-configmap.yaml")).unwrap();
+    let sig = fs_err::read_to_string(resources.join("signature-configmap.yaml")).unwrap();
     assert!(
         sig.contains(&format!("sha256-{signed}-1: Z3BnLXNpZ25hdHVyZQ==")),
         "{sig}"
     );
     assert_eq!(sig.matches("sha256-").count(), 1, "{sig}");
-    let cs =
-        std::fs::read_to_string(resources.join("cs-redhat-operator-index-v4-18.yaml")).unwrap();
+    let cs = fs_err::read_to_string(resources.join("cs-redhat-operator-index-v4-18.yaml")).unwrap();
     assert!(cs.contains("sourceType: grpc"), "{cs}");
     assert!(
         cs.contains(&format!(
@@ -715,7 +714,7 @@ fn the_lab_set_crosses_the_gap_with_its_placement() {
     let files = catalog_files(&site, "site/redhat/redhat-operator-index", "v4.18");
     assert!(files.contains_key("gpu-operator-certified/catalog.json"));
     let resources = lab.dir.path().join("cluster-resources");
-    let idms = std::fs::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
+    let idms = fs_err::read_to_string(resources.join("idms-oc-mirror.yaml")).unwrap();
     assert!(
         idms.contains(&format!(
             "- source: {upstream_host}/openshift-release-dev/ocp-v4.0-art-dev\n    mirrors:\n    - {}/site/openshift/release\n",

@@ -24,14 +24,14 @@ fn shipped_inventories_match_their_golden_files() {
         let out = tmp.path().join(site);
         ok(&render(&repo(&format!("inventory/{site}")), &out));
         for file in ["install-config.yaml", "agent-config.yaml"] {
-            let got = std::fs::read_to_string(out.join(file)).unwrap();
+            let got = fs_err::read_to_string(out.join(file)).unwrap();
             let golden = repo(&format!("tests/testdata/render/{site}/{file}"));
             if std::env::var_os("UPDATE_GOLDEN").is_some() {
-                std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-                std::fs::write(&golden, &got).unwrap();
+                fs_err::create_dir_all(golden.parent().unwrap()).unwrap();
+                fs_err::write(&golden, &got).unwrap();
                 continue;
             }
-            let want = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+            let want = fs_err::read_to_string(&golden).unwrap_or_else(|e| {
                 panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", golden.display())
             });
             assert!(
@@ -52,16 +52,16 @@ fn rendering_twice_gives_the_same_bytes_and_private_modes() {
     ok(&render(&repo("inventory/example-site"), &b));
     for file in ["install-config.yaml", "agent-config.yaml"] {
         assert_eq!(
-            std::fs::read(a.join(file)).unwrap(),
-            std::fs::read(b.join(file)).unwrap(),
+            fs_err::read(a.join(file)).unwrap(),
+            fs_err::read(b.join(file)).unwrap(),
             "{file}"
         );
     }
-    let mode = |p: PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let mode = |p: PathBuf| fs_err::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(a.join("install-config.yaml")), 0o600);
     assert_eq!(mode(a.join("agent-config.yaml")), 0o644);
     // No temporary files left beside them.
-    let names: Vec<String> = std::fs::read_dir(&a)
+    let names: Vec<String> = fs_err::read_dir(&a)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -75,19 +75,19 @@ fn secrets_never_reach_stdout_or_stderr() {
     copy_dir(&repo("inventory/lab"), &inv);
     let token = "cHVsbC1zZWNyZXQtY2FuYXJ5LTQyNDI=";
     let bmc_password = "bmc-canary-password-4242";
-    std::fs::write(
+    fs_err::write(
         inv.join("secrets/bmc.example"),
         format!("admin:{bmc_password}\n"),
     )
     .unwrap();
     // The pull secret comes from the environment this time.
-    let site = std::fs::read_to_string(inv.join("site.yaml"))
+    let site = fs_err::read_to_string(inv.join("site.yaml"))
         .unwrap()
         .replace(
             "    file: secrets/pull-secret.example.json",
             "    env: BOOTSTRAP_TEST_PULL_SECRET",
         );
-    std::fs::write(inv.join("site.yaml"), site).unwrap();
+    fs_err::write(inv.join("site.yaml"), site).unwrap();
     let secret = format!(r#"{{"auths":{{"registry.example:5000":{{"auth":"{token}"}}}}}}"#);
     for output in ["text", "json"] {
         let out = tmp.path().join(format!("out-{output}"));
@@ -111,7 +111,7 @@ fn secrets_never_reach_stdout_or_stderr() {
                 "{s} leaked:\n{stdout}\n{stderr}"
             );
         }
-        let ic = std::fs::read_to_string(out.join("install-config.yaml")).unwrap();
+        let ic = fs_err::read_to_string(out.join("install-config.yaml")).unwrap();
         assert!(
             ic.contains(token),
             "the pull secret belongs in install-config.yaml"
@@ -152,11 +152,11 @@ fn an_invalid_inventory_writes_nothing_and_reports_every_problem() {
     let tmp = tempfile::tempdir().unwrap();
     let inv = tmp.path().join("inv");
     copy_dir(&repo("inventory/example-site"), &inv);
-    let site = std::fs::read_to_string(inv.join("site.yaml"))
+    let site = fs_err::read_to_string(inv.join("site.yaml"))
         .unwrap()
         .replace("apiVIPs: [10.20.0.5]", "apiVIPs: [10.21.0.5]")
         .replace("rendezvousIP: 10.20.0.11", "rendezvousIP: 10.20.0.21");
-    std::fs::write(inv.join("site.yaml"), site).unwrap();
+    fs_err::write(inv.join("site.yaml"), site).unwrap();
     let out = tmp.path().join("run");
     let err = failed(&render(&inv, &out));
     let site_file = inv.join("site.yaml").display().to_string();

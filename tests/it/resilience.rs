@@ -23,7 +23,7 @@ struct Tmpfs {
 
 impl Tmpfs {
     fn mount(path: &Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(path).unwrap();
+        fs_err::create_dir_all(path).unwrap();
         let options = format!("size={size},mode=1777");
         let out = privileged(&["mount", "-t", "tmpfs", "-o", &options, "tmpfs"], path);
         assert!(
@@ -456,7 +456,7 @@ fn kill_9_mid_blob_then_rerun_resends_under_a_tenth() {
         "a checkpoint past 256 MiB",
         std::time::Duration::from_secs(300),
         || {
-            std::fs::read(&checkpoint)
+            fs_err::read(&checkpoint)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
                 .and_then(|v| v["offset"].as_u64())

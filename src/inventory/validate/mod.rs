@@ -135,7 +135,7 @@ impl<'a> Validator<'a> {
     /// Why `file` (relative to the inventory) cannot be used, or None.
     fn missing_file(&self, file: &str) -> Option<String> {
         let path = self.inv.resolve(file);
-        match std::fs::metadata(&path) {
+        match fs_err::metadata(&path) {
             Ok(m) if m.is_file() => None,
             Ok(_) => Some(format!("{} is not a file", path.display())),
             Err(e) => Some(format!(
@@ -152,7 +152,7 @@ impl<'a> Validator<'a> {
         let shown = self.inv.resolve(name).display().to_string();
         let finding = match self.missing_file(name) {
             Some(m) => Some(Finding::error(m)),
-            None => match std::fs::read_to_string(self.inv.resolve(name)) {
+            None => match fs_err::read_to_string(self.inv.resolve(name)) {
                 Ok(text) => check(&text).err().map(|f| Finding {
                     message: format!("{shown}: {}", f.message),
                     ..f

@@ -808,7 +808,7 @@ mirror:
     fn unreadable_inputs() {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("isc.yaml");
-        std::fs::write(&bin, b"apiVersion: \xff\xfe\n").unwrap();
+        fs_err::write(&bin, b"apiVersion: \xff\xfe\n").unwrap();
         let e = load(&bin).unwrap_err().to_string();
         assert!(
             e.ends_with(

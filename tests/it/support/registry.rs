@@ -6,7 +6,7 @@
 //! counters ([`Registry::blob_uploads_completed`] and friends) read it, so they report what the
 //! server saw. The process is killed and reaped on drop.
 
-use std::fs::{File, OpenOptions};
+use fs_err::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -126,7 +126,7 @@ impl Registry {
             .prefix("bootstrap-registry-")
             .tempdir()?;
         let storage = dir.path().join("storage");
-        std::fs::create_dir_all(&storage)?;
+        fs_err::create_dir_all(&storage)?;
         let log_path = dir.path().join("registry.log");
         let creds = creds.map(|(u, p)| (u.to_string(), p.to_string()));
         if flavour != Flavour::Plain && creds.is_none() {
@@ -144,7 +144,7 @@ impl Registry {
             Flavour::TlsBasic => {
                 let (user, password) = creds.as_ref().unwrap();
                 let htpasswd = dir.path().join("htpasswd");
-                std::fs::write(&htpasswd, htpasswd_line(user, password)?)?;
+                fs_err::write(&htpasswd, htpasswd_line(user, password)?)?;
                 auth = format!(
                     "auth:\n  htpasswd:\n    realm: {BASIC_REALM}\n    path: {}\n",
                     yaml_str(&htpasswd)
@@ -193,7 +193,7 @@ impl Registry {
                 storage = yaml_str(&storage),
             );
             let config_path = dir.path().join("config.yml");
-            std::fs::write(&config_path, config)?;
+            fs_err::write(&config_path, config)?;
             let mut child = spawn_registry(&config_path, &log_path)?;
             match wait_ready(&mut child, port, &log_path, pki.as_ref()) {
                 Ok(()) => {
@@ -213,7 +213,7 @@ impl Registry {
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                    let log = fs_err::read_to_string(&log_path).unwrap_or_default();
                     let retry = log.contains("address already in use");
                     last_error = Some(e.context(format!(
                         "registry attempt {attempt} on port {port} failed; log:\n{log}"
@@ -296,7 +296,7 @@ impl Registry {
     /// The registry's log so far (after letting it catch up with requests already answered).
     pub fn log_text(&self) -> String {
         self.settle();
-        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+        fs_err::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// Every request the registry logged with a status, in order, excluding the harness's own
@@ -460,7 +460,7 @@ impl Registry {
         let needle = format!("{SYNC_PARAM}={marker}");
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+            let text = fs_err::read_to_string(&self.log_path).unwrap_or_default();
             if text.contains(&needle) {
                 // Lines of requests answered before the marker are written by then, bar a
                 // goroutine descheduled between answering and logging.
@@ -501,7 +501,7 @@ pub fn write_authfile_entries(
         }
     }
     let doc = serde_json::json!({ "auths": auths });
-    std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
+    fs_err::write(path, serde_json::to_vec_pretty(&doc)?)
         .with_context(|| format!("writing {}", path.display()))
 }
 
@@ -512,7 +512,7 @@ pub fn write_ca_bundle_of(path: &Path, registries: &[&Registry]) -> Result<()> {
         .iter()
         .filter_map(|r| r.pki.as_ref().map(|p| p.ca_pem.clone()))
         .collect();
-    std::fs::write(path, pems).with_context(|| format!("writing {}", path.display()))
+    fs_err::write(path, pems).with_context(|| format!("writing {}", path.display()))
 }
 
 /// The query parameter of the harness's log-synchronisation requests.
@@ -562,8 +562,8 @@ fn spawn_registry(config: &Path, log_path: &Path) -> Result<Child> {
             std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
         )
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log.try_clone()?))
-        .stderr(Stdio::from(log))
+        .stdout(Stdio::from(log.try_clone()?.into_parts().0))
+        .stderr(Stdio::from(log.into_parts().0))
         .spawn()
         .context("spawning docker-registry (install Debian's docker-registry package)")
 }
@@ -581,7 +581,7 @@ fn wait_ready(child: &mut Child, port: u16, log_path: &Path, pki: Option<&TestPk
             if let Some(status) = child.try_wait()? {
                 bail!("docker-registry exited early: {status}");
             }
-            let log = std::fs::read_to_string(log_path).unwrap_or_default();
+            let log = fs_err::read_to_string(log_path).unwrap_or_default();
             if log.contains(&listening) && client.get(&url).send().await.is_ok() {
                 return Ok(());
             }

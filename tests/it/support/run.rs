@@ -62,14 +62,14 @@ pub fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&s
         text.push_str(&format!("  - name: {host}/{}:{}\n", img.repo, img.tag));
     }
     let path = dir.join("isc.yaml");
-    std::fs::write(&path, text).unwrap();
+    fs_err::write(&path, text).unwrap();
     path
 }
 
 /// A JSON file (record, status) parsed.
 pub fn json(path: &Path) -> serde_json::Value {
     let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        fs_err::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap()
 }
 
@@ -78,13 +78,13 @@ pub fn json(path: &Path) -> serde_json::Value {
 /// wrote nothing is not intact).
 pub fn assert_blobs_intact(dir: &Path) {
     let blobs = dir.join("blobs/sha256");
-    let entries = std::fs::read_dir(&blobs)
+    let entries = fs_err::read_dir(&blobs)
         .unwrap_or_else(|e| panic!("reading the blob directory {}: {e}", blobs.display()));
     let mut checked = 0;
     for entry in entries {
         let path = entry.unwrap().path();
         let bytes =
-            std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            fs_err::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         let actual = bootstrap::oci::digest::Digest::of(&bytes);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(actual.hex(), name, "{} is corrupt", path.display());
@@ -115,14 +115,14 @@ pub fn repo(rel: &str) -> PathBuf {
 
 /// Copies the directory tree `from` to `to` (created).
 pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
+    fs_err::create_dir_all(to).unwrap();
+    for e in fs_err::read_dir(from).unwrap() {
         let e = e.unwrap();
         let dest = to.join(e.file_name());
         if e.file_type().unwrap().is_dir() {
             copy_dir(&e.path(), &dest);
         } else {
-            std::fs::copy(e.path(), &dest).unwrap();
+            fs_err::copy(e.path(), &dest).unwrap();
         }
     }
 }

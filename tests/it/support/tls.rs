@@ -42,7 +42,7 @@ pub struct TestPki {
 impl TestPki {
     /// Generates a CA, a server certificate and a token signer, and writes them under `dir`.
     pub fn generate(dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(dir)?;
+        fs_err::create_dir_all(dir)?;
         let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
         ca_params.distinguished_name = dn("bootstrap test CA");
@@ -77,19 +77,19 @@ impl TestPki {
 
         let ca_pem = ca_cert.pem();
         let ca_path = dir.join("ca.pem");
-        std::fs::write(&ca_path, &ca_pem)?;
+        fs_err::write(&ca_path, &ca_pem)?;
         let cert_dir = dir.join("certs.d");
-        std::fs::create_dir_all(&cert_dir)?;
-        std::fs::write(cert_dir.join("ca.crt"), &ca_pem)?;
+        fs_err::create_dir_all(&cert_dir)?;
+        fs_err::write(cert_dir.join("ca.crt"), &ca_pem)?;
         let server_cert_path = dir.join("server.crt");
-        std::fs::write(
+        fs_err::write(
             &server_cert_path,
             format!("{}{}", server_cert.pem(), ca_pem),
         )?;
         let server_key_path = dir.join("server.key");
-        std::fs::write(&server_key_path, server_key.serialize_pem())?;
+        fs_err::write(&server_key_path, server_key.serialize_pem())?;
         let token_bundle_path = dir.join("token-bundle.pem");
-        std::fs::write(
+        fs_err::write(
             &token_bundle_path,
             format!("{}{}", signer_cert.pem(), ca_pem),
         )?;
