@@ -144,7 +144,7 @@ pub fn load(dir: &Path) -> Result<Inventory, InventoryError> {
     load_with(dir, Positions::Index)
 }
 
-/// [`load`] and [`validate`] together, the common case first at half the cost: a valid
+/// [`load`] and [`validate()`] together, the common case first at half the cost: a valid
 /// inventory needs no positions, so both files are read once into their schemas without the
 /// position index and the rules run; only when anything is wrong (a warning too) are the files
 /// read again with positions, so every problem carries its line and column.

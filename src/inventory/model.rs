@@ -2,7 +2,7 @@
 //! references to secrets and the mirror) and `nodes.yaml` (every node: role, BMC, NICs, bonds,
 //! VLANs, addresses, root device, labels). Plain serde types, read strictly (an unknown key is
 //! an error with file, line and column); positions live in a side index ([`crate::yaml`]), rules
-//! in [`super::validate`]. Secrets are never values here, only [`SecretRef`]s.
+//! in [`super::validate()`]. Secrets are never values here, only [`SecretRef`]s.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -1,12 +1,13 @@
 //! Strict YAML files with positions, read one way for every file bootstrap reads (the
 //! ImageSetConfiguration, the inventory, the installer's install-config.yaml and
-//! agent-config.yaml): [`load`] reads a file with a size bound and parses it strictly into its
-//! serde type; every problem is a [`Problem`], one line `file:line:col: path: message`.
+//! agent-config.yaml): [`load_file`] reads a file with a size bound and [`parse`] parses it
+//! strictly into its serde type ([`Document`], described by a [`Schema`]); every problem is a
+//! [`Problem`], one line `file:line:col: path: message`.
 //!
-//! The data types of each file stay plain serde structs; the positions live in a side
-//! [`Index`] built from a generic pass over the same text ([`index`]), and serde-saphyr's errors
-//! are reshaped into one line naming the field and the fix ([`reshape`]). Writing goes through
-//! [`emit`], so what bootstrap writes reads back the same in Go's YAML readers.
+//! The data types of each file stay plain serde structs; the positions live in a side index
+//! (`index.rs`) built from a generic pass over the same text, and serde-saphyr's errors are
+//! reshaped into one line naming the field and the fix (`reshape.rs`). Writing goes through
+//! [`to_string`], so what bootstrap writes reads back the same in Go's YAML readers.
 
 mod emit;
 mod index;
