@@ -163,12 +163,13 @@ pub fn load_file<T: Document>(path: &Path, positions: Positions) -> Result<Loade
 
 /// `std::io::Error`'s message without the ` (os error N)` suffix.
 pub fn io_reason(e: &std::io::Error) -> String {
-    // fs-err's errors carry the path; callers here name it themselves, so take the OS error.
-    let base: &dyn std::error::Error = match e.get_ref().and_then(|inner| inner.source()) {
-        Some(source) => source,
-        None => e,
+    let s = e.to_string();
+    // fs-err's errors read "failed to open file `PATH`: REASON"; callers here name the path
+    // themselves, so keep the reason.
+    let s = match s.rfind("`: ") {
+        Some(i) if e.get_ref().is_some() => s[i + 3..].to_string(),
+        _ => s,
     };
-    let s = base.to_string();
     match s.rfind(" (os error ") {
         Some(i) if s.ends_with(')') => s[..i].to_string(),
         _ => s,
