@@ -3,6 +3,7 @@
 use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -14,6 +15,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_target(false)
+        // Colour codes only for a person at a terminal, never in a CI log or a file.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

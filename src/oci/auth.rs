@@ -64,10 +64,20 @@ impl AuthFile {
 
     /// Parses auth-file JSON; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<AuthFile> {
-        let raw: RawAuthFile = serde_json::from_str(text).with_context(|| {
-            format!(
-                "parsing auth file {}: expected {{\"auths\": {{\"HOST\": {{\"auth\": \"base64(user:password)\"}}}}}}",
-                path.display()
+        // serde_json's messages quote the offending value (`invalid type: string "cHJv..."`),
+        // which in an auth file is a credential: say where and what kind, never the value.
+        let raw: RawAuthFile = serde_json::from_str(text).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Syntax => "not valid JSON",
+                serde_json::error::Category::Eof => "cut short",
+                serde_json::error::Category::Data => "a value of the wrong type or shape",
+                serde_json::error::Category::Io => "unreadable",
+            };
+            anyhow::anyhow!(
+                "parsing auth file {}: line {}, column {}: {what} (values are not shown: they may be credentials); expected {{\"auths\": {{\"HOST\": {{\"auth\": \"base64(user:password)\"}}}}}}",
+                path.display(),
+                e.line(),
+                e.column()
             )
         })?;
         let mut entries = BTreeMap::new();
@@ -155,8 +165,10 @@ fn normalise_key(key: &str) -> String {
 fn decode_auth(auth: &str) -> Result<Credentials> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(auth.trim())
-        .context("the 'auth' value is not base64")?;
-    let text = String::from_utf8(bytes).context("the 'auth' value is not UTF-8")?;
+        // The decoder's message quotes a byte of the credential: not shown.
+        .map_err(|_| anyhow::anyhow!("the 'auth' value is not base64"))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the 'auth' value is not UTF-8"))?;
     let Some((user, pass)) = text.split_once(':') else {
         bail!("the 'auth' value must be base64 of 'user:password'");
     };
@@ -239,6 +251,27 @@ fn parse_params(s: &str) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: an auth file that did not parse printed serde_json's message, which quotes
+    /// the value it choked on: `invalid type: string "cHJvZDpzZWNyZXQ="` (a credential).
+    #[test]
+    fn an_auth_file_that_does_not_parse_never_prints_its_values() {
+        let secret = "cHJvZDpzZWNyZXQ=";
+        for text in [
+            format!(r#"{{"auths": {{"quay.io": "{secret}"}}}}"#),
+            format!(r#"{{"auths": {{"quay.io": {{"auth": 7, "x": "{secret}"}}}}}}"#),
+            format!(r#"{{"auths": ["{secret}"]}}"#),
+            format!(r#"{{"auths": {{"quay.io": {{"auth": "{secret}"#),
+            r#"{"auths": {"quay.io": {"auth": "c2VjcmV0!!"}}}"#.to_string(),
+        ] {
+            let err = AuthFile::parse(&text, Path::new("auth.json")).unwrap_err();
+            let shown = format!("{err:#} {err:?}");
+            assert!(!shown.contains(secret), "{shown}");
+            assert!(!shown.contains("c2VjcmV0"), "{shown}");
+            assert!(!shown.contains('!'), "a byte of the credential: {shown}");
+            assert!(shown.contains("auth.json"), "{shown}");
+        }
+    }
 
     #[test]
     fn bearer_challenge_with_commas_in_scope() {

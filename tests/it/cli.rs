@@ -120,6 +120,37 @@ fn verify_of_a_registry_needs_a_record() {
     assert!(err.contains("--record"), "{}", err);
 }
 
+/// Regression: log lines on a stderr that is not a terminal (CI logs, files) carried ANSI
+/// colour codes.
+#[test]
+fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let isc = dir.path().join("isc.yaml");
+    fs_err::write(
+        &isc,
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .args([
+            "mirror",
+            "-c",
+            isc.to_str().unwrap(),
+            "docker://127.0.0.1:1",
+        ])
+        .env(bootstrap::oci::retry::RETRY_DELAY_ENV, "0")
+        .env("BOOTSTRAP_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("trying again"),
+        "the ping's retry is logged: {err}"
+    );
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let out = bootstrap(&["mirror"]);
