@@ -723,3 +723,37 @@ fn blocked_images_are_left_out_and_said_so() {
         0
     );
 }
+
+/// Regression: a plain-HTTP registry reached over TLS (no `--plain-http`) was retried like a
+/// network fault, about 22 s of backoff, before saying so. It is not a fault that passes: the
+/// first answer says to pass `--plain-http`, and nothing is tried again.
+#[test]
+fn a_plain_http_registry_reached_over_tls_fails_at_once_with_the_fix() {
+    let dst = Registry::plain();
+    let work = tempfile::tempdir().unwrap();
+    let isc = work.path().join("isc.yaml");
+    fs_err::write(
+        &isc,
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
+        .args([
+            "mirror",
+            "-c",
+            isc.to_str().unwrap(),
+            &format!("docker://{}", dst.host()),
+        ])
+        .env("BOOTSTRAP_LOG", "warn")
+        .output()
+        .unwrap();
+    let err = failed(&o);
+    assert!(
+        err.contains(&format!(
+            "does not speak TLS: if it serves plain HTTP, pass --plain-http {}",
+            dst.host()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("trying again"), "retried: {err}");
+}

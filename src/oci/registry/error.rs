@@ -242,24 +242,78 @@ pub(super) fn retryable_status(status: u16) -> bool {
     matches!(status, 401 | 408 | 429 | 500 | 502 | 503 | 504)
 }
 
-/// Whether a transport error may pass: resets, timeouts and refused connections may; TLS
-/// trust problems and unknown host names will not.
-pub(super) fn transport_is_transient(e: &reqwest::Error) -> bool {
-    let text = format!("{e:?}").to_ascii_lowercase();
-    let permanent = [
-        "certificate",
-        "unknownissuer",
-        "invalid peer",
-        "dns error",
-        "failed to lookup",
-        "wrong version number",
-        "invalid http version",
-    ];
-    !permanent.iter().any(|p| text.contains(p))
+/// What a transport error means for the user: one reading of the error chain, used both to
+/// decide whether to try again and to say what to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TransportProblem {
+    /// The certificate is signed by an authority we do not trust.
+    UnknownIssuer,
+    /// The certificate names another host.
+    WrongName,
+    /// The certificate expired (or is not valid yet).
+    Expired,
+    /// Another certificate problem.
+    Untrusted,
+    /// Nothing listens there.
+    Refused,
+    /// The host name does not resolve.
+    Dns,
+    /// The peer answered in plain HTTP to our TLS handshake.
+    NotTls,
+    /// No answer in time.
+    Timeout,
+    /// Anything else (resets, cut connections).
+    Other,
 }
 
-/// Turns a transport error into a sentence that says what to do.
-pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
+impl TransportProblem {
+    fn of(e: &reqwest::Error, chain: &str) -> Self {
+        Self::read(chain, e.is_timeout())
+    }
+
+    /// Reads an error chain's text (rustls and hyper name the problem in it).
+    fn read(chain: &str, timeout: bool) -> Self {
+        let lower = chain.to_ascii_lowercase();
+        let has = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+        if has(&["notvalidforname", "not valid for name"]) {
+            TransportProblem::WrongName
+        } else if has(&["expired", "notvalidyet", "not valid yet"]) && has(&["certificate"]) {
+            TransportProblem::Expired
+        } else if has(&["unknownissuer", "unknown issuer"]) {
+            TransportProblem::UnknownIssuer
+        } else if has(&["certificate", "invalid peer"]) {
+            TransportProblem::Untrusted
+        } else if has(&["connection refused"]) {
+            TransportProblem::Refused
+        } else if has(&["dns error", "failed to lookup", "name or service not known"]) {
+            TransportProblem::Dns
+        } else if has(&[
+            "invalid http version",
+            "wrong version number",
+            "corrupt message",
+            "invalidcontenttype",
+            "received corrupt",
+        ]) {
+            TransportProblem::NotTls
+        } else if timeout {
+            TransportProblem::Timeout
+        } else {
+            TransportProblem::Other
+        }
+    }
+
+    /// Trust problems, unknown names and a peer that does not speak TLS will not pass by
+    /// trying again; resets, timeouts and refused connections may.
+    fn is_transient(self) -> bool {
+        matches!(
+            self,
+            TransportProblem::Refused | TransportProblem::Timeout | TransportProblem::Other
+        )
+    }
+}
+
+/// The error and its sources, joined with `: `.
+fn chain_of(e: &reqwest::Error) -> String {
     let mut chain = String::new();
     let mut source: Option<&dyn std::error::Error> = Some(e);
     while let Some(s) = source {
@@ -267,50 +321,90 @@ pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
         chain.push_str(": ");
         source = s.source();
     }
-    let lower = chain.to_ascii_lowercase();
-    if lower.contains("certificate")
-        || lower.contains("unknownissuer")
-        || lower.contains("invalid peer")
-    {
-        let detail = if lower.contains("unknownissuer") || lower.contains("unknown issuer") {
-            "signed by an unknown authority"
-        } else if lower.contains("notvalidforname") || lower.contains("not valid for name") {
-            "issued for another name"
-        } else if lower.contains("expired") {
-            "expired"
-        } else {
-            "not trusted"
-        };
-        format!(
-            "the TLS certificate of {target} is {detail}: pass --ca-bundle FILE with the CA that signed it, or --insecure-skip-tls-verify {target} to skip verification for this host only"
-        )
-    } else if lower.contains("connection refused") {
-        format!("cannot connect to {target} (connection refused): check the host and port, and that the registry is running")
-    } else if lower.contains("dns error")
-        || lower.contains("failed to lookup")
-        || lower.contains("name or service not known")
-    {
-        format!("cannot resolve the host name of {target}: check the name, or use its IP address")
-    } else if lower.contains("invalid http version")
-        || lower.contains("wrong version number")
-        || lower.contains("corrupt message")
-        || lower.contains("invalidcontenttype")
-        || lower.contains("received corrupt")
-    {
-        format!("{target} does not speak TLS: if it serves plain HTTP, pass --plain-http {target}")
-    } else if e.is_timeout() {
-        format!("timed out talking to {target}")
-    } else {
-        format!(
+    chain.truncate(chain.trim_end_matches(": ").len());
+    chain
+}
+
+/// Whether a transport error may pass: resets, timeouts and refused connections may; TLS
+/// trust problems, unknown host names and a plain-HTTP peer will not.
+pub(super) fn transport_is_transient(e: &reqwest::Error) -> bool {
+    let chain = format!("{} {e:?}", chain_of(e));
+    TransportProblem::of(e, &chain).is_transient()
+}
+
+/// Turns a transport error into a sentence that says what to do.
+pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
+    let chain = chain_of(e);
+    match TransportProblem::of(e, &format!("{chain} {e:?}")) {
+        TransportProblem::UnknownIssuer | TransportProblem::Untrusted => {
+            let detail = if TransportProblem::of(e, &chain) == TransportProblem::UnknownIssuer {
+                "signed by an unknown authority"
+            } else {
+                "not trusted"
+            };
+            format!(
+                "the TLS certificate of {target} is {detail}: pass --ca-bundle FILE with the CA that signed it (or the registry's own certificate when it is self-signed), or --insecure-skip-tls-verify {target} to skip verification for this host only"
+            )
+        }
+        TransportProblem::WrongName => format!(
+            "the TLS certificate of {target} was issued for another name: reach the registry by a name the certificate lists (its subjectAltName), or have the certificate reissued for {target}; a CA bundle does not change this"
+        ),
+        TransportProblem::Expired => format!(
+            "the TLS certificate of {target} has expired or is not valid yet: renew it on the registry, and check this machine's clock; a CA bundle does not change this"
+        ),
+        TransportProblem::Refused => format!(
+            "cannot connect to {target} (connection refused): check the host and port, and that the registry is running"
+        ),
+        TransportProblem::Dns => format!(
+            "cannot resolve the host name of {target}: check the name, or use its IP address"
+        ),
+        TransportProblem::NotTls => format!(
+            "{target} does not speak TLS: if it serves plain HTTP, pass --plain-http {target}"
+        ),
+        TransportProblem::Timeout => format!("timed out talking to {target}"),
+        TransportProblem::Other => format!(
             "request to {target} failed: {}",
-            crate::secret::redact_url(chain.trim_end_matches(": "))
-        )
+            crate::secret::redact_url(&chain)
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Wrong-name and expired certificates get their own advice: a CA bundle cannot fix them,
+    /// so "pass --ca-bundle" was the wrong thing to say; a plain-HTTP peer is not retried.
+    #[test]
+    fn transport_problems_are_read_from_rustls_and_hyper_messages() {
+        use TransportProblem as P;
+        let cases = [
+            ("error sending request: client error (Connect): invalid peer certificate: NotValidForName", P::WrongName),
+            ("client error (Connect): invalid peer certificate: Expired", P::Expired),
+            ("client error (Connect): invalid peer certificate: UnknownIssuer", P::UnknownIssuer),
+            ("invalid peer certificate: BadSignature", P::Untrusted),
+            ("client error (Connect): received corrupt message of type InvalidContentType", P::NotTls),
+            ("tcp connect error: Connection refused (os error 111)", P::Refused),
+            ("dns error: failed to lookup address information", P::Dns),
+            ("connection reset by peer", P::Other),
+        ];
+        for (chain, want) in cases {
+            assert_eq!(P::read(chain, false), want, "{chain}");
+        }
+        for p in [
+            P::WrongName,
+            P::Expired,
+            P::UnknownIssuer,
+            P::Untrusted,
+            P::NotTls,
+            P::Dns,
+        ] {
+            assert!(!p.is_transient(), "{p:?}");
+        }
+        for p in [P::Refused, P::Timeout, P::Other] {
+            assert!(p.is_transient(), "{p:?}");
+        }
+    }
 
     fn api(body: &str) -> RegistryError {
         let (codes, message) = spec_errors(body.as_bytes());
