@@ -46,9 +46,35 @@ pub fn redact_url(text: &str) -> String {
     }
 }
 
+/// A string a server sent, fit to quote in a message: control characters (ANSI escapes,
+/// newlines that would forge log lines) replaced, and cut to `max` characters with a note of
+/// how much was left out.
+pub fn server_text(text: &str, max: usize) -> String {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    let total = clean.chars().count();
+    if total <= max {
+        return clean;
+    }
+    let kept: String = clean.chars().take(max).collect();
+    format!("{kept}... ({} more characters)", total - max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_text_is_cut_and_cleaned() {
+        assert_eq!(server_text("short", 10), "short");
+        assert_eq!(server_text("a\u{1b}[31mb\nc", 20), "a?[31mb?c");
+        assert_eq!(
+            server_text(&"x".repeat(30), 10),
+            "xxxxxxxxxx... (20 more characters)"
+        );
+    }
 
     #[test]
     fn secret_never_prints_its_value() {

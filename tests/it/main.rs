@@ -8,6 +8,7 @@
 mod support;
 
 mod agent_validate;
+mod challenges;
 mod cli;
 mod harness;
 mod installer_parity;

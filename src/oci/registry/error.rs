@@ -170,7 +170,8 @@ pub(super) fn spec_errors(body: &[u8]) -> (Vec<ErrorCode>, String) {
     match serde_json::from_slice::<Body>(body) {
         Ok(b) => {
             let messages: Vec<&str> = b.errors.iter().map(|e| e.message.as_str()).collect();
-            let message = messages.join("; ");
+            // The server's words, cut and cleaned: a hostile registry cannot flood the log.
+            let message = crate::secret::server_text(&messages.join("; "), 300);
             (b.errors.into_iter().map(|e| e.code).collect(), message)
         }
         Err(_) => (Vec::new(), String::new()),

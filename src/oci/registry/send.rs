@@ -88,16 +88,14 @@ impl RegistryClient {
         if resp.status() != StatusCode::UNAUTHORIZED {
             return Ok(resp);
         }
-        let challenge = resp
-            .headers()
-            .get(WWW_AUTHENTICATE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(parse_challenge);
-        if let Some(c) = challenge.clone() {
-            self.state.lock().await.mode = Some(c);
-        }
+        let header = header_str(resp.headers(), WWW_AUTHENTICATE.as_str());
+        let challenge = header.as_deref().and_then(parse_challenge);
+        let Some(c) = challenge.clone() else {
+            return Err(self.no_usable_challenge(header.as_deref()));
+        };
+        self.state.lock().await.mode = Some(c);
         let creds = self.credentials(scopes);
-        if challenge.is_none() || (matches!(challenge, Some(Challenge::Basic)) && creds.is_none()) {
+        if matches!(challenge, Some(Challenge::Basic)) && creds.is_none() {
             return Err(self.refused(creds.as_ref(), "the registry answered 401"));
         }
         let auth = self.authorization(scopes, true).await?;
@@ -107,6 +105,25 @@ impl RegistryClient {
             return Err(self.refused(creds.as_ref(), &format!("the registry answered {status}")));
         }
         Ok(resp)
+    }
+
+    /// A 401 whose challenge names no way to log in: said as such, not as refused credentials
+    /// (which would send the engineer to check a password that was never asked for).
+    fn no_usable_challenge(&self, header: Option<&str>) -> RegistryError {
+        let host = &self.host;
+        let message = match header {
+            None => format!(
+                "{host} answered 401 without a WWW-Authenticate challenge, so it names no way to log in: is it a registry, or is a proxy in the way?"
+            ),
+            Some(h) => format!(
+                "{host} answered 401 with a challenge bootstrap cannot use ({}): a registry asks for Basic, or for Bearer with a realm=\"https://...\" token service",
+                crate::secret::server_text(h, 160)
+            ),
+        };
+        RegistryError::Unauthorized {
+            registry: host.clone(),
+            message,
+        }
     }
 
     async fn send_with(&self, req: RequestBuilder, auth: Option<String>) -> Result<Response> {
