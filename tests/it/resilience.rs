@@ -565,3 +565,48 @@ fn a_full_working_directory_is_refused_before_any_push() {
     assert!(err.contains("--workdir"), "{err}");
     assert_eq!(dst.requests_matching("POST", "/blobs/uploads/"), 0);
 }
+
+/// Regression: a source that sends corrupt bytes during a push (mirror to mirror) was reported
+/// as a failure of the destination, quoting the upload URL with its `_state` token. The source
+/// is named as the one at fault, and no upload URL is printed.
+#[test]
+fn a_corrupt_source_during_a_push_is_the_source_s_fault() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let set = SyntheticSet::standard(48).without_large();
+    let pushed = set.push_to(&src, "src");
+    let proxy = FaultProxy::start(&src.host()).unwrap();
+    let (blob, _) = largest_blob(&pushed);
+    proxy.add_rule(blob_get(&blob, Fault::FlipResponseByte(10)).always());
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &proxy.host(), &["amd64", "arm64"]);
+    let o = command(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/mirror", dst.host()),
+        "--plain-http",
+        &proxy.host(),
+        "--plain-http",
+        &dst.host(),
+        "--retries",
+        "2",
+        "--workdir",
+        work.path().join("state").to_str().unwrap(),
+        "--record",
+        work.path().join("record.json").to_str().unwrap(),
+    ])
+    .env(RETRY_DELAY_ENV, "0")
+    .output()
+    .unwrap();
+    let err = failed(&o);
+    assert!(
+        err.contains(&format!(
+            "{} sent corrupt content for blob {blob}",
+            proxy.host()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("_state"), "{err}");
+    assert!(!err.contains("/blobs/uploads/"), "{err}");
+}

@@ -249,7 +249,32 @@ impl Transfer {
             Err(e) if is_corrupt(e) => self.forget(client, repo, d),
             Err(_) => {}
         }
-        result
+        result.map_err(|e| {
+            let from_source = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<RegistryError>(),
+                    Some(RegistryError::CorruptBody(_))
+                )
+            });
+            if from_source {
+                // Our reader caught the source's bytes: the source is at fault, not `repo`.
+                e.context(format!(
+                    "{} sent corrupt content for blob {d}",
+                    self.source_name(node)
+                ))
+            } else {
+                e
+            }
+        })
+    }
+
+    /// Where a blob's bytes come from, as the user named it: the source registry, or the disk
+    /// mirror.
+    fn source_name(&self, node: &BlobNode) -> String {
+        match &self.source {
+            Source::Registry(_) => node.from.registry.clone(),
+            Source::Layout(layout) => format!("file://{}", layout.root().display()),
+        }
     }
 
     fn forget(&self, client: &RegistryClient, repo: &str, digest: &Digest) {

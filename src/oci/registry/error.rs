@@ -3,6 +3,7 @@
 //! sentences that say what to do. A failed answer's spec error codes are typed ([`ErrorCode`]),
 //! so callers match a variant instead of searching text.
 
+use crate::oci::digest::DigestMismatch;
 use std::fmt;
 use std::time::Duration;
 
@@ -21,6 +22,10 @@ pub enum RegistryError {
         /// untrusted certificate, an unknown host name).
         transient: bool,
     },
+    /// The request's own body failed its digest check while it was being sent: the content
+    /// came corrupt from where the caller read it, not from this registry.
+    #[error(transparent)]
+    CorruptBody(#[from] DigestMismatch),
     /// The registry or its token service refused the credentials.
     #[error("{registry}: {message}")]
     Unauthorized {
@@ -207,6 +212,8 @@ impl RegistryError {
         match self {
             RegistryError::Connect { transient, .. } => *transient,
             RegistryError::Api { status, .. } => retryable_status(*status),
+            // Corrupted on the way to us, perhaps: the blob starts over from its source.
+            RegistryError::CorruptBody(_) => true,
             _ => false,
         }
     }
@@ -313,7 +320,32 @@ impl TransportProblem {
     }
 }
 
-/// The error and its sources, joined with `: `.
+/// The digest mismatch a request body stream failed with, if that is why the request failed
+/// (the verifying reader puts it inside an `io::Error` that reqwest and hyper wrap).
+pub(super) fn body_mismatch(e: &reqwest::Error) -> Option<DigestMismatch> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let found = s.downcast_ref::<DigestMismatch>().or_else(|| {
+            s.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<DigestMismatch>())
+        });
+        if let Some(m) = found {
+            return Some(DigestMismatch {
+                what: m.what.clone(),
+                expected: m.expected.clone(),
+                actual: m.actual.clone(),
+                expected_size: m.expected_size,
+                actual_size: m.actual_size,
+            });
+        }
+        source = s.source();
+    }
+    None
+}
+
+/// The error and its sources, joined with `: `, without the request's URL: an upload URL
+/// carries the registry's signed `_state`, which is not for logs.
 fn chain_of(e: &reqwest::Error) -> String {
     let mut chain = String::new();
     let mut source: Option<&dyn std::error::Error> = Some(e);
@@ -323,6 +355,12 @@ fn chain_of(e: &reqwest::Error) -> String {
         source = s.source();
     }
     chain.truncate(chain.trim_end_matches(": ").len());
+    while let Some(start) = chain.find(" for url (") {
+        let end = chain[start..]
+            .find(')')
+            .map_or(chain.len(), |i| start + i + 1);
+        chain.replace_range(start..end, "");
+    }
     chain
 }
 

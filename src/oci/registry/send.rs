@@ -3,7 +3,7 @@
 //! spec error code.
 
 use super::error::{
-    describe_transport_error, retryable_status, spec_errors, transport_is_transient,
+    body_mismatch, describe_transport_error, retryable_status, spec_errors, transport_is_transient,
 };
 use super::{header_str, Access, RegistryClient, RegistryError, Result};
 use crate::oci::auth::{parse_challenge, Challenge};
@@ -131,7 +131,10 @@ impl RegistryClient {
             Some(a) => req.header(AUTHORIZATION, a),
             None => req,
         };
-        req.send().await.map_err(|e| self.connect_error(e))
+        req.send().await.map_err(|e| match body_mismatch(&e) {
+            Some(mismatch) => RegistryError::CorruptBody(mismatch),
+            None => self.connect_error(e),
+        })
     }
 
     /// Sends a request whose body can be sent only once: no retry here (the caller resumes
