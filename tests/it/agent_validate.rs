@@ -447,3 +447,28 @@ fn older_versions_warn_and_unknown_keys_say_what_the_installer_would_do() {
         "{out}"
     );
 }
+
+/// A BMC password written as an unquoted number (`0123`, which the installer reads as 83) is
+/// refused with the quoting fix, and neither the password nor what it would become is printed.
+#[test]
+fn an_unquoted_numeric_password_is_refused_without_printing_it() {
+    let ic_text = mutate(
+        INSTALL_CONFIG,
+        &[(
+            "    - 10.20.0.6\n",
+            "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      role: master\n      bootMACAddress: b8:3f:d2:4a:10:01\n      bmc:\n        address: redfish-virtualmedia://10.20.0.101/redfish/v1/Systems/1\n        username: admin\n        password: 0123\n",
+        )],
+        "password",
+    );
+    let problems =
+        bootstrap::installer::validate_files(Some(("install-config.yaml", &ic_text)), None);
+    let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    let fix = "install-config.yaml:36:19: platform.baremetal.hosts[0].bmc.password: write the value in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as a number, not the string written";
+    assert!(lines.iter().any(|l| l == fix), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains("0123") && !l.contains("83")),
+        "{lines:#?}"
+    );
+}
