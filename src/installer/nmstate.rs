@@ -145,6 +145,25 @@ pub struct HostNetwork {
     pub problems: Vec<(String, String)>,
 }
 
+/// True when `path` lies in a host's `networkConfig` and NMState reads a string there
+/// (interface names and types, addresses, route hops, DNS servers and search domains): a plain
+/// `no` or `0123` there reaches nmstate as a boolean or number. Keys NMState reads as booleans
+/// or numbers (`enabled`, `dhcp`, `mtu`, `id`, `prefix-length`) are left alone.
+pub fn expects_string(path: &str) -> bool {
+    let Some((_, inner)) = path.split_once(".networkConfig.") else {
+        return false;
+    };
+    let last = inner.rsplit('.').next().unwrap_or(inner);
+    let key = last.split('[').next().unwrap_or(last);
+    let item = last.ends_with(']');
+    match key {
+        "port" | "slaves" | "server" | "search" => item,
+        "name" | "type" | "state" | "mac-address" | "base-iface" | "ip" | "destination"
+        | "next-hop-address" | "next-hop-interface" | "profile-name" => !item,
+        _ => false,
+    }
+}
+
 /// Walks `config` (the value of `base`, e.g. `hosts[0].networkConfig`).
 pub fn read(config: &Value, base: &str) -> HostNetwork {
     let mut net = HostNetwork::default();

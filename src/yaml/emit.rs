@@ -47,6 +47,15 @@ mod tests {
         // And booleans are written only as true/false.
         let flags: BTreeMap<&str, bool> = [("p", true), ("q", false)].into_iter().collect();
         assert_eq!(to_string(&flags).unwrap(), "p: true\nq: false\n");
+        // Every string go-yaml v2 reads as something else (the one list, `scalar.rs`).
+        for (v, read) in crate::yaml::scalar::RESOLVE_CASES {
+            if read.is_none() || v.is_empty() {
+                continue;
+            }
+            let text = to_string(&BTreeMap::from([("k", *v)])).unwrap();
+            let quoted = text == format!("k: \"{v}\"\n") || text == format!("k: '{v}'\n");
+            assert!(quoted, "{v} must be quoted: {text}");
+        }
         // Keys too: `y` is a YAML 1.1 boolean.
         let keys: BTreeMap<&str, &str> = [("y", "x")].into_iter().collect();
         assert_eq!(to_string(&keys).unwrap(), "\"y\": x\n");

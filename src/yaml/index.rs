@@ -32,7 +32,11 @@ pub(crate) fn index(text: &str) -> Result<Option<Index>, serde_saphyr::Error> {
     let mut tree_options = options();
     tree_options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
     match serde_saphyr::from_str_with_options::<Option<Node>>(text, tree_options) {
-        Ok(Some(root)) => Ok(Some(Index::build(&root))),
+        Ok(Some(root)) => {
+            let mut index = Index::build(&root);
+            index.mark_plain(text);
+            Ok(Some(index))
+        }
         Ok(None) | Err(serde_saphyr::Error::Eof { .. }) => Ok(None),
         Err(e) => Err(e),
     }
@@ -203,6 +207,9 @@ pub(crate) struct Entry {
     pub(crate) value: serde_saphyr::Location,
     pub(crate) shape: Shape,
     pub(crate) scalar: Option<String>,
+    /// A plain (unquoted, untagged, not a block) scalar's text as written: `no` stays `no`
+    /// here where `scalar` holds what serde-saphyr made of it (`false`).
+    pub(crate) plain: Option<String>,
 }
 
 impl Entry {
@@ -219,6 +226,37 @@ impl Entry {
     pub(crate) fn parent_path(&self) -> &str {
         parent_path(&self.path)
     }
+}
+
+/// The plain scalar written at `at`, or `None` when it is quoted, a block scalar (whose place
+/// is its first content line), tagged (`!!str no` is a string to every reader) or empty.
+fn plain_text(lines: &[&str], at: serde_saphyr::Location) -> Option<String> {
+    let row = usize::try_from(at.line()).ok()?.checked_sub(1)?;
+    let line = lines.get(row)?;
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    let column = usize::try_from(at.column()).ok()?.checked_sub(1)?;
+    let start = line.char_indices().nth(column).map(|(i, _)| i)?;
+    let (before, rest) = line.split_at(start);
+    if rest.starts_with(['"', '\'', '|', '>', '!', '*']) {
+        return None;
+    }
+    // The token before the value, on its line or the last one above with one.
+    let above = lines[..row].iter().rev().map(|l| match l.find(" #") {
+        Some(i) => &l[..i],
+        None => l,
+    });
+    let token = std::iter::once(before)
+        .chain(above)
+        .find_map(|l| l.split_whitespace().last());
+    if token.is_some_and(|t| t.starts_with(['!', '|', '>'])) {
+        return None;
+    }
+    // The span counts characters; a plain scalar folded over lines is cut at its first line,
+    // which no keyword or number continues.
+    let len = usize::try_from(at.span().len()).unwrap_or(usize::MAX);
+    let raw: String = rest.chars().take(len).collect();
+    let raw = raw.trim_end();
+    (!raw.is_empty()).then(|| raw.to_string())
 }
 
 fn parent_path(path: &str) -> &str {
@@ -282,6 +320,7 @@ impl Index {
             value: node.at,
             shape,
             scalar,
+            plain: None,
         });
         match &node.kind {
             NodeKind::Seq(items) => {
@@ -305,6 +344,23 @@ impl Index {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Every node, in document order.
+    pub(crate) fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// Keeps the text of each plain scalar (and plain null) as written in `text`: the value's
+    /// place starts at its first character, which for a quoted scalar is the quote.
+    fn mark_plain(&mut self, text: &str) {
+        let lines: Vec<&str> = text.split('\n').collect();
+        for e in &mut self.entries {
+            if !matches!(e.shape, Shape::Scalar | Shape::Null) {
+                continue;
+            }
+            e.plain = plain_text(&lines, e.value);
         }
     }
 
@@ -363,5 +419,31 @@ impl Index {
                 .map(Hit::Value)
                 .or_else(|| self.key_at(at).map(Hit::Key))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index keeps a plain scalar's text as written (`no`, where serde-saphyr's value is
+    /// `false`), and nothing for a quoted, tagged or block scalar: only the plain ones are read
+    /// as booleans or numbers by the installer.
+    #[test]
+    fn plain_scalars_keep_their_text_and_quoted_ones_none() {
+        let text = "a: no\nb: \"no\"\nc: 'on'\nd: !!str off\ne: |\n  y\ni: >-\n\n  no\nf: [0123, \"1e3\"]\ng: ~\nh: &x Yes\nk: 0x1F  # comment\n";
+        let index = index(text).unwrap().unwrap();
+        let plain = |p: &str| index.get(p).unwrap().plain.clone();
+        assert_eq!(plain("a").as_deref(), Some("no"));
+        assert_eq!(plain("b"), None);
+        assert_eq!(plain("c"), None);
+        assert_eq!(plain("d"), None);
+        assert_eq!(plain("e"), None);
+        assert_eq!(plain("i"), None);
+        assert_eq!(plain("f[0]").as_deref(), Some("0123"));
+        assert_eq!(plain("f[1]"), None);
+        assert_eq!(plain("g").as_deref(), Some("~"));
+        assert_eq!(plain("h").as_deref(), Some("Yes"));
+        assert_eq!(plain("k").as_deref(), Some("0x1F"));
     }
 }

@@ -13,6 +13,7 @@ mod emit;
 mod index;
 mod load;
 mod reshape;
+mod scalar;
 
 pub use emit::to_string;
 pub use index::Header;
@@ -21,6 +22,7 @@ pub use load::{
     io_reason, load_file, parse, read_text, Document, LoadError, Loaded, Positions, Schema,
 };
 pub(crate) use reshape::did_you_mean;
+pub use scalar::{unquoted_non_strings, StringFields};
 
 use std::fmt;
 

@@ -212,6 +212,18 @@ const CASES: &[Case] = &[
     good("cross fewer masters than replicas", &[("replicas: 3", "replicas: 4")], &[]),
     bad("cross more workers than compute", &[("replicas: 2", "replicas: 0")], &[], Ac, "80:9: hosts[3].role: 1 host with role worker, more than install-config compute[].replicas (0)"),
     bad("cross VIP is a host address", &[], &[("ip: 10.20.0.13", "ip: 10.20.0.5")], Ac, "77:15: hosts[2].networkConfig.interfaces[0].ipv4.address[0].ip: 10.20.0.5 is the API VIP (install-config platform.baremetal.apiVIPs[0])"),
+    // ---- plain scalars the installer (go-yaml v2, YAML 1.1) reads as booleans, numbers or null
+    bad("ic metadata.name no", &[("  name: ai", "  name: no")], &[("  name: ai", "  name: 'no'")], Ic, "4:9: metadata.name: write \"no\" in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as the boolean false and uses \"false\" instead"),
+    good("ic metadata.name quoted no", &[("  name: ai", "  name: \"no\"")], &[("  name: ai", "  name: 'no'")]),
+    bad("ic metadata.name octal", &[("  name: ai", "  name: 0123")], &[("  name: ai", "  name: '0123'")], Ic, "4:9: metadata.name: write \"0123\" in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as the number 83 and uses \"83\" instead"),
+    bad("ac hostname on", &[], &[("hostname: master-0", "hostname: on")], Ac, "11:13: hosts[0].hostname: write \"on\" in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as the boolean true"),
+    bad("ac hostname Y", &[], &[("hostname: master-0", "hostname: Y")], Ac, "11:13: hosts[0].hostname: write \"Y\" in quotes"),
+    good("ac hostname quoted on", &[], &[("hostname: master-0", "hostname: 'on'")]),
+    good("ac hostname tagged on", &[], &[("hostname: master-0", "hostname: !!str on")]),
+    bad("ac wwn unquoted hex", &[], &[("wwn: \"0x5000c500a0b1c2d3\"", "wwn: 0x5000c500a0b1c2d3")], Ac, "85:10: hosts[3].rootDeviceHints.wwn: write \"0x5000c500a0b1c2d3\" in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as the number 5764824129520911059"),
+    bad("ac nmstate next-hop-interface off", &[], &[("next-hop-interface: eno1", "next-hop-interface: off")], Ac, "34:29: hosts[0].networkConfig.routes.config[0].next-hop-interface: write \"off\" in quotes"),
+    bad("ac nmstate bond port n", &[], &[("        - eno2", "        - n")], Ac, "51:11: hosts[1].networkConfig.interfaces[0].link-aggregation.port[1]: write \"n\" in quotes"),
+    good("ac nmstate boolean written yes-no", &[], &[("dhcp: false", "dhcp: no")]),
     bad("cross rendezvousIP outside machine network", &[], &[("rendezvousIP: 10.20.0.11", "rendezvousIP: 10.20.1.11"), ("ip: 10.20.0.11", "ip: 10.20.1.11")], Ac, "5:15: rendezvousIP: 10.20.1.11 is not in a machine network of install-config (10.20.0.0/24)"),
     bad("cross names differ", &[], &[("  name: ai", "  name: lab")], Ac, "4:9: metadata.name: 'lab' differs from install-config metadata.name 'ai'"),
     good("cross agent-config without metadata", &[], &[("metadata:\n  name: ai\n", "")]),
@@ -433,5 +445,30 @@ fn older_versions_warn_and_unknown_keys_say_what_the_installer_would_do() {
     assert!(
         out.contains("openshift-install itself would only log a warning and ignore this key"),
         "{out}"
+    );
+}
+
+/// A BMC password written as an unquoted number (`0123`, which the installer reads as 83) is
+/// refused with the quoting fix, and neither the password nor what it would become is printed.
+#[test]
+fn an_unquoted_numeric_password_is_refused_without_printing_it() {
+    let ic_text = mutate(
+        INSTALL_CONFIG,
+        &[(
+            "    - 10.20.0.6\n",
+            "    - 10.20.0.6\n    hosts:\n    - name: master-0\n      role: master\n      bootMACAddress: b8:3f:d2:4a:10:01\n      bmc:\n        address: redfish-virtualmedia://10.20.0.101/redfish/v1/Systems/1\n        username: admin\n        password: 0123\n",
+        )],
+        "password",
+    );
+    let problems =
+        bootstrap::installer::validate_files(Some(("install-config.yaml", &ic_text)), None);
+    let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    let fix = "install-config.yaml:36:19: platform.baremetal.hosts[0].bmc.password: write the value in quotes: unquoted, the installer (Go's YAML 1.1 reader) reads it as a number, not the string written";
+    assert!(lines.iter().any(|l| l == fix), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l.contains("0123") && !l.contains("83")),
+        "{lines:#?}"
     );
 }

@@ -39,6 +39,10 @@ pub fn agent_config(file: &Loaded<AgentConfig>) -> Vec<Problem> {
     }
     static_addresses(&mut r, &nets);
     rendezvous(&mut r, c, &nets);
+    r.problems.extend(crate::yaml::unquoted_non_strings(
+        file,
+        &super::STRING_FIELDS,
+    ));
     r.problems
 }
 

@@ -24,6 +24,10 @@ pub fn install_config(file: &Loaded<InstallConfig>) -> Vec<Problem> {
     platform(&mut r, c, &nets.machine);
     image_sources(&mut r, c);
     settings(&mut r, c);
+    r.problems.extend(crate::yaml::unquoted_non_strings(
+        file,
+        &super::STRING_FIELDS,
+    ));
     r.problems
 }
 

@@ -16,7 +16,15 @@ pub use install_config::install_config;
 
 use super::checks::{Check, Finding};
 use super::Loaded;
-use crate::yaml::Problem;
+use crate::yaml::{Problem, StringFields};
+
+/// The string fields of both installer files, for the check of unquoted scalars the
+/// installer reads as booleans or numbers: every field the types read as a string, and the
+/// NMState fields inside `networkConfig`; passwords and the pull secret are not printed.
+const STRING_FIELDS: StringFields = StringFields {
+    free_form: super::nmstate::expects_string,
+    secret: |path| path == "pullSecret" || path.ends_with(".password"),
+};
 
 /// Problems collected against one file.
 struct Report<'a, T> {
