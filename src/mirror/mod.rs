@@ -206,6 +206,9 @@ struct Copied<'a> {
     unchanged: usize,
     /// Images that failed or were not tried.
     statuses: Vec<ImageStatus>,
+    /// The images this run set out to copy that did not make it (some of their blobs may
+    /// have arrived).
+    unfinished: Vec<&'a ResolvedImage>,
 }
 
 /// Copies what the destination lacks: the blobs of every image not already there, then their
@@ -224,6 +227,7 @@ async fn copy<'a>(
         mirrored: Vec::new(),
         unchanged: 0,
         statuses: Vec::new(),
+        unfinished: Vec::new(),
     };
     let mut todo = Vec::new();
     for (image, record) in images.iter().zip(present) {
@@ -280,6 +284,10 @@ async fn copy<'a>(
         }
     }
     copied.statuses.append(&mut blocked);
+    copied.unfinished = todo
+        .into_iter()
+        .filter(|img| !copied.mirrored.iter().any(|m| std::ptr::eq(*m, *img)))
+        .collect();
     Ok(copied)
 }
 
@@ -368,6 +376,7 @@ fn finish(
         mirrored,
         unchanged,
         statuses: copy_statuses,
+        unfinished,
     } = copied;
     statuses.extend(copy_statuses);
     let Started { at: started, clock } = started;
@@ -385,8 +394,13 @@ fn finish(
     let status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     let status_path = write_status(settings, &transfer.dest, &status, &stamp)?;
-    let record_path =
-        outputs::write_record(&transfer.dest, &mut rec, settings.record.clone(), &stamp)?;
+    let record_path = outputs::write_record(
+        &transfer.dest,
+        &mut rec,
+        settings.record.clone(),
+        &stamp,
+        &unfinished,
+    )?;
     let cluster_dir = outputs::write_cluster_resources(
         &transfer.dest,
         &mirrored,

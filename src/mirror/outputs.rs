@@ -5,7 +5,8 @@
 use super::plan::ResolvedImage;
 use super::transfer::Destination;
 use crate::oci::digest::Digest;
-use crate::openshift::record::{self, MirrorRecord};
+use crate::oci::layout::OciLayout;
+use crate::openshift::record::{self, BlobRecord, MirrorRecord};
 use crate::openshift::{cluster, release};
 use crate::output::Progress;
 use anyhow::{Context, Result};
@@ -107,6 +108,23 @@ pub(super) fn stamped_name(prefix: &str, stamp: &str) -> impl Fn(u32) -> PathBuf
     }
 }
 
+/// The blobs and manifests of `images` that are in `layout` (a blob is only renamed into
+/// place once its content matched its digest), with their sizes.
+fn arrived(layout: &OciLayout, images: &[&ResolvedImage]) -> Vec<BlobRecord> {
+    let blobs = images.iter().flat_map(|img| {
+        let manifests = std::iter::once(&img.root)
+            .chain(img.children.iter().map(|c| &c.manifest))
+            .map(|m| m.digest.clone());
+        img.blobs.iter().map(|b| b.digest.clone()).chain(manifests)
+    });
+    blobs
+        .filter_map(|digest| {
+            let size = layout.blob_size(&digest)?;
+            Some(BlobRecord { digest, size })
+        })
+        .collect()
+}
+
 /// The record already at `--record path`, if any, once it is known to be a mirror record of
 /// `destination`: a run is added to it, never replaces it. Anything else there is refused,
 /// naming the file and the fix.
@@ -153,13 +171,15 @@ fn add_to_named_record(path: &Path, rec: &mut MirrorRecord) -> Result<()> {
     rec.write(path)
 }
 
-/// Writes the mirror record: inside a disk mirror (merged with the earlier runs' and with
-/// `SHA256SUMS` renewed), or beside the run for a registry.
+/// Writes the mirror record: inside a disk mirror (merged with the earlier runs', with what
+/// arrived of the `unfinished` images listed as unfinished blobs, and `SHA256SUMS` renewed),
+/// or beside the run for a registry.
 pub(super) fn write_record(
     dest: &Destination,
     rec: &mut MirrorRecord,
     path: Option<PathBuf>,
     stamp: &str,
+    unfinished: &[&ResolvedImage],
 ) -> Result<PathBuf> {
     match dest {
         Destination::Layout(layout) => {
@@ -168,6 +188,7 @@ pub(super) fn write_record(
                 let earlier = MirrorRecord::load(&path)?;
                 rec.merge_earlier(earlier);
             }
+            rec.add_unfinished(arrived(layout, unfinished));
             rec.write(&path)?;
             record::write_sums(layout.root())?;
             Ok(path)

@@ -1,9 +1,12 @@
 //! Audit files are never lost: runs started together each leave their own record and status
-//! file, and a named record gains a rerun instead of being replaced.
+//! file, and a disk mirror left partial by `--continue-on-error` passes its own `verify` while a
+//! tampered one still fails.
 
 use crate::support;
 
+use bootstrap::oci::retry::RETRY_DELAY_ENV;
 use std::path::Path;
+use support::faultproxy::{Fault, FaultProxy, FaultRule};
 use support::images::SyntheticSet;
 use support::run::{bootstrap, command, failed, json, ok, write_config};
 use support::Registry;
@@ -119,4 +122,87 @@ fn a_named_record_gains_the_rerun_and_is_never_replaced() {
         fs_err::read_to_string(&other).unwrap(),
         "an auditor's notes"
     );
+}
+
+/// Regression: a disk mirror finished with `--continue-on-error` failed its own `verify`:
+/// the blobs that did arrive of the failed image sat in the layout, named by no record. They
+/// are recorded as unfinished blobs; flipping a byte of one, or adding a stray blob, still
+/// fails.
+#[test]
+fn a_partial_disk_mirror_passes_its_own_verify_and_tampering_fails() {
+    let src = Registry::plain();
+    let set = SyntheticSet::standard(47).without_large();
+    let pushed = set.push_to(&src, "src");
+    let proxy = FaultProxy::start(&src.host()).unwrap();
+    let broken = &pushed[1];
+    let unique = |d: &String| {
+        pushed
+            .iter()
+            .filter(|p| p.blobs.iter().any(|(b, _)| b == d))
+            .count()
+            == 1
+    };
+    let (blob, _) = broken
+        .blobs
+        .iter()
+        .find(|(d, _)| unique(d))
+        .cloned()
+        .unwrap();
+    proxy.add_rule(
+        FaultRule::new(Fault::Status {
+            status: 502,
+            retry_after: None,
+        })
+        .method("GET")
+        .path(&format!("/blobs/{blob}"))
+        .always(),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &proxy.host(), &["amd64", "arm64"]);
+    let dir = work.path().join("mirror");
+    let dir_url = format!("file://{}", dir.display());
+    failed(
+        &command(&[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dir_url,
+            "--plain-http",
+            &proxy.host(),
+            "--retries",
+            "2",
+            "--continue-on-error",
+        ])
+        .env(RETRY_DELAY_ENV, "0")
+        .output()
+        .unwrap(),
+    );
+    let out = ok(&bootstrap(&["verify", &dir_url]));
+    assert!(out.contains("OK"), "{out}");
+    let record = json(&dir.join("mirror-record.json"));
+    let unfinished = record["unfinishedBlobs"].as_array().unwrap();
+    assert!(!unfinished.is_empty(), "{record:#}");
+
+    let victim = unfinished[0]["digest"].as_str().unwrap();
+    let path = dir
+        .join("blobs/sha256")
+        .join(victim.trim_start_matches("sha256:"));
+    let original = fs_err::read(&path).unwrap();
+    let mut flipped = original.clone();
+    flipped[0] ^= 1;
+    fs_err::write(&path, &flipped).unwrap();
+    let o = bootstrap(&["verify", &dir_url]);
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!o.status.success(), "{report}");
+    assert!(report.contains("content hashes to"), "{report}");
+    fs_err::write(&path, &original).unwrap();
+    ok(&bootstrap(&["verify", &dir_url]));
+
+    let stray = b"not from any image";
+    let hex = bootstrap::oci::digest::Digest::of(stray).hex().to_string();
+    fs_err::write(dir.join("blobs/sha256").join(&hex), stray).unwrap();
+    let o = bootstrap(&["verify", &dir_url]);
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!o.status.success(), "{report}");
+    assert!(report.contains(&hex), "{report}");
 }
