@@ -9,21 +9,61 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes `path` atomically: a temp file beside it, fsync, rename, fsync of the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, bytes, None)
+    write_atomic_with(path, bytes, None, Place::Replace)
 }
 
 /// [`write_atomic`] with the file created with exactly `mode` (so a secret is never readable
 /// by others, not even for a moment).
 pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    write_atomic_with(path, bytes, Some(mode))
+    write_atomic_with(path, bytes, Some(mode), Place::Replace)
+}
+
+/// [`write_atomic`] that never replaces: the file appears whole under `path` only if no file
+/// of that name exists (a rename that refuses to overwrite, or a hard link where the
+/// filesystem has no such rename). `Ok(false)` when `path` already exists; nothing is written.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<bool> {
+    match write_atomic_with(path, bytes, None, Place::New) {
+        Ok(()) => Ok(true),
+        Err(e) if already_exists(&e) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `bytes` under the first name of `name(0)`, `name(1)`, ... that no file has yet, with
+/// [`write_new`]; returns that name. So no earlier file (an audit record of another run) is
+/// ever replaced, however many runs pick the same name at once.
+pub fn write_unique(name: impl Fn(u32) -> PathBuf, bytes: &[u8]) -> Result<PathBuf> {
+    const TRIES: u32 = 1000;
+    for n in 0..TRIES {
+        let path = name(n);
+        if write_new(&path, bytes)? {
+            return Ok(path);
+        }
+    }
+    anyhow::bail!(
+        "writing {}: {TRIES} files of this name and its numbered variants exist already; move them away",
+        name(0).display()
+    )
+}
+
+fn already_exists(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+    })
 }
 
 /// Writes `value` as pretty JSON with a final newline, atomically.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    write_atomic(path, &json_bytes(path, value)?)
+}
+
+/// `value` as pretty JSON with a final newline; `path` names it in the error.
+pub fn json_bytes(path: &Path, value: &impl serde::Serialize) -> Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .with_context(|| format!("serialising {}", path.display()))?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    Ok(bytes)
 }
 
 /// A temp name beside `path` that no other writer in this or another process uses: the
@@ -40,7 +80,35 @@ fn temp_path(path: &Path) -> PathBuf {
     dir.join(format!(".{name}.tmp.{}.{n}", std::process::id()))
 }
 
-fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()> {
+/// How the temp file takes its final name.
+#[derive(Clone, Copy)]
+enum Place {
+    /// Over whatever file has the name.
+    Replace,
+    /// Only if no file has the name (an `AlreadyExists` error otherwise).
+    New,
+}
+
+/// Gives `tmp` the name `path` without ever replacing a file: `renameat2(RENAME_NOREPLACE)`,
+/// or where the filesystem lacks it, a hard link (which fails on an existing name too) and the
+/// temp name removed.
+fn place_new(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, tmp, CWD, path, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
+            fs_err::hard_link(tmp, path)?;
+            fs_err::remove_file(tmp)
+        }
+        Err(e) => Err(std::io::Error::new(
+            std::io::Error::from(e).kind(),
+            format!("renaming {} to {}: {e}", tmp.display(), path.display()),
+        )),
+    }
+}
+
+fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>, place: Place) -> Result<()> {
     use fs_err::os::unix::fs::OpenOptionsExt;
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
@@ -64,7 +132,10 @@ fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<()>
             .with_context(|| format!("writing {}", tmp.display()))?;
         f.sync_all()
             .with_context(|| format!("syncing {}", tmp.display()))?;
-        fs_err::rename(&tmp, path)?;
+        match place {
+            Place::Replace => fs_err::rename(&tmp, path)?,
+            Place::New => place_new(&tmp, path)?,
+        }
         if let Ok(d) = fs_err::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -102,6 +173,28 @@ mod tests {
         assert!(bytes.iter().all(|b| *b == bytes[0]), "a torn file");
         let left: Vec<_> = fs_err::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "temp files left behind");
+    }
+
+    /// Regression: audit records were written with a rename that replaced an earlier run's
+    /// record of the same name; `write_new` never replaces, and `write_unique` moves on.
+    #[test]
+    fn an_existing_file_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.json");
+        assert!(write_new(&path, b"first").unwrap());
+        assert!(!write_new(&path, b"second").unwrap());
+        assert_eq!(fs_err::read(&path).unwrap(), b"first");
+        let name = |n: u32| dir.path().join(format!("r-{n}.json"));
+        let written: Vec<PathBuf> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8u8)
+                .map(|i| s.spawn(move || write_unique(name, &[i]).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let distinct: std::collections::BTreeSet<_> = written.iter().collect();
+        assert_eq!(distinct.len(), 8, "two writers got one name: {written:?}");
+        let left = fs_err::read_dir(dir.path()).unwrap().count();
+        assert_eq!(left, 9, "temp files left behind or a file replaced");
     }
 
     #[test]

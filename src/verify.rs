@@ -215,6 +215,10 @@ fn check_layout_against_record(
     for b in &record.blobs {
         expected.insert(b.digest.clone(), (b.size, format!("blob {}", b.digest)));
     }
+    for b in &record.unfinished_blobs {
+        let what = format!("blob {} of an unfinished image", b.digest);
+        expected.insert(b.digest.clone(), (b.size, what));
+    }
     for img in &record.images {
         expected.insert(
             img.digest.clone(),

@@ -169,7 +169,9 @@ pub struct MirrorArgs {
     pub status_file: Option<PathBuf>,
 
     /// Where to write the mirror record for a registry destination. Default:
-    /// ./mirror-record-<UTC time>.json. (A disk mirror keeps its record in DIR.)
+    /// ./mirror-record-<UTC time>-<pid>.json, never replacing another. An existing FILE must be
+    /// a record of the same destination: this run is added to it. (A disk mirror keeps its
+    /// record in DIR.)
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 

@@ -6,11 +6,10 @@
 use super::plan::{self, ResolvedImage};
 use super::transfer::{Destination, Transfer};
 use crate::oci::digest::Digest;
-use crate::oci::layout::write_atomic;
 use crate::openshift::record::now_rfc3339;
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The plan of a run.
 #[derive(Debug, serde::Serialize)]
@@ -107,12 +106,12 @@ impl DryRun {
         }
     }
 
-    /// Writes the plan as JSON to `path` (atomically), and remembers where.
-    pub fn write(&mut self, path: &Path) -> Result<()> {
-        let mut json = serde_json::to_vec_pretty(self)?;
-        json.push(b'\n');
-        write_atomic(path, &json).with_context(|| format!("writing {}", path.display()))?;
-        self.plan_file = path.to_path_buf();
+    /// Writes the plan as JSON under the first free name of `name(0)`, `name(1)`, ... (whole,
+    /// never replacing another run's plan), and remembers where.
+    pub fn write(&mut self, name: impl Fn(u32) -> PathBuf) -> Result<()> {
+        let json = crate::fs::json_bytes(&name(0), self)?;
+        self.plan_file =
+            crate::fs::write_unique(name, &json).context("writing the dry-run plan")?;
         Ok(())
     }
 }

@@ -31,7 +31,7 @@ use record::{BlobRecord, ImageRecord, MirrorRecord, RunInfo};
 use report::{MirrorReport, MirrorResult, MirroredImage, Summary};
 pub use settings::{MirrorInput, MirrorSettings};
 use status::{ImageStatus, StatusFile};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,6 +102,7 @@ async fn prepare(
     settings: &MirrorSettings,
     regs: &Arc<Registries>,
 ) -> Result<(Source, Wanted, Destination)> {
+    check_record_target(settings)?;
     if let Some(dir) = &settings.release_signatures {
         if !dir.is_dir() {
             bail!(
@@ -188,10 +189,10 @@ async fn dry_run(
     );
     plan.releases = wanted.releases.clone();
     plan.catalogs = wanted.catalog_reports.clone();
-    plan.write(&PathBuf::from(format!(
-        "mirror-dry-run-{}.json",
-        outputs::file_stamp()
-    )))?;
+    plan.write(outputs::stamped_name(
+        "mirror-dry-run",
+        &outputs::file_stamp(),
+    ))?;
     Ok(plan)
 }
 
@@ -205,6 +206,9 @@ struct Copied<'a> {
     unchanged: usize,
     /// Images that failed or were not tried.
     statuses: Vec<ImageStatus>,
+    /// The images this run set out to copy that did not make it (some of their blobs may
+    /// have arrived).
+    unfinished: Vec<&'a ResolvedImage>,
 }
 
 /// Copies what the destination lacks: the blobs of every image not already there, then their
@@ -223,6 +227,7 @@ async fn copy<'a>(
         mirrored: Vec::new(),
         unchanged: 0,
         statuses: Vec::new(),
+        unfinished: Vec::new(),
     };
     let mut todo = Vec::new();
     for (image, record) in images.iter().zip(present) {
@@ -279,6 +284,10 @@ async fn copy<'a>(
         }
     }
     copied.statuses.append(&mut blocked);
+    copied.unfinished = todo
+        .into_iter()
+        .filter(|img| !copied.mirrored.iter().any(|m| std::ptr::eq(*m, *img)))
+        .collect();
     Ok(copied)
 }
 
@@ -312,15 +321,38 @@ fn new_record(
     MirrorRecord::new(run, image_records, blobs)
 }
 
-/// Where the per-image status goes: `--status-file`, else inside a disk mirror, else a stamped
-/// name beside the run.
-fn status_path(settings: &MirrorSettings, dest: &Destination, stamp: &str) -> PathBuf {
-    match (&settings.status_file, dest) {
+/// Writes the per-image status; returns where: `--status-file` (replaced: it is the latest
+/// run's report a script reads), else inside a disk mirror (replaced, covered by the record's
+/// `SHA256SUMS`), else a stamped name beside the run, created exclusively so no other run's
+/// status is lost.
+fn write_status(
+    settings: &MirrorSettings,
+    dest: &Destination,
+    status: &StatusFile,
+    stamp: &str,
+) -> Result<PathBuf> {
+    let path = match (&settings.status_file, dest) {
         (Some(p), _) => p.clone(),
         (None, Destination::Layout(layout)) => layout.root().join(status::STATUS_FILE),
         (None, Destination::Registry { .. }) => {
-            PathBuf::from(format!("mirror-status-{stamp}.json"))
+            let bytes = crate::fs::json_bytes(Path::new("the status file"), status)?;
+            return crate::fs::write_unique(outputs::stamped_name("mirror-status", stamp), &bytes)
+                .context("writing the status file");
         }
+    };
+    status.write(&path)?;
+    Ok(path)
+}
+
+/// Checks a `--record` that names an existing file before anything is contacted: the run is
+/// added to it only if it is a mirror record of this same destination (a rerun of the same
+/// command); anything else is refused, since an audit record is never replaced.
+fn check_record_target(settings: &MirrorSettings) -> Result<()> {
+    match &settings.record {
+        Some(path) if matches!(settings.destination, Location::Registry(_)) => {
+            outputs::earlier_record(path, &settings.destination_label).map(drop)
+        }
+        _ => Ok(()),
     }
 }
 
@@ -344,6 +376,7 @@ fn finish(
         mirrored,
         unchanged,
         statuses: copy_statuses,
+        unfinished,
     } = copied;
     statuses.extend(copy_statuses);
     let Started { at: started, clock } = started;
@@ -359,11 +392,15 @@ fn finish(
     );
     let stamp = outputs::file_stamp();
     let status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
-    let status_path = status_path(settings, &transfer.dest, &stamp);
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
-    status.write(&status_path)?;
-    let record_path =
-        outputs::write_record(&transfer.dest, &mut rec, settings.record.clone(), &stamp)?;
+    let status_path = write_status(settings, &transfer.dest, &status, &stamp)?;
+    let record_path = outputs::write_record(
+        &transfer.dest,
+        &mut rec,
+        settings.record.clone(),
+        &stamp,
+        &unfinished,
+    )?;
     let cluster_dir = outputs::write_cluster_resources(
         &transfer.dest,
         &mirrored,

@@ -5,10 +5,11 @@
 use super::plan::ResolvedImage;
 use super::transfer::Destination;
 use crate::oci::digest::Digest;
-use crate::openshift::record::{self, MirrorRecord};
+use crate::oci::layout::OciLayout;
+use crate::openshift::record::{self, BlobRecord, MirrorRecord};
 use crate::openshift::{cluster, release};
 use crate::output::Progress;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 /// For a registry destination, writes the cluster's mirror configuration into
@@ -85,22 +86,100 @@ fn release_signatures(dir: &Path, digest: &Digest) -> Result<Vec<Vec<u8>>> {
     Ok(out)
 }
 
-/// `YYYYMMDDTHHMMSSZ`, for default file names.
+/// `YYYYMMDDTHHMMSS.mmmZ-<pid>`, for default file names: sortable by time, and two runs
+/// started in the same second (or millisecond) get different names. Not relied on alone: the
+/// files are created exclusively (see [`stamped_name`]).
 pub(super) fn file_stamp() -> String {
-    time::OffsetDateTime::now_utc()
+    let now = time::OffsetDateTime::now_utc()
         .format(time::macros::format_description!(
-            "[year][month][day]T[hour][minute][second]Z"
+            "[year][month][day]T[hour][minute][second].[subsecond digits:3]Z"
         ))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    format!("{now}-{}", std::process::id())
 }
 
-/// Writes the mirror record: inside a disk mirror (merged with the earlier runs' and with
-/// `SHA256SUMS` renewed), or beside the run for a registry.
+/// The default names of a run's `<prefix>` file in the working directory, for
+/// [`crate::fs::write_unique`]: `<prefix>-<stamp>.json`, then `<prefix>-<stamp>-1.json`, ...
+pub(super) fn stamped_name(prefix: &str, stamp: &str) -> impl Fn(u32) -> PathBuf {
+    let base = format!("{prefix}-{stamp}");
+    move |n| match n {
+        0 => PathBuf::from(format!("{base}.json")),
+        n => PathBuf::from(format!("{base}-{n}.json")),
+    }
+}
+
+/// The blobs and manifests of `images` that are in `layout` (a blob is only renamed into
+/// place once its content matched its digest), with their sizes.
+fn arrived(layout: &OciLayout, images: &[&ResolvedImage]) -> Vec<BlobRecord> {
+    let blobs = images.iter().flat_map(|img| {
+        let manifests = std::iter::once(&img.root)
+            .chain(img.children.iter().map(|c| &c.manifest))
+            .map(|m| m.digest.clone());
+        img.blobs.iter().map(|b| b.digest.clone()).chain(manifests)
+    });
+    blobs
+        .filter_map(|digest| {
+            let size = layout.blob_size(&digest)?;
+            Some(BlobRecord { digest, size })
+        })
+        .collect()
+}
+
+/// The record already at `--record path`, if any, once it is known to be a mirror record of
+/// `destination`: a run is added to it, never replaces it. Anything else there is refused,
+/// naming the file and the fix.
+pub(super) fn earlier_record(path: &Path, destination: &str) -> Result<Option<MirrorRecord>> {
+    if path.symlink_metadata().is_err() {
+        return Ok(None);
+    }
+    let refuse = |what: String| {
+        anyhow::anyhow!(
+            "--record {}: {what}, and a mirror record is never replaced (it is the audit trail of an earlier run): name a new file, or move the old one away",
+            path.display()
+        )
+    };
+    let earlier = MirrorRecord::load(path).map_err(|e| {
+        refuse(format!(
+            "the file exists and is not a mirror record ({e:#})"
+        ))
+    })?;
+    match earlier.runs.last() {
+        Some(run) if run.destination == destination => Ok(Some(earlier)),
+        Some(run) => Err(refuse(format!(
+            "the file records a mirror to {}, not to {destination}",
+            run.destination
+        ))),
+        None => Err(refuse("the file records no run".to_string())),
+    }
+}
+
+/// Adds this run to the record at `--record path` (writing it new if there is none), with the
+/// directory locked so two runs naming one file both end up in it.
+fn add_to_named_record(path: &Path, rec: &mut MirrorRecord) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let lock = fs_err::File::open(dir)?;
+    lock.file()
+        .lock()
+        .with_context(|| format!("locking {} to add to {}", dir.display(), path.display()))?;
+    let destination = rec.runs.last().map(|r| r.destination.clone());
+    if let Some(earlier) = earlier_record(path, destination.as_deref().unwrap_or_default())? {
+        rec.merge_earlier(earlier);
+    }
+    rec.write(path)
+}
+
+/// Writes the mirror record: inside a disk mirror (merged with the earlier runs', with what
+/// arrived of the `unfinished` images listed as unfinished blobs, and `SHA256SUMS` renewed),
+/// or beside the run for a registry.
 pub(super) fn write_record(
     dest: &Destination,
     rec: &mut MirrorRecord,
     path: Option<PathBuf>,
     stamp: &str,
+    unfinished: &[&ResolvedImage],
 ) -> Result<PathBuf> {
     match dest {
         Destination::Layout(layout) => {
@@ -109,14 +188,23 @@ pub(super) fn write_record(
                 let earlier = MirrorRecord::load(&path)?;
                 rec.merge_earlier(earlier);
             }
+            rec.add_unfinished(arrived(layout, unfinished));
             rec.write(&path)?;
             record::write_sums(layout.root())?;
             Ok(path)
         }
-        Destination::Registry { .. } => {
-            let path = path.unwrap_or_else(|| PathBuf::from(format!("mirror-record-{stamp}.json")));
-            rec.write(&path)?;
-            Ok(path)
-        }
+        // An audit record is never replaced: a default name is new (created exclusively), a
+        // named one gets this run added to it.
+        Destination::Registry { .. } => match path {
+            Some(path) => {
+                add_to_named_record(&path, rec)?;
+                Ok(path)
+            }
+            None => {
+                let bytes = crate::fs::json_bytes(Path::new("the mirror record"), rec)?;
+                crate::fs::write_unique(stamped_name("mirror-record", stamp), &bytes)
+                    .context("writing the mirror record")
+            }
+        },
     }
 }

@@ -46,6 +46,12 @@ pub struct MirrorRecord {
     pub images: Vec<ImageRecord>,
     /// Every blob the images reference, each once.
     pub blobs: Vec<BlobRecord>,
+    /// Blobs in a disk mirror that belong to no image above: what did arrive of images that
+    /// failed (`--continue-on-error`), kept so a later run resumes from them. Listed so the
+    /// record still names every file of the layout and `verify` checks them too; dropped
+    /// from here once an image references them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished_blobs: Vec<BlobRecord>,
     /// Sums over the images and blobs above.
     pub totals: Totals,
 }
@@ -196,6 +202,7 @@ impl MirrorRecord {
             runs: vec![run],
             images,
             blobs,
+            unfinished_blobs: Vec::new(),
             totals: Totals::default(),
         };
         r.normalise();
@@ -234,6 +241,14 @@ impl MirrorRecord {
             .into_iter()
             .map(|(digest, size)| BlobRecord { digest, size })
             .collect();
+        self.unfinished_blobs.extend(earlier.unfinished_blobs);
+        self.normalise();
+    }
+
+    /// Adds blobs of images that did not finish (present in the layout, referenced by no
+    /// image of the record); those an image references stay out.
+    pub fn add_unfinished(&mut self, blobs: impl IntoIterator<Item = BlobRecord>) {
+        self.unfinished_blobs.extend(blobs);
         self.normalise();
     }
 
@@ -252,6 +267,10 @@ impl MirrorRecord {
                 manifests.insert(&m.digest, m.size);
             }
         }
+        self.unfinished_blobs
+            .retain(|b| !referenced.contains(&b.digest) && !manifests.contains_key(&b.digest));
+        self.unfinished_blobs.sort();
+        self.unfinished_blobs.dedup_by(|a, b| a.digest == b.digest);
         self.totals = Totals {
             images: self.images.len(),
             manifests: manifests.len(),
@@ -400,6 +419,29 @@ mod tests {
             bytes_transferred: 0,
         };
         MirrorRecord::new(run, images, Vec::new())
+    }
+
+    /// Unfinished blobs survive a merge, and leave the list once a later run mirrors the
+    /// image that needs them (so they are listed once, as that image's).
+    #[test]
+    fn unfinished_blobs_are_kept_until_an_image_claims_them() {
+        const D2: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000002";
+        let blob = |d: &str| BlobRecord {
+            digest: d.parse().unwrap(),
+            size: 7,
+        };
+        let mut earlier = record(Vec::new());
+        earlier.add_unfinished([blob(D2), blob(D2)]);
+        assert_eq!(earlier.unfinished_blobs, [blob(D2)]);
+        let mut later = record(Vec::new());
+        later.merge_earlier(earlier.clone());
+        assert_eq!(later.unfinished_blobs, [blob(D2)]);
+        let mut img = image("q/a:1", "m/a:1", None, None);
+        img.blobs = vec![D2.parse().unwrap()];
+        let mut finished = MirrorRecord::new(later.runs[0].clone(), vec![img], vec![blob(D2)]);
+        finished.merge_earlier(earlier);
+        assert!(finished.unfinished_blobs.is_empty());
+        assert_eq!(finished.blobs, [blob(D2)]);
     }
 
     fn sample() -> MirrorRecord {

@@ -17,6 +17,7 @@ mod lab_seed;
 mod mirror;
 mod model;
 mod openshift;
+mod records;
 mod render;
 mod resilience;
 mod token_refresh;
