@@ -156,15 +156,20 @@ impl VerifiedReader {
     }
 }
 
-/// Reads a file as a stream of chunks, from `offset`.
-pub async fn file_stream(path: &std::path::Path, offset: u64) -> io::Result<ByteStream> {
+/// Reads a blob file as a stream of chunks, from `offset`, ending one byte past `size` at most
+/// (so a [`VerifiedReader`] sees an overlong file without reading all of it). Only a regular
+/// file is opened (see [`crate::bounded`]): a FIFO or a symlink to a device is refused.
+pub async fn file_stream(path: &std::path::Path, offset: u64, size: u64) -> io::Result<ByteStream> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut file = fs_err::tokio::File::open(path)
+    let owned = path.to_path_buf();
+    let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&owned))
         .await
-        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+        .map_err(io::Error::other)??;
+    let mut file = fs_err::tokio::File::from_std(file);
     if offset > 0 {
         file.seek(io::SeekFrom::Start(offset)).await?;
     }
+    let file = file.take((size + 1).saturating_sub(offset));
     Ok(Box::pin(futures_util::stream::unfold(
         file,
         |mut f| async move {

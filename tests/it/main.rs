@@ -10,6 +10,7 @@ mod support;
 mod agent_validate;
 mod cli;
 mod harness;
+mod hostile;
 mod installer_parity;
 mod inventory;
 mod lab_seed;
