@@ -79,8 +79,11 @@ pub async fn run(target: VerifyTarget) -> Result<Report> {
     }
 }
 
+/// Hashes a layout file: a regular file only (see [`crate::bounded`]), read no further than the
+/// size it had when opened, so a file that keeps growing is reported rather than followed.
 fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
-    let mut f = fs_err::File::open(path)?;
+    let (f, size) = crate::bounded::open_regular(path)?;
+    let mut f = f.take(size + 1);
     let mut h = StreamHasher::new();
     let mut buf = vec![0u8; 1024 * 1024];
     loop {
@@ -90,7 +93,14 @@ fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
         }
         h.update(&buf[..n]);
     }
-    Ok(h.finish())
+    let (digest, len) = h.finish();
+    if len > size {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} grew past {size} bytes while being read", path.display()),
+        ));
+    }
+    Ok((digest, len))
 }
 
 fn read_sums(root: &Path) -> Result<Option<BTreeMap<String, String>>> {
@@ -98,7 +108,7 @@ fn read_sums(root: &Path) -> Result<Option<BTreeMap<String, String>>> {
     if !path.is_file() {
         return Ok(None);
     }
-    let text = fs_err::read_to_string(&path)?;
+    let text = crate::bounded::read_regular_to_string(&path, crate::bounded::LAYOUT_FILE_MAX)?;
     let mut out = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
         let Some((hex, name)) = line.split_once("  ") else {

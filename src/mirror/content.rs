@@ -162,7 +162,9 @@ async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
             resp.status()
         );
     }
-    let bytes = resp.bytes().await?;
+    let bytes = crate::oci::stream::read_body(resp, crate::bounded::LAYOUT_FILE_MAX as usize)
+        .await
+        .with_context(|| format!("reading the update graph from {url}"))?;
     Graph::from_json(&bytes, url)
 }
 

@@ -150,10 +150,10 @@ impl Source {
             Source::Registry(regs) => {
                 let client = regs.client(&image.registry)?;
                 let resp = client.get_blob(&image.repository, digest, 0).await?;
-                let bytes = resp
-                    .bytes()
-                    .await
-                    .with_context(|| format!("reading config {digest} of {image}"))?;
+                let bytes =
+                    crate::oci::stream::read_body(resp, crate::oci::stream::CONFIG_BODY_MAX)
+                        .await
+                        .with_context(|| format!("reading config {digest} of {image}"))?;
                 if Digest::of(&bytes) != *digest {
                     bail!("config {digest} of {image} does not match its digest");
                 }

@@ -112,7 +112,7 @@ impl OciLayout {
     /// Reads a small blob (a manifest or config) whole, verifying its digest.
     pub fn read_verified(&self, digest: &Digest) -> Result<bytes::Bytes> {
         let path = self.blob_path(digest);
-        let bytes = fs_err::read(&path)?;
+        let bytes = crate::bounded::read_regular(&path, crate::bounded::SMALL_BLOB_MAX)?;
         let actual = Digest::of(&bytes);
         if &actual != digest {
             bail!(
@@ -292,7 +292,7 @@ impl OciLayout {
     /// The entries of `index.json`.
     pub fn index(&self) -> Result<Vec<IndexEntry>> {
         let path = self.root.join("index.json");
-        let text = fs_err::read_to_string(&path)?;
+        let text = crate::bounded::read_regular_to_string(&path, crate::bounded::LAYOUT_FILE_MAX)?;
         let index: IndexFile =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         Ok(index.manifests)

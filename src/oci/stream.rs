@@ -156,15 +156,20 @@ impl VerifiedReader {
     }
 }
 
-/// Reads a file as a stream of chunks, from `offset`.
-pub async fn file_stream(path: &std::path::Path, offset: u64) -> io::Result<ByteStream> {
+/// Reads a blob file as a stream of chunks, from `offset`, ending one byte past `size` at most
+/// (so a [`VerifiedReader`] sees an overlong file without reading all of it). Only a regular
+/// file is opened (see [`crate::bounded`]): a FIFO or a symlink to a device is refused.
+pub async fn file_stream(path: &std::path::Path, offset: u64, size: u64) -> io::Result<ByteStream> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut file = fs_err::tokio::File::open(path)
+    let owned = path.to_path_buf();
+    let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&owned))
         .await
-        .map_err(|e| io::Error::new(e.kind(), format!("opening {}: {e}", path.display())))?;
+        .map_err(io::Error::other)??;
+    let mut file = fs_err::tokio::File::from_std(file);
     if offset > 0 {
         file.seek(io::SeekFrom::Start(offset)).await?;
     }
+    let file = file.take((size + 1).saturating_sub(offset));
     Ok(Box::pin(futures_util::stream::unfold(
         file,
         |mut f| async move {
@@ -179,6 +184,83 @@ pub async fn file_stream(path: &std::path::Path, offset: u64) -> io::Result<Byte
             }
         },
     )))
+}
+
+/// The most of an error body (or a body read only to be thrown away) that is ever read: enough
+/// for any spec error document, and a 2 GB body costs nothing.
+pub const ERROR_BODY_MAX: usize = 64 * 1024;
+
+/// The most a token service's answer may be.
+pub const TOKEN_BODY_MAX: usize = 1024 * 1024;
+
+/// The most an image config read whole into memory may be.
+pub const CONFIG_BODY_MAX: usize = 16 * 1024 * 1024;
+
+/// Why [`read_body`] stopped.
+#[derive(Debug)]
+pub enum BodyError {
+    /// The body went past the limit (whatever its Content-Length said); the message names the
+    /// URL and the limit.
+    TooLarge(String),
+    /// The transport failed mid-body.
+    Transport(reqwest::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge(m) => f.write_str(m),
+            BodyError::Transport(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {}
+
+/// Reads a response body whole, chunk by chunk, failing as soon as it passes `limit` bytes:
+/// a chunked body that never ends, or a Content-Length of gigabytes, costs at most `limit`.
+pub async fn read_body(resp: reqwest::Response, limit: usize) -> Result<Bytes, BodyError> {
+    let url = crate::secret::redact_url(resp.url().as_str());
+    let too_large = || {
+        BodyError::TooLarge(format!(
+            "{url} sent a body larger than {limit} bytes, more than such an answer may be"
+        ))
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut out = bytes::BytesMut::new();
+    let mut body = resp.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(BodyError::Transport)?;
+        if out.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out.freeze())
+}
+
+/// The first `limit` bytes of a body (an error document), and whether it was cut there; the
+/// rest is never read. A transport failure mid-body keeps what came.
+pub async fn read_body_prefix(resp: reqwest::Response, limit: usize) -> (Bytes, bool) {
+    let mut out = bytes::BytesMut::new();
+    let mut body = resp.bytes_stream();
+    while let Some(Ok(chunk)) = body.next().await {
+        let room = limit - out.len();
+        if chunk.len() > room {
+            out.extend_from_slice(&chunk[..room]);
+            return (out.freeze(), true);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    (out.freeze(), false)
+}
+
+/// Reads and throws away a body we do not need, up to [`ERROR_BODY_MAX`] (so the connection can
+/// be reused when the body is short, and a hostile endless one is simply dropped).
+pub async fn discard_body(resp: reqwest::Response) {
+    let _ = read_body_prefix(resp, ERROR_BODY_MAX).await;
 }
 
 /// A response body as a [`ByteStream`].
@@ -255,5 +337,57 @@ mod tests {
         let out: Vec<_> = s.collect().await;
         let err = out.last().unwrap().as_ref().unwrap_err();
         assert!(err.to_string().contains("byte 2 of 3"), "{err}");
+    }
+
+    /// A server on 127.0.0.1 that answers any request with a chunked body of `byte`s that
+    /// never ends (generated as it is sent); its URL.
+    async fn endless_chunked_server(byte: u8) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut req = [0u8; 4096];
+                    let _ = sock.read(&mut req).await;
+                    let head =
+                        "HTTP/1.1 500 Internal Server Error\r\nTransfer-Encoding: chunked\r\n\r\n";
+                    if sock.write_all(head.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    let mut chunk = b"10000\r\n".to_vec();
+                    chunk.extend(std::iter::repeat_n(byte, 0x10000));
+                    chunk.extend_from_slice(b"\r\n");
+                    while sock.write_all(&chunk).await.is_ok() {}
+                });
+            }
+        });
+        format!("http://{addr}/v2/a/manifests/latest")
+    }
+
+    /// Regression: a chunked body that never ends was read whole (a 3 GB manifest took 3 GB
+    /// of memory); the bounded read stops past its limit, naming the URL and the limit.
+    #[tokio::test]
+    async fn an_endless_chunked_body_stops_at_its_limit() {
+        let url = endless_chunked_server(b'x').await;
+        let resp = reqwest::get(&url).await.unwrap();
+        let err = read_body(resp, 4 * 1024 * 1024).await.unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, BodyError::TooLarge(_)), "{text}");
+        assert!(
+            text.contains(&url) && text.contains("4194304 bytes"),
+            "{text}"
+        );
+    }
+
+    /// Regression: an error body was read whole (a 2 GB one took 2 GB); only its first
+    /// [`ERROR_BODY_MAX`] bytes are read, and the cut is reported.
+    #[tokio::test]
+    async fn an_endless_error_body_is_cut() {
+        let url = endless_chunked_server(b'e').await;
+        let resp = reqwest::get(&url).await.unwrap();
+        let (body, cut) = read_body_prefix(resp, ERROR_BODY_MAX).await;
+        assert!(cut);
+        assert_eq!(body.len(), ERROR_BODY_MAX);
     }
 }

@@ -211,7 +211,7 @@ impl MirrorRecord {
 
     /// Reads a record, naming the file on failure.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = fs_err::read_to_string(path)?;
+        let text = crate::bounded::read_regular_to_string(path, crate::bounded::LAYOUT_FILE_MAX)?;
         serde_json::from_str(&text).with_context(|| {
             format!(
                 "parsing mirror record {}: it is not a bootstrap mirror record",

@@ -11,6 +11,7 @@ mod agent_validate;
 mod challenges;
 mod cli;
 mod harness;
+mod hostile;
 mod installer_parity;
 mod inventory;
 mod lab_seed;

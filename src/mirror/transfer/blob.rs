@@ -35,7 +35,9 @@ impl Transfer {
                 let resp = client.get_blob(&node.from.repository, d, offset).await?;
                 Ok(response_stream(resp))
             }
-            Source::Layout(layout) => Ok(file_stream(&layout.blob_path(d), offset).await?),
+            Source::Layout(layout) => {
+                Ok(file_stream(&layout.blob_path(d), offset, node.blob.size).await?)
+            }
         }
     }
 

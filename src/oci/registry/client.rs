@@ -44,7 +44,7 @@ impl RegistryClient {
     /// one) before a request whose body can only be sent once.
     pub async fn prime(&self, scopes: &[(&str, Access)]) -> Result<()> {
         let resp = self.send(scopes, |c| c.get(self.url("/v2/"))).await?;
-        let _ = resp.bytes().await;
+        crate::oci::stream::discard_body(resp).await;
         Ok(())
     }
 
@@ -89,7 +89,15 @@ impl RegistryClient {
         }
         let content_type = header_str(resp.headers(), CONTENT_TYPE.as_str());
         let served_digest = header_str(resp.headers(), "docker-content-digest");
-        let bytes = resp.bytes().await.map_err(|e| self.connect_error(e))?;
+        let bytes = match crate::oci::stream::read_body(resp, MAX_MANIFEST_BYTES).await {
+            Ok(b) => b,
+            Err(crate::oci::stream::BodyError::Transport(e)) => return Err(self.connect_error(e)),
+            Err(e) => {
+                return Err(self.protocol(format!(
+                    "{what} is larger than the 4 MiB manifest limit: {e}"
+                )))
+            }
+        };
         if bytes.len() > MAX_MANIFEST_BYTES {
             return Err(self.protocol(format!("{what} is larger than the 4 MiB manifest limit")));
         }

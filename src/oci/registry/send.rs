@@ -68,7 +68,7 @@ impl RegistryClient {
                         self.host,
                         resp.status()
                     );
-                    let _ = resp.bytes().await;
+                    crate::oci::stream::discard_body(resp).await;
                 }
                 Err(e) => tracing::warn!("{what}: {e}; trying again"),
             }
@@ -152,8 +152,15 @@ impl RegistryClient {
     pub(super) async fn api_error(&self, action: String, resp: Response) -> RegistryError {
         let status = resp.status().as_u16();
         let retry_after = retry_after_header(resp.headers());
-        let body = resp.bytes().await.unwrap_or_default();
-        let (codes, message) = spec_errors(&body);
+        let (body, cut) =
+            crate::oci::stream::read_body_prefix(resp, crate::oci::stream::ERROR_BODY_MAX).await;
+        let (codes, mut message) = spec_errors(&body);
+        if cut {
+            message.push_str(&format!(
+                " (the error body was cut at {} bytes)",
+                crate::oci::stream::ERROR_BODY_MAX
+            ));
+        }
         RegistryError::Api {
             registry: self.host.clone(),
             action,

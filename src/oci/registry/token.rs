@@ -113,10 +113,17 @@ impl RegistryClient {
                 message: format!("token service {realm} answered HTTP {status}"),
             });
         }
-        let body: TokenResponse = resp.json().await.map_err(|e| RegistryError::Protocol {
-            registry: self.host.clone(),
-            message: format!("token service {realm} sent an unreadable answer: {e}"),
-        })?;
+        let body = crate::oci::stream::read_body(resp, crate::oci::stream::TOKEN_BODY_MAX)
+            .await
+            .map_err(|e| RegistryError::Protocol {
+                registry: self.host.clone(),
+                message: format!("token service {realm} sent an unreadable answer: {e}"),
+            })?;
+        let body: TokenResponse =
+            serde_json::from_slice(&body).map_err(|e| RegistryError::Protocol {
+                registry: self.host.clone(),
+                message: format!("token service {realm} sent an unreadable answer: {e}"),
+            })?;
         let value = body
             .token
             .or(body.access_token)

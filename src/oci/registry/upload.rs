@@ -156,7 +156,7 @@ impl RegistryClient {
             .send(&[(repo, Access::Push)], |c| c.delete(location))
             .await
         {
-            let _ = resp.bytes().await;
+            crate::oci::stream::discard_body(resp).await;
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Hostile inputs that used to hang a run or eat its memory: a disk mirror whose blob paths are
+//! not regular files (a FIFO named like a blob, a symlink to `/dev/zero`), and a registry on
+//! 127.0.0.1 whose bodies never end. Each run must end with an error naming the culprit within
+//! seconds, in little memory; every run here has a deadline and is killed past it, so a
+//! regression fails instead of hanging the suite.
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+use support::images::SyntheticSet;
+use support::run::{bootstrap, command, json, ok, write_config};
+use support::Registry;
+
+/// How long a refused run may take; a hang is killed here and fails the test.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Runs `bootstrap` with a deadline; returns its status and output, or panics (after killing
+/// it) when it is still running at the deadline.
+fn run_with_deadline(args: &[&str], scratch: &Path) -> (ExitStatus, String) {
+    let (status, text, _) = run_measured(args, scratch);
+    (status, text)
+}
+
+/// The child's peak resident memory so far (`VmHWM`, in KiB), while it runs.
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = fs_err::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// [`run_with_deadline`], also returning the peak resident memory (KiB) last seen while the
+/// run was alive (sampled every 20 ms; `VmHWM` only grows, so it misses at most the last one).
+fn run_measured(args: &[&str], scratch: &Path) -> (ExitStatus, String, u64) {
+    let out = fs_err::File::create(scratch.join("stdout")).unwrap();
+    let err = fs_err::File::create(scratch.join("stderr")).unwrap();
+    let mut child = command(args)
+        .stdout(out.into_file())
+        .stderr(err.into_file())
+        .spawn()
+        .expect("running bootstrap");
+    let start = Instant::now();
+    let mut peak = 0;
+    let status = loop {
+        if let Some(kib) = peak_rss_kib(child.id()) {
+            peak = peak.max(kib);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bootstrap {args:?} still running after {DEADLINE:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = fs_err::read_to_string(scratch.join("stderr")).unwrap();
+    let stdout = fs_err::read_to_string(scratch.join("stdout")).unwrap();
+    (status, format!("{stdout}{stderr}"), peak)
+}
+
+/// A disk mirror of one small image; returns the work dir and the layout's path.
+fn disk_mirror(src: &Registry) -> (tempfile::TempDir, PathBuf) {
+    let pushed = SyntheticSet::standard(11)
+        .without_large()
+        .push_to(src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed[..1], &src.host(), &["amd64"]);
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    (work, dir)
+}
+
+/// The largest blob of the layout (a layer): `mirror --from` streams it.
+fn largest_blob(dir: &Path) -> PathBuf {
+    let rec = json(&dir.join("mirror-record.json"));
+    let hex = rec["blobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|b| b["size"].as_u64())
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    dir.join("blobs/sha256").join(hex)
+}
+
+/// The first top manifest of the layout's index: `mirror --from` reads it whole.
+fn top_manifest(dir: &Path) -> PathBuf {
+    let index = json(&dir.join("index.json"));
+    let hex = index["manifests"][0]["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    dir.join("blobs/sha256").join(hex)
+}
+
+fn make_fifo(path: &Path) {
+    fs_err::remove_file(path).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
+fn make_dev_zero_link(path: &Path) {
+    fs_err::remove_file(path).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+}
+
+/// `verify` and `mirror --from` of `dir` both end with an error that names `blob` and says
+/// `what` it is.
+fn both_refuse(dir: &Path, blob: &Path, what: &str, dst: &Registry) {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir_url = format!("file://{}", dir.display());
+    let name = blob.file_name().unwrap().to_string_lossy().into_owned();
+
+    let (status, text) = run_with_deadline(&["verify", &dir_url], scratch.path());
+    assert!(
+        !status.success(),
+        "verify passed a layout with {what}:\n{text}"
+    );
+    assert!(
+        text.contains(&name) && text.contains(what) && text.contains("not a regular file"),
+        "verify does not say that {name} is {what}:\n{text}"
+    );
+
+    let (status, text) = run_with_deadline(
+        &[
+            "mirror",
+            "--from",
+            &dir_url,
+            &format!("docker://{}/site", dst.host()),
+            "--plain-http",
+            &dst.host(),
+            "--retries",
+            "1",
+        ],
+        scratch.path(),
+    );
+    assert!(
+        !status.success(),
+        "mirror --from pushed a layout with {what}:\n{text}"
+    );
+    assert!(
+        text.contains(&name) && text.contains(what) && text.contains("not a regular file"),
+        "mirror --from does not say that {name} is {what}:\n{text}"
+    );
+}
+
+/// Regression: a FIFO named like a layer blob blocked `verify` and `mirror --from` for ever.
+#[test]
+fn a_fifo_named_like_a_blob_is_refused_within_seconds() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let (_work, dir) = disk_mirror(&src);
+    let blob = largest_blob(&dir);
+    make_fifo(&blob);
+    both_refuse(&dir, &blob, "a FIFO", &dst);
+}
+
+/// Regression: a manifest blob replaced by a symlink to `/dev/zero` fed `verify` and
+/// `mirror --from` an endless read.
+#[test]
+fn a_blob_symlinked_to_dev_zero_is_refused_within_seconds() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let (_work, dir) = disk_mirror(&src);
+    let blob = top_manifest(&dir);
+    make_dev_zero_link(&blob);
+    both_refuse(&dir, &blob, "a symlink to /dev/zero", &dst);
+}
+
+/// A registry stand-in on 127.0.0.1 that answers `/v2/` with 200 and every other request with
+/// `status` and a chunked body that never ends (generated as it is sent, so the test costs
+/// nothing); its `host:port`.
+fn endless_registry(status: &'static str) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { return };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && sock.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head);
+                if head.starts_with("GET /v2/ ") {
+                    let _ = sock.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                    );
+                    return;
+                }
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                );
+                if sock.write_all(reply.as_bytes()).is_err() {
+                    return;
+                }
+                let mut chunk = b"10000\r\n".to_vec();
+                chunk.extend(std::iter::repeat_n(b'{', 0x10000));
+                chunk.extend_from_slice(b"\r\n");
+                while sock.write_all(&chunk).is_ok() {}
+            });
+        }
+    });
+    host
+}
+
+/// Mirrors one image from `host` to disk; the run must fail within the deadline, its peak
+/// memory under 64 MiB, and its output must contain `says`.
+fn mirror_from_endless(host: &str, says: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: {host}/a:latest\n"
+        ),
+    )
+    .unwrap();
+    let (status, text, peak_kib) = run_measured(
+        &[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &format!("file://{}", work.path().join("mirror").display()),
+            "--plain-http",
+            host,
+            "--retries",
+            "1",
+        ],
+        work.path(),
+    );
+    assert!(!status.success(), "the mirror succeeded:\n{text}");
+    assert!(
+        text.contains(says),
+        "the error does not say '{says}':\n{text}"
+    );
+    assert!(
+        peak_kib < 64 * 1024,
+        "peak RSS {peak_kib} KiB, over 64 MiB:\n{text}"
+    );
+}
+
+/// Regression: a manifest answered with a chunked body that never ends was read whole (a 3 GB
+/// one took 3 GB of memory); the read stops at the 4 MiB manifest limit.
+#[test]
+fn an_endless_chunked_manifest_fails_in_little_memory() {
+    let host = endless_registry("200 OK");
+    mirror_from_endless(&host, "larger than the 4 MiB manifest limit");
+}
+
+/// Regression: an error body was read whole (a 2 GB one took 2 GB); only its head is read.
+#[test]
+fn an_endless_error_body_fails_in_little_memory() {
+    let host = endless_registry("500 Internal Server Error");
+    mirror_from_endless(&host, "HTTP 500");
+}
