@@ -99,3 +99,50 @@ fn a_long_challenge_is_cut_and_cleaned() {
     assert!(err.contains("more characters)"), "{err}");
     assert!(err.len() < 2000, "{} bytes: {err}", err.len());
 }
+
+/// Answers `/v2/...` with a Bearer challenge whose realm is this server's `/token`, and the
+/// token request with `token_body`.
+fn token_server(token_body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let realm = format!("http://{host}/token");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            let _ = reader.read_line(&mut request);
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let _ = if request.starts_with("GET /token") {
+                write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{token_body}",
+                    token_body.len()
+                )
+            } else {
+                write!(
+                    stream,
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"{realm}\",service=\"x\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+            };
+        }
+    });
+    host
+}
+
+/// Regression: a token answer that did not parse was reported with serde_json's message,
+/// which quotes the value it choked on, and a token answer's values are tokens.
+#[test]
+fn an_unreadable_token_answer_never_quotes_its_values() {
+    let host =
+        token_server(r#"{"token": "eyJhbGciOiJFUzI1NiJ9.c2VjcmV0", "expires_in": "eyJzZWNyZXQ"}"#);
+    let err = mirror_to(&host);
+    assert!(err.contains("is not a token response"), "{err}");
+    assert!(!err.contains("eyJ"), "{err}");
+}

@@ -120,9 +120,16 @@ impl RegistryClient {
                 message: format!("token service {realm} sent an unreadable answer: {e}"),
             })?;
         let body: TokenResponse =
+            // serde_json's message may quote a value, and a token answer's values are tokens:
+            // say where and what kind, never the value.
             serde_json::from_slice(&body).map_err(|e| RegistryError::Protocol {
                 registry: self.host.clone(),
-                message: format!("token service {realm} sent an unreadable answer: {e}"),
+                message: format!(
+                    "token service {realm} sent an answer that is not a token response (JSON {:?} problem at line {}, column {}; values are not shown)",
+                    e.classify(),
+                    e.line(),
+                    e.column()
+                ),
             })?;
         let value = body
             .token
