@@ -375,8 +375,8 @@ pub(super) fn transport_is_transient(e: &reqwest::Error) -> bool {
 pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
     let chain = chain_of(e);
     match TransportProblem::of(e, &format!("{chain} {e:?}")) {
-        TransportProblem::UnknownIssuer | TransportProblem::Untrusted => {
-            let detail = if TransportProblem::of(e, &chain) == TransportProblem::UnknownIssuer {
+        problem @ (TransportProblem::UnknownIssuer | TransportProblem::Untrusted) => {
+            let detail = if problem == TransportProblem::UnknownIssuer {
                 "signed by an unknown authority"
             } else {
                 "not trusted"
