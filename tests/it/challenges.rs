@@ -36,12 +36,7 @@ fn unauthorized_server(header: Option<&'static str>) -> String {
 
 fn mirror_to(host: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let isc = dir.path().join("isc.yaml");
-    fs_err::write(
-        &isc,
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
-    )
-    .unwrap();
+    let isc = crate::support::run::one_image_config(dir.path());
     let auth = dir.path().join("auth.json");
     // Credentials for the host, so the old message ("authentication failed for user") showed.
     fs_err::write(

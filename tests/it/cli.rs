@@ -125,12 +125,7 @@ fn verify_of_a_registry_needs_a_record() {
 #[test]
 fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     let dir = tempfile::tempdir().unwrap();
-    let isc = dir.path().join("isc.yaml");
-    fs_err::write(
-        &isc,
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
-    )
-    .unwrap();
+    let isc = crate::support::run::one_image_config(dir.path());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_bootstrap"))
         .args([
             "mirror",

@@ -80,22 +80,6 @@ fn disk_mirror(src: &Registry) -> (tempfile::TempDir, PathBuf) {
     (work, dir)
 }
 
-/// The largest blob of the layout (a layer): `mirror --from` streams it.
-fn largest_blob(dir: &Path) -> PathBuf {
-    let rec = json(&dir.join("mirror-record.json"));
-    let hex = rec["blobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .max_by_key(|b| b["size"].as_u64())
-        .unwrap()["digest"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("sha256:")
-        .to_string();
-    dir.join("blobs/sha256").join(hex)
-}
-
 /// The first top manifest of the layout's index: `mirror --from` reads it whole.
 fn top_manifest(dir: &Path) -> PathBuf {
     let index = json(&dir.join("index.json"));
@@ -170,7 +154,7 @@ fn a_fifo_named_like_a_blob_is_refused_within_seconds() {
     let src = Registry::plain();
     let dst = Registry::plain();
     let (_work, dir) = disk_mirror(&src);
-    let blob = largest_blob(&dir);
+    let blob = crate::support::run::largest_layout_blob(&dir);
     make_fifo(&blob);
     both_refuse(&dir, &blob, "a FIFO", &dst);
 }

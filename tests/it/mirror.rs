@@ -449,18 +449,8 @@ fn a_flipped_byte_fails_sha256sum_and_verify_naming_the_blob() {
         "--plain-http",
         &src.host(),
     ]));
-    let rec = json(&dir.join("mirror-record.json"));
-    let blob = rec["blobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .max_by_key(|b| b["size"].as_u64())
-        .unwrap()["digest"]
-        .as_str()
-        .unwrap()
-        .trim_start_matches("sha256:")
-        .to_string();
-    let path = dir.join("blobs/sha256").join(&blob);
+    let path = support::run::largest_layout_blob(&dir);
+    let blob = path.file_name().unwrap().to_string_lossy().into_owned();
     let mut bytes = fs_err::read(&path).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
@@ -731,12 +721,7 @@ fn blocked_images_are_left_out_and_said_so() {
 fn a_plain_http_registry_reached_over_tls_fails_at_once_with_the_fix() {
     let dst = Registry::plain();
     let work = tempfile::tempdir().unwrap();
-    let isc = work.path().join("isc.yaml");
-    fs_err::write(
-        &isc,
-        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
-    )
-    .unwrap();
+    let isc = crate::support::run::one_image_config(work.path());
     let o = Command::new(env!("CARGO_BIN_EXE_bootstrap"))
         .args([
             "mirror",

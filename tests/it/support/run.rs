@@ -66,6 +66,34 @@ pub fn write_config(dir: &Path, images: &[PushedImage], host: &str, arches: &[&s
     path
 }
 
+/// An ImageSetConfiguration naming one additional image that no test registry holds, written
+/// to `dir/isc.yaml`: for runs that must fail at the destination before anything is resolved.
+pub fn one_image_config(dir: &Path) -> PathBuf {
+    let isc = dir.join("isc.yaml");
+    fs_err::write(
+        &isc,
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example/a/b:1\n",
+    )
+    .unwrap();
+    isc
+}
+
+/// The largest blob (a layer) of the disk mirror at `dir`, by its mirror record.
+pub fn largest_layout_blob(dir: &Path) -> PathBuf {
+    let rec = json(&dir.join("mirror-record.json"));
+    let hex = rec["blobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|b| b["size"].as_u64())
+        .unwrap()["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    dir.join("blobs/sha256").join(hex)
+}
+
 /// A JSON file (record, status) parsed.
 pub fn json(path: &Path) -> serde_json::Value {
     let text =
