@@ -14,8 +14,12 @@ use tokio::sync::Mutex;
 /// One registry host.
 pub struct RegistryClient {
     pub(super) host: String,
+    /// Where the registry's own credentials may go.
+    pub(super) origin: super::transport::Origin,
     pub(super) base: String,
+    /// Builds requests; [`Self::route`] chooses the client that sends each one.
     pub(super) http: reqwest::Client,
+    pub(super) transports: std::sync::Arc<super::transport::Transports>,
     pub(super) authfile: AuthFile,
     pub(super) state: Mutex<AuthState>,
     pub(super) retry: RetryPolicy,

@@ -26,6 +26,16 @@ pub enum RegistryError {
     /// came corrupt from where the caller read it, not from this registry.
     #[error(transparent)]
     CorruptBody(#[from] DigestMismatch),
+    /// A registry, token realm or redirect sent us somewhere its settings do not allow: plain
+    /// HTTP to a host not named in `--plain-http`, or a scheme we do not speak. Nothing was
+    /// sent there; the message names who asked, where, and the flag that would allow it.
+    #[error("{registry}: {message}")]
+    Downgrade {
+        /// The registry the request was for.
+        registry: String,
+        /// Who asked, where to, and the fix.
+        message: String,
+    },
     /// The registry or its token service refused the credentials.
     #[error("{registry}: {message}")]
     Unauthorized {

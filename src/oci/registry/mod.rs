@@ -5,13 +5,16 @@
 //!
 //! The parts: `client.rs` (one host; manifests), `token.rs` (Basic and Bearer credentials),
 //! `send.rs` (authentication, retries, error answers), `error.rs` ([`RegistryError`], [`ErrorCode`]),
-//! `blobs.rs` and `upload.rs`.
+//! `blobs.rs` and `upload.rs`; `transport.rs` (which settings a URL gets, redirects followed hop
+//! by hop) and `tls.rs` (trust: system roots, `--ca-bundle`, a self-signed registry certificate).
 
 mod blobs;
 mod client;
 mod error;
 mod send;
+mod tls;
 mod token;
+mod transport;
 mod upload;
 
 pub use blobs::Mount;
@@ -28,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use token::AuthState;
 use tokio::sync::Mutex;
+use transport::Transports;
 
 /// How to reach registries: credentials, trust, and the per-host exceptions the user named.
 #[derive(Clone, Debug, Default)]
@@ -46,39 +50,37 @@ pub struct RegistryOptions {
 
 type Result<T> = std::result::Result<T, RegistryError>;
 
-/// Clients for every registry a run talks to, one per host, sharing options.
+/// Clients for every registry a run talks to, one per host, sharing options and connections.
 pub struct Registries {
     options: RegistryOptions,
-    extra_roots: Vec<reqwest::Certificate>,
+    transports: Arc<Transports>,
     clients: std::sync::Mutex<HashMap<String, Arc<RegistryClient>>>,
 }
 
 impl Registries {
     /// Reads the CA bundle now, so a bad `--ca-bundle` fails before any work starts.
     pub fn new(options: RegistryOptions) -> anyhow::Result<Self> {
-        use anyhow::Context;
         let extra_roots = match &options.ca_bundle {
-            Some(p) => {
-                let pem = fs_err::read(p).context("reading --ca-bundle")?;
-                let certs = reqwest::Certificate::from_pem_bundle(&pem).with_context(|| {
-                    format!(
-                        "parsing --ca-bundle {}: expected PEM certificates",
-                        p.display()
-                    )
-                })?;
-                if certs.is_empty() {
-                    anyhow::bail!(
-                        "--ca-bundle {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-                        p.display()
-                    );
-                }
-                certs
-            }
+            Some(p) => tls::read_bundle(p)?,
             None => Vec::new(),
         };
+        let verified = http_client()
+            .tls_backend_preconfigured(tls::verified_config(extra_roots)?)
+            .build()
+            .map_err(|e| anyhow::anyhow!("setting up the HTTP client: {e}"))?;
+        let insecure = http_client()
+            .tls_danger_accept_invalid_certs(true)
+            .build()
+            .map_err(|e| anyhow::anyhow!("setting up the HTTP client: {e}"))?;
+        let transports = Arc::new(Transports {
+            verified,
+            insecure,
+            plain_http: options.plain_http.clone(),
+            insecure_tls: options.insecure_tls.clone(),
+        });
         Ok(Registries {
             options,
-            extra_roots,
+            transports,
             clients: Default::default(),
         })
     }
@@ -90,29 +92,17 @@ impl Registries {
             return Ok(c.clone());
         }
         let plain = self.options.plain_http.iter().any(|h| h == host);
-        let insecure = self.options.insecure_tls.iter().any(|h| h == host);
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(Duration::from_secs(30))
-            // A last resort against an answer that never comes; bodies are watched by the stall
-            // detector instead, so a big blob on a slow link is never cut for being big.
-            .read_timeout(Duration::from_secs(300))
-            .pool_max_idle_per_host(16)
-            .redirect(reqwest::redirect::Policy::limited(5));
-        if !self.extra_roots.is_empty() {
-            builder = builder.tls_certs_merge(self.extra_roots.iter().cloned());
-        }
-        if insecure {
-            builder = builder.tls_danger_accept_invalid_certs(true);
-        }
-        let http = builder
-            .build()
-            .map_err(|e| anyhow::anyhow!("setting up the HTTP client for {host}: {e}"))?;
         let scheme = if plain { "http" } else { "https" };
+        let base = format!("{scheme}://{host}");
+        let url: reqwest::Url = base
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{host} is not a usable registry host name: {e}"))?;
         let client = Arc::new(RegistryClient {
             host: host.to_string(),
-            base: format!("{scheme}://{host}"),
-            http,
+            origin: transport::Origin::of(&url),
+            base,
+            http: self.transports.verified.clone(),
+            transports: self.transports.clone(),
             authfile: self.options.authfile.clone(),
             state: Mutex::new(AuthState::default()),
             retry: self.options.retry,
@@ -120,6 +110,19 @@ impl Registries {
         clients.insert(host.to_string(), client.clone());
         Ok(client)
     }
+}
+
+/// The settings both HTTP clients share. Redirects are not followed by reqwest: `transport.rs`
+/// follows them under each target's own settings.
+fn http_client() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(30))
+        // A last resort against an answer that never comes; bodies are watched by the stall
+        // detector instead, so a big blob on a slow link is never cut for being big.
+        .read_timeout(Duration::from_secs(300))
+        .pool_max_idle_per_host(16)
+        .redirect(reqwest::redirect::Policy::none())
 }
 
 /// What a repository scope allows.

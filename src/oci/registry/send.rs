@@ -3,12 +3,12 @@
 //! spec error code.
 
 use super::error::{
-    body_mismatch, describe_transport_error, retryable_status, spec_errors, transport_is_transient,
+    describe_transport_error, retryable_status, spec_errors, transport_is_transient,
 };
 use super::{header_str, Access, RegistryClient, RegistryError, Result};
 use crate::oci::auth::{parse_challenge, Challenge};
 use crate::oci::retry::RetryPolicy;
-use reqwest::header::{HeaderMap, AUTHORIZATION, WWW_AUTHENTICATE};
+use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use std::time::{Duration, Instant};
 
@@ -127,14 +127,9 @@ impl RegistryClient {
     }
 
     async fn send_with(&self, req: RequestBuilder, auth: Option<String>) -> Result<Response> {
-        let req = match auth {
-            Some(a) => req.header(AUTHORIZATION, a),
-            None => req,
-        };
-        req.send().await.map_err(|e| match body_mismatch(&e) {
-            Some(mismatch) => RegistryError::CorruptBody(mismatch),
-            None => self.connect_error(e),
-        })
+        let what = describe_request(&req);
+        let credential = auth.map(|a| (a, self.origin.clone()));
+        self.route(req, credential, &what).await
     }
 
     /// Sends a request whose body can be sent only once: no retry here (the caller resumes

@@ -2,11 +2,10 @@
 //! registry's token service, cached per scope and refreshed before they expire, so a transfer
 //! that outlives a token keeps going.
 
-use super::error::{describe_transport_error, transport_is_transient};
+use super::transport::Origin;
 use super::{Access, RegistryClient, RegistryError, Result};
 use crate::oci::auth::{basic_header, Challenge, Credentials};
 use crate::secret::Secret;
-use reqwest::header::AUTHORIZATION;
 use reqwest::StatusCode;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -86,20 +85,35 @@ impl RegistryClient {
             query.push(("scope", s.to_string()));
         }
         let creds = self.credentials(scopes);
-        let mut req = self.http.get(realm).query(&query);
-        if let Some(c) = &creds {
-            req = req.header(AUTHORIZATION, basic_header(c));
-        }
-        let started = Instant::now();
-        let resp = req.send().await.map_err(|e| RegistryError::Connect {
+        let realm_url: reqwest::Url = realm.parse().map_err(|_| RegistryError::Protocol {
             registry: self.host.clone(),
             message: format!(
-                "token service {}: {}",
-                realm,
-                describe_transport_error(realm, &e)
+                "the Bearer challenge names a token realm that is not a URL ({})",
+                crate::secret::server_text(realm, 160)
             ),
-            transient: transport_is_transient(&e),
         })?;
+        let req = self.http.get(realm_url.clone()).query(&query);
+        // The user's credentials go to the realm the registry named, under the realm host's own
+        // settings (verified TLS, or plain HTTP only when named so), and to no redirect target.
+        let credential = creds
+            .as_ref()
+            .map(|c| (basic_header(c), Origin::of(&realm_url)));
+        let started = Instant::now();
+        let resp = self
+            .route(req, credential, "the token realm")
+            .await
+            .map_err(|e| match e {
+                RegistryError::Connect {
+                    registry,
+                    message,
+                    transient,
+                } => RegistryError::Connect {
+                    registry,
+                    message: format!("token service {realm}: {message}"),
+                    transient,
+                },
+                other => other,
+            })?;
         let status = resp.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(self.refused(

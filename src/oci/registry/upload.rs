@@ -18,12 +18,27 @@ pub struct UploadStatus {
 }
 
 impl RegistryClient {
+    /// The upload `Location` of an answer, made absolute, and checked before anything goes
+    /// there: a TLS-terminating proxy that rewrites it to `http://` must not get the
+    /// credentials and the blob in clear.
     pub(super) fn location(&self, resp: &Response, repo: &str) -> Result<String> {
-        header_str(resp.headers(), LOCATION.as_str())
+        let location = header_str(resp.headers(), LOCATION.as_str())
             .map(|l| self.absolute(&l))
             .ok_or_else(|| {
                 self.protocol(format!("upload to {repo}: the registry sent no Location"))
-            })
+            })?;
+        let url: reqwest::Url = location.parse().map_err(|_| {
+            self.protocol(format!(
+                "upload to {repo}: the registry sent a Location that is not a URL"
+            ))
+        })?;
+        self.transports
+            .client_for(&url, &self.host, &format!("the upload to {repo}"))
+            .map_err(|message| super::RegistryError::Downgrade {
+                registry: self.host.clone(),
+                message,
+            })?;
+        Ok(location)
     }
 
     /// Opens an upload session in `repo`; returns its location.
