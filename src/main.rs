@@ -11,8 +11,13 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            // The platform TLS verifier logs every refusal itself; ours reports it with the fix,
+            // and may still accept a self-signed certificate from --ca-bundle it refused.
+            tracing_subscriber::EnvFilter::try_new(format!(
+                "{},rustls_platform_verifier=off",
+                cli.log
+            ))
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_target(false)
         // Colour codes only for a person at a terminal, never in a CI log or a file.

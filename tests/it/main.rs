@@ -22,3 +22,4 @@ mod records;
 mod render;
 mod resilience;
 mod token_refresh;
+mod trust;

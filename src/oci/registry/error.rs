@@ -266,6 +266,9 @@ pub(super) fn retryable_status(status: u16) -> bool {
 enum TransportProblem {
     /// The certificate is signed by an authority we do not trust.
     UnknownIssuer,
+    /// The server presents a CA certificate as its own: self-signed, as `openssl req -x509`
+    /// makes it, and not given in `--ca-bundle`.
+    SelfSignedCa,
     /// The certificate names another host.
     WrongName,
     /// The certificate expired (or is not valid yet).
@@ -297,6 +300,8 @@ impl TransportProblem {
             TransportProblem::WrongName
         } else if has(&["expired", "notvalidyet", "not valid yet"]) && has(&["certificate"]) {
             TransportProblem::Expired
+        } else if has(&["causedasendentity"]) {
+            TransportProblem::SelfSignedCa
         } else if has(&["unknownissuer", "unknown issuer"]) {
             TransportProblem::UnknownIssuer
         } else if has(&["certificate", "invalid peer"]) {
@@ -395,6 +400,9 @@ pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
                 "the TLS certificate of {target} is {detail}: pass --ca-bundle FILE with the CA that signed it (or the registry's own certificate when it is self-signed), or --insecure-skip-tls-verify {target} to skip verification for this host only"
             )
         }
+        TransportProblem::SelfSignedCa => format!(
+            "the TLS certificate of {target} is self-signed (a CA certificate serving as its own): pass --ca-bundle FILE holding that certificate to trust it for this host, or --insecure-skip-tls-verify {target} to skip verification for this host only"
+        ),
         TransportProblem::WrongName => format!(
             "the TLS certificate of {target} was issued for another name: reach the registry by a name the certificate lists (its subjectAltName), or have the certificate reissued for {target}; a CA bundle does not change this"
         ),
@@ -432,6 +440,7 @@ mod tests {
             ("client error (Connect): invalid peer certificate: Expired", P::Expired),
             ("client error (Connect): invalid peer certificate: UnknownIssuer", P::UnknownIssuer),
             ("invalid peer certificate: BadSignature", P::Untrusted),
+            ("invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))", P::SelfSignedCa),
             ("client error (Connect): received corrupt message of type InvalidContentType", P::NotTls),
             ("tcp connect error: Connection refused (os error 111)", P::Refused),
             ("dns error: failed to lookup address information", P::Dns),
@@ -444,6 +453,7 @@ mod tests {
             P::WrongName,
             P::Expired,
             P::UnknownIssuer,
+            P::SelfSignedCa,
             P::Untrusted,
             P::NotTls,
             P::Dns,

@@ -24,6 +24,7 @@ pub mod layers;
 pub mod registry;
 pub mod reglog;
 pub mod run;
+pub mod scripted;
 pub mod tls;
 pub mod token;
 

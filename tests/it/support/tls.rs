@@ -37,6 +37,8 @@ pub struct TestPki {
     server_cert_der: Vec<u8>,
     server_key_der: Vec<u8>,
     signer_key_pkcs8: Vec<u8>,
+    /// True when the server certificate is its own CA (see [`Self::openssl_self_signed`]).
+    pub self_signed: bool,
 }
 
 impl TestPki {
@@ -106,7 +108,54 @@ impl TestPki {
             server_cert_der: server_cert.der().to_vec(),
             server_key_der: server_key.serialize_der(),
             signer_key_pkcs8: signer_key.serialize_der(),
+            self_signed: false,
         })
+    }
+
+    /// As [`Self::generate`], but the server certificate is what most engineers have on a lab
+    /// or site registry: self-signed by `openssl req -x509`, whose default extensions make it
+    /// `CA:TRUE`, for `127.0.0.1` and `localhost`. `ca_pem` (what clients trust) is that
+    /// certificate itself. The token signer stays as `generate` makes it.
+    pub fn openssl_self_signed(dir: &Path) -> Result<Self> {
+        let mut pki = Self::generate(dir)?;
+        let out = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+            ])
+            .args(["-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+            .arg("-keyout")
+            .arg(&pki.server_key_path)
+            .arg("-out")
+            .arg(&pki.server_cert_path)
+            .output()
+            .context("running openssl req -x509 (install openssl)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "openssl req -x509 failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cert_pem = fs_err::read_to_string(&pki.server_cert_path)?;
+        let text = std::process::Command::new("openssl")
+            .args(["x509", "-noout", "-text", "-in"])
+            .arg(&pki.server_cert_path)
+            .output()?;
+        anyhow::ensure!(
+            String::from_utf8_lossy(&text.stdout).contains("CA:TRUE"),
+            "this openssl did not make a CA:TRUE certificate; the test needs one"
+        );
+        fs_err::write(&pki.ca_path, &cert_pem)?;
+        fs_err::write(pki.cert_dir.join("ca.crt"), &cert_pem)?;
+        pki.server_cert_der = pem_to_der(&cert_pem)?;
+        pki.server_key_der = pem_to_der(&fs_err::read_to_string(&pki.server_key_path)?)?;
+        pki.ca_pem = cert_pem;
+        pki.self_signed = true;
+        Ok(pki)
     }
 
     /// The signer's ECDSA P-256 key, ready to make ES256 (fixed-width `r || s`) signatures.
