@@ -53,6 +53,18 @@ fn already_exists(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Gives a finished, synced temp file (written beside `path`, e.g. while streaming) its final
+/// name with exactly `mode`: the mode set, renamed over `path`, the directory synced.
+pub fn publish(tmp: &Path, path: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::set_permissions(tmp, std::fs::Permissions::from_mode(mode))?;
+    fs_err::rename(tmp, path)?;
+    if let Ok(d) = fs_err::File::open(path.parent().unwrap_or(Path::new("."))) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Writes `value` as pretty JSON with a final newline, atomically.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     write_atomic(path, &json_bytes(path, value)?)

@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd};
+use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd, ReleaseCmd};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -40,6 +40,9 @@ fn main() -> ExitCode {
             Command::Verify(args) => commands::verify::run(args, &printer).await,
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
+            Command::Release(ReleaseCmd::Extract(args)) => {
+                commands::release::extract(args, &printer).await
+            }
             Command::Validate(args) => commands::validate::run(args, &printer),
             Command::Render(args) => commands::render::run(args, &printer),
         }

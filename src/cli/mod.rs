@@ -49,6 +49,9 @@ pub enum Command {
     /// Check a hand-written install-config.yaml and/or agent-config.yaml as the agent-based
     /// installer reads them, and further; print every problem as file:line:col: path: message.
     Validate(ValidateArgs),
+    /// Release payloads in a registry: take a binary out of a mirrored release.
+    #[command(subcommand)]
+    Release(ReleaseCmd),
     /// Turn a site inventory (site.yaml, nodes.yaml) into the agent installer's
     /// install-config.yaml and agent-config.yaml, after checking every rule at once.
     Render(RenderArgs),
@@ -248,6 +251,41 @@ pub struct ModelPackArgs {
     /// again alone; smaller files share one layer.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub layer_threshold_mib: u64,
+}
+
+/// `bootstrap release`.
+#[derive(Debug, Subcommand)]
+pub enum ReleaseCmd {
+    /// Take openshift-install, openshift-baremetal-install or oc out of a mirrored release
+    /// (by digest), each layer verified as it streams, and pin it to that release as
+    /// `oc adm release extract --command` does; a binary without the release placeholder is
+    /// refused.
+    Extract(ReleaseExtractArgs),
+}
+
+/// `bootstrap release extract`.
+#[derive(Debug, Args)]
+pub struct ReleaseExtractArgs {
+    /// The release image as the mirror placed it, by digest:
+    /// docker://HOST[:PORT]/PREFIX/openshift/release-images@sha256:...
+    #[arg(value_name = "RELEASE")]
+    pub release: String,
+
+    /// The binary: openshift-install, openshift-baremetal-install or oc.
+    #[arg(long, value_name = "NAME")]
+    pub command: String,
+
+    /// The directory to write it to (created when missing).
+    #[arg(long, value_name = "DIR")]
+    pub to: PathBuf,
+
+    /// The architecture of a multi-architecture release to take the binary for.
+    #[arg(long, value_name = "ARCH", default_value = "amd64")]
+    pub arch: String,
+
+    /// Registry access.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 /// `bootstrap lab`.

@@ -5,6 +5,7 @@
 pub mod lab;
 pub mod mirror;
 pub mod model;
+pub mod release;
 pub mod render;
 pub mod validate;
 pub mod verify;

@@ -179,17 +179,37 @@ fn component(c: &ComponentDef, build_of: &str) -> Result<Image> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect(),
-        entrypoint: vec![format!("/usr/bin/{name}")],
+        entrypoint: vec![format!("/{}", binary_path(name))],
         layers: vec![vec![
             File::new(format!("usr/share/openshift/{name}/build-info"), about),
-            File::executable(
-                format!("usr/bin/{name}"),
-                filler(&format!("{name}@{build_of}"), kib * 1024),
-            ),
+            File::executable(binary_path(name), binary(name, build_of, kib * 1024)),
         ]],
         ..Default::default()
     };
     image::build(COMPONENT_REPO, None, &spec)
+}
+
+/// Where a component's binary sits: the release tools where `oc adm release extract` looks for
+/// them (`usr/bin/oc` in `cli`, `usr/bin/openshift-install` in `installer`), others by name.
+fn binary_path(name: &str) -> String {
+    match name {
+        "cli" => "usr/bin/oc".to_string(),
+        "installer" => "usr/bin/openshift-install".to_string(),
+        _ => format!("usr/bin/{name}"),
+    }
+}
+
+/// A component's binary: `len` filler bytes; the release tools (`cli`, `installer`) also carry
+/// the release image and version placeholders that extraction pins, as the real ones do.
+fn binary(name: &str, build_of: &str, len: usize) -> Vec<u8> {
+    let mut bytes = filler(&format!("{name}@{build_of}"), len);
+    if matches!(name, "cli" | "installer") {
+        let at = len / 2;
+        let mut markers = crate::openshift::pin::release_image_placeholder();
+        markers.extend(crate::openshift::pin::release_version_placeholder());
+        bytes.splice(at..at, markers);
+    }
+    bytes
 }
 
 /// The `image-references` ImageStream of a release, in the format `oc adm release new` writes.

@@ -83,6 +83,9 @@ pub enum UnsafeEntry {
         /// The limit it broke.
         limit: u64,
     },
+    /// The file asked for is a link, device or directory, not a regular file.
+    #[error("not a regular file ({0}); only regular files are extracted")]
+    NotRegular(String),
     /// A path inside the config directory that is not UTF-8.
     #[error("path is not UTF-8")]
     NotUtf8,
@@ -219,24 +222,7 @@ struct LayerChanges {
 
 impl LayerReader {
     fn apply_layer<R: Read>(&mut self, index: usize, layer: R) -> Result<(), LayerError> {
-        let read_err = |source| LayerError::Read {
-            layer: index,
-            source,
-        };
-        let mut layer = layer;
-        let mut magic = [0u8; 4];
-        let n = read_prefix(&mut layer, &mut magic).map_err(read_err)?;
-        let stream = io::Cursor::new(magic[..n].to_vec()).chain(layer);
-        let changes = match &magic[..n] {
-            [0x1f, 0x8b, ..] => self.read_tar(index, MultiGzDecoder::new(stream))?,
-            [0x28, 0xb5, 0x2f, 0xfd] => {
-                return Err(LayerError::Compression {
-                    layer: index,
-                    format: "zstd",
-                })
-            }
-            _ => self.read_tar(index, stream)?,
-        };
+        let changes = self.read_tar(index, tar_stream(index, layer)?)?;
         self.merge(changes);
         Ok(())
     }
@@ -478,6 +464,28 @@ fn remove_under(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
     }
 }
 
+/// A layer's tar stream (`index` names it in errors), decompressed as its first bytes say:
+/// gzip, or an uncompressed tar; zstd is refused by name.
+pub(crate) fn tar_stream<'a, R: Read + 'a>(
+    index: usize,
+    mut layer: R,
+) -> Result<Box<dyn Read + 'a>, LayerError> {
+    let mut magic = [0u8; 4];
+    let n = read_prefix(&mut layer, &mut magic).map_err(|source| LayerError::Read {
+        layer: index,
+        source,
+    })?;
+    let stream = io::Cursor::new(magic[..n].to_vec()).chain(layer);
+    match &magic[..n] {
+        [0x1f, 0x8b, ..] => Ok(Box::new(MultiGzDecoder::new(stream))),
+        [0x28, 0xb5, 0x2f, 0xfd] => Err(LayerError::Compression {
+            layer: index,
+            format: "zstd",
+        }),
+        _ => Ok(Box::new(stream)),
+    }
+}
+
 /// Fills `buf` from `r` as far as the stream allows; returns how many bytes were read.
 fn read_prefix<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -494,7 +502,7 @@ fn read_prefix<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 
 /// An entry path's components without empty and `.` parts; refuses absolute paths and `..`.
 /// Non-UTF-8 components are decoded lossily (they are refused later if they are kept).
-fn normalise(raw: &[u8]) -> Result<Vec<String>, UnsafeEntry> {
+pub(crate) fn normalise(raw: &[u8]) -> Result<Vec<String>, UnsafeEntry> {
     if raw.first() == Some(&b'/') {
         return Err(UnsafeEntry::AbsolutePath);
     }

@@ -2,7 +2,9 @@
 //! API and the OCI image layout on disk.
 
 pub mod auth;
+pub mod blob_read;
 pub mod digest;
+pub mod layerfile;
 pub mod layers;
 pub mod layout;
 pub mod manifest;

@@ -4,13 +4,16 @@
 //!   with typed queries such as the release image of a version and the image digest sources;
 //! - [`cluster`]: the resources a cluster needs to use the mirror (ImageDigestMirrorSet,
 //!   ImageTagMirrorSet, CatalogSources, the release signature ConfigMap);
-//! - [`release`]: a release payload's components;
+//! - [`release`]: a release payload's components; [`extract`]: a binary (the installer, `oc`)
+//!   out of a mirrored release, pinned to it by [`pin`];
 //! - [`graph`]: the update graph and the releases a channel selects from it;
 //! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image.
 
 pub mod cluster;
+pub mod extract;
 pub mod fbc;
 pub mod graph;
+pub mod pin;
 pub mod rebuild;
 pub mod record;
 pub mod release;

@@ -19,6 +19,7 @@ mod mirror;
 mod model;
 mod openshift;
 mod records;
+mod release_extract;
 mod render;
 mod resilience;
 mod token_refresh;

@@ -1,0 +1,109 @@
+//! A blob read synchronously from a registry, for the tar readers that run on blocking threads:
+//! opened on first read, hashed as it passes, and checked against its digest and size at the end
+//! (a blob longer than its manifest says fails at once). Nothing read from it counts as verified
+//! until it returned end of stream.
+
+use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::reference::ImageRef;
+use crate::oci::registry::Registries;
+use crate::oci::stream::{response_stream, ByteStream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::io::{self, Read};
+use std::sync::Arc;
+
+/// A blob read synchronously from a registry (for the tar reader), opened on first read,
+/// hashed as it passes and checked against its digest at the end.
+pub struct BlobRead {
+    regs: Arc<Registries>,
+    image: ImageRef,
+    digest: Digest,
+    size: u64,
+    handle: tokio::runtime::Handle,
+    stream: Option<ByteStream>,
+    buf: Bytes,
+    hasher: StreamHasher,
+    done: bool,
+}
+
+impl BlobRead {
+    /// A reader of `digest` (`size` bytes) in `image`'s repository; call from a tokio context.
+    pub fn new(regs: Arc<Registries>, image: ImageRef, digest: Digest, size: u64) -> Self {
+        BlobRead {
+            regs,
+            image,
+            digest,
+            size,
+            handle: tokio::runtime::Handle::current(),
+            stream: None,
+            buf: Bytes::new(),
+            hasher: StreamHasher::new(),
+            done: false,
+        }
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        let regs = self.regs.clone();
+        let (image, digest) = (self.image.clone(), self.digest.clone());
+        let resp = self
+            .handle
+            .block_on(async move {
+                let client = regs.client(&image.registry)?;
+                Ok::<_, anyhow::Error>(client.get_blob(&image.repository, &digest, 0).await?)
+            })
+            .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        self.stream = Some(response_stream(resp));
+        Ok(())
+    }
+
+    /// The blob's digest.
+    pub fn digest(&self) -> &Digest {
+        &self.digest
+    }
+
+    /// Reads what the tar reader left (padding after the end of the archive) and verifies.
+    pub fn drain(&mut self) -> io::Result<()> {
+        let mut sink = [0u8; 64 * 1024];
+        while self.read(&mut sink)? > 0 {}
+        Ok(())
+    }
+}
+
+impl Read for BlobRead {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.buf.is_empty() {
+            if self.done {
+                return Ok(0);
+            }
+            if self.stream.is_none() {
+                self.open()?;
+            }
+            let stream = self.stream.as_mut().expect("opened above");
+            match self.handle.block_on(stream.next()) {
+                Some(Ok(bytes)) => {
+                    self.hasher.update(&bytes);
+                    if self.hasher.len() > self.size {
+                        return Err(io::Error::other(format!(
+                            "blob {} is longer than its manifest says ({} bytes)",
+                            self.digest, self.size
+                        )));
+                    }
+                    self.buf = bytes;
+                }
+                Some(Err(e)) => return Err(e),
+                None => {
+                    self.done = true;
+                    let hasher = std::mem::take(&mut self.hasher);
+                    hasher
+                        .verify(&format!("blob of {}", self.image), &self.digest, self.size)
+                        .map_err(io::Error::other)?;
+                    return Ok(0);
+                }
+            }
+        }
+        let n = out.len().min(self.buf.len());
+        out[..n].copy_from_slice(&self.buf[..n]);
+        self.buf = self.buf.slice(n..);
+        Ok(n)
+    }
+}
