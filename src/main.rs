@@ -40,6 +40,7 @@ fn main() -> ExitCode {
             Command::Verify(args) => commands::verify::run(args, &printer).await,
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
+            Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),
             Command::Release(ReleaseCmd::Extract(args)) => {
                 commands::release::extract(args, &printer).await
             }

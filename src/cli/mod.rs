@@ -297,6 +297,26 @@ pub enum LabCmd {
     /// graph (DIR/graph.json) and what was pushed (DIR/seed.json). Deterministic and
     /// idempotent: a rerun sends nothing the registry already has.
     Seed(LabSeedArgs),
+    /// Run a lab stand-in for the release's openshift-install or oc (what the lab's release
+    /// images carry; see docs/lab.md). Not for direct use.
+    #[command(hide = true)]
+    StandIn(LabStandInArgs),
+}
+
+/// `bootstrap lab stand-in`.
+#[derive(Debug, Args)]
+pub struct LabStandInArgs {
+    /// openshift-install or oc.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+
+    /// The stand-in script that was run (it carries the pinned release).
+    #[arg(long = "self", value_name = "FILE")]
+    pub self_path: PathBuf,
+
+    /// The arguments the script was given.
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
 }
 
 /// `bootstrap lab seed`.

@@ -4,7 +4,7 @@ use super::{registry_options, Printer};
 use crate::cli::LabSeedArgs;
 use crate::lab::seed::{registry_host, SeedSettings};
 use crate::oci::retry::RetryPolicy;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::process::ExitCode;
 
 impl SeedSettings {
@@ -16,6 +16,8 @@ impl SeedSettings {
             host,
             registry: registry_options(&args.registry, retry)?,
             out: args.out,
+            stand_in: std::env::current_exe()
+                .context("finding this bootstrap binary, which the lab's release tools run")?,
         })
     }
 }
@@ -25,4 +27,16 @@ pub async fn seed(args: LabSeedArgs, printer: &Printer) -> Result<ExitCode> {
     let report = crate::lab::seed(SeedSettings::resolve(args)?).await?;
     printer.result(&report)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a lab stand-in: its output and log printed as the imitated program prints them.
+pub fn stand_in(args: crate::cli::LabStandInArgs) -> Result<ExitCode> {
+    let tool: crate::lab::standin::Tool =
+        args.name.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let outcome = crate::lab::standin::run(tool, &args.self_path, &args.args);
+    print!("{}", outcome.stdout);
+    for line in &outcome.log {
+        eprintln!("{line}");
+    }
+    Ok(ExitCode::from(outcome.status))
 }

@@ -9,6 +9,7 @@ pub mod modelcar;
 pub mod push;
 pub mod release;
 pub mod seed;
+pub mod standin;
 
 pub use seed::seed;
 
@@ -27,7 +28,8 @@ mod tests {
     #[test]
     fn the_lab_image_set_selects_from_the_seeded_upstream() {
         let isc = config::parse(LAB_YAML, "mirrorsets/lab.yaml").unwrap();
-        let releases = super::release::build(HOST).unwrap();
+        let releases =
+            super::release::build(HOST, std::path::Path::new("/usr/bin/bootstrap")).unwrap();
         let graph = serde_json::to_vec(&super::release::graph(HOST, &releases)).unwrap();
         let graph = Graph::from_json(&graph, "graph.json").unwrap();
         let chosen: Vec<String> = graph

@@ -13,6 +13,7 @@ use crate::openshift::release::IMAGE_REFERENCES;
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Repository of the release images.
 pub const RELEASE_REPO: &str = "openshift-release-dev/ocp-release";
@@ -127,8 +128,9 @@ pub struct Release {
 }
 
 /// Builds every release and its components for registry `host`. Components shared between
-/// versions are the same [`Image`] (same digest).
-pub fn build(host: &str) -> Result<Vec<Release>> {
+/// versions are the same [`Image`] (same digest). The `installer` and `cli` components carry
+/// stand-ins that hand over to `stand_in` (this `bootstrap` binary; see [`super::standin`]).
+pub fn build(host: &str, stand_in: &Path) -> Result<Vec<Release>> {
     let mut cache: BTreeMap<String, Image> = BTreeMap::new();
     let mut out = Vec::new();
     for def in VERSIONS {
@@ -139,7 +141,7 @@ pub fn build(host: &str) -> Result<Vec<Release>> {
             let img = match cache.get(&key) {
                 Some(img) => img.clone(),
                 None => {
-                    let img = component(c, build_of)?;
+                    let img = component(c, build_of, stand_in)?;
                     cache.insert(key, img.clone());
                     img
                 }
@@ -156,7 +158,7 @@ pub fn build(host: &str) -> Result<Vec<Release>> {
     Ok(out)
 }
 
-fn component(c: &ComponentDef, build_of: &str) -> Result<Image> {
+fn component(c: &ComponentDef, build_of: &str, stand_in: &Path) -> Result<Image> {
     let ComponentDef(name, repo, _, kib) = *c;
     let commit = commit_id(&format!("{repo}@{build_of}"));
     let source = format!("https://github.com/openshift/{repo}");
@@ -182,7 +184,10 @@ fn component(c: &ComponentDef, build_of: &str) -> Result<Image> {
         entrypoint: vec![format!("/{}", binary_path(name))],
         layers: vec![vec![
             File::new(format!("usr/share/openshift/{name}/build-info"), about),
-            File::executable(binary_path(name), binary(name, build_of, kib * 1024)),
+            File::executable(
+                binary_path(name),
+                binary(name, build_of, kib * 1024, stand_in),
+            ),
         ]],
         ..Default::default()
     };
@@ -199,17 +204,16 @@ fn binary_path(name: &str) -> String {
     }
 }
 
-/// A component's binary: `len` filler bytes; the release tools (`cli`, `installer`) also carry
-/// the release image and version placeholders that extraction pins, as the real ones do.
-fn binary(name: &str, build_of: &str, len: usize) -> Vec<u8> {
-    let mut bytes = filler(&format!("{name}@{build_of}"), len);
-    if matches!(name, "cli" | "installer") {
-        let at = len / 2;
-        let mut markers = crate::openshift::pin::release_image_placeholder();
-        markers.extend(crate::openshift::pin::release_version_placeholder());
-        bytes.splice(at..at, markers);
+/// A component's binary: `len` filler bytes, except the release tools (`cli`, `installer`),
+/// which are the lab stand-ins, with the release placeholders extraction pins.
+fn binary(name: &str, build_of: &str, len: usize, stand_in: &Path) -> Vec<u8> {
+    match name {
+        "cli" => super::standin::script(super::standin::Tool::Oc, stand_in, build_of),
+        "installer" => {
+            super::standin::script(super::standin::Tool::OpenshiftInstall, stand_in, build_of)
+        }
+        _ => filler(&format!("{name}@{build_of}"), len),
     }
-    bytes
 }
 
 /// The `image-references` ImageStream of a release, in the format `oc adm release new` writes.
@@ -337,7 +341,7 @@ mod tests {
 
     #[test]
     fn the_graph_parses_and_channels_select_their_heads() {
-        let releases = build(HOST).unwrap();
+        let releases = build(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
         let bytes = serde_json::to_vec(&graph(HOST, &releases)).unwrap();
         let g = Graph::from_json(&bytes, "graph.json").unwrap();
         let versions = |ch: ChannelQuery<'_>| -> Vec<String> {
@@ -364,7 +368,7 @@ mod tests {
 
     #[test]
     fn image_references_list_the_components_by_digest() {
-        let releases = build(HOST).unwrap();
+        let releases = build(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
         let doc = image_references(HOST, "4.18.3", &releases[2].components);
         let bytes = serde_json::to_vec(&doc).unwrap();
         let parsed = crate::openshift::release::components(&bytes, "ocp-release:4.18.3").unwrap();

@@ -109,11 +109,15 @@ pub struct SeedSettings {
     pub registry: RegistryOptions,
     /// Where graph.json, seed.json and the modelcar's files go.
     pub out: PathBuf,
+    /// The `bootstrap` binary the release's `openshift-install` and `oc` stand-ins hand over
+    /// to (see [`super::standin`]).
+    pub stand_in: PathBuf,
 }
 
 /// Runs `bootstrap lab seed`.
 pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
     let SeedSettings {
+        stand_in,
         host,
         registry,
         out,
@@ -129,7 +133,7 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
     progress.println(&format!(
         "building release payloads, the operator catalog and the modelcar for {host}"
     ));
-    let releases = release::build(&host)?;
+    let releases = release::build(&host, &stand_in)?;
     let built_catalog = catalog::build(&host)?;
     let model = modelcar::build(&host, &out.join("modelcar")).await?;
 
