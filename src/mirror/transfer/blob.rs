@@ -14,6 +14,7 @@ use crate::oci::stall;
 use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
+use futures_util::StreamExt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -285,8 +286,9 @@ impl Transfer {
         }
     }
 
-    /// Where a push starts: the journaled session when the registry still holds exactly
-    /// what we recorded (with our hash state at that offset), else a new session.
+    /// Where a push starts: the journaled session when the registry still holds at least what
+    /// we recorded (our hash state brought forward over any bytes of a cut chunk it kept), else
+    /// a new session.
     async fn upload_start(
         &self,
         client: &RegistryClient,
@@ -303,26 +305,31 @@ impl Transfer {
         if let Some(entry) = earlier {
             let status = client.upload_status(repo, &entry.location).await?;
             match (status, entry.hasher()) {
-                (Some(st), Some(hasher)) if st.offset == entry.offset && st.offset > 0 => {
+                (Some(st), Some(hasher))
+                    if st.offset > 0 && (entry.offset..=node.blob.size).contains(&st.offset) =>
+                {
                     if let Some(s) = session {
                         client.cancel_upload(repo, &s).await;
                     }
+                    // A registry that keeps what it read of a cut chunk (Zot, GitLab's) holds
+                    // more than we journaled: hash those bytes from the source, send nothing.
+                    let hasher = self.catch_up(node, hasher, st.offset).await?;
                     self.stats
                         .bytes_resumed
-                        .fetch_add(entry.offset, Ordering::Relaxed);
+                        .fetch_add(st.offset, Ordering::Relaxed);
                     self.progress.println(&format!(
                         "resuming blob {} in {repo} at {} of {}",
                         d.short(),
-                        human_bytes(entry.offset),
+                        human_bytes(st.offset),
                         human_bytes(node.blob.size)
                     ));
                     return Ok((st.location, hasher));
                 }
-                // The registry holds other than what we recorded (a chunk it accepted just
-                // before we were stopped): this blob starts over.
+                // The registry holds less than we recorded, or nothing: this blob starts over.
                 (Some(st), _) => client.cancel_upload(repo, &st.location).await,
                 // The session is gone: purged, or refused because part of a cut chunk reached
-                // it (Distribution 2.x then deletes it).
+                // it (Distribution 2.x then deletes it: its state, signed into the location,
+                // no longer matches what it holds).
                 (None, _) => {}
             }
             self.forget(client, repo, d);
@@ -332,6 +339,35 @@ impl Transfer {
             None => client.start_upload(repo).await?,
         };
         Ok((location, StreamHasher::new()))
+    }
+
+    /// Brings `hasher` forward to byte `to` of `node`'s blob over the source's bytes, sending
+    /// nothing: the registry already holds them. Whether they are the same bytes is decided at
+    /// the commit, where the registry checks the digest (a mismatch starts the blob over).
+    async fn catch_up(
+        &self,
+        node: &BlobNode,
+        mut hasher: StreamHasher,
+        to: u64,
+    ) -> Result<StreamHasher> {
+        if hasher.len() >= to {
+            return Ok(hasher);
+        }
+        let mut stream = self.open(node, hasher.len()).await?;
+        while hasher.len() < to {
+            let Some(bytes) = stream.next().await.transpose()? else {
+                anyhow::bail!(
+                    "{} ended at byte {} of blob {}, before the {} bytes the destination holds",
+                    self.source_name(node),
+                    hasher.len(),
+                    node.blob.digest,
+                    to
+                );
+            };
+            let want = (to - hasher.len()).min(bytes.len() as u64) as usize;
+            hasher.update(&bytes[..want]);
+        }
+        Ok(hasher)
     }
 
     /// Sends the blob from the reader's offset: one committing PUT for a small blob, else
@@ -353,6 +389,11 @@ impl Transfer {
                 .await?;
             return Ok(());
         }
+        if reader.offset() == 0 {
+            // Journaled before the first byte: a registry that keeps what it read of a cut
+            // first chunk can be continued too.
+            self.journal_progress(client, repo, &location, &reader)?;
+        }
         while reader.offset() < size {
             let offset = reader.offset();
             let len = (size - offset).min(chunk);
@@ -364,17 +405,7 @@ impl Transfer {
                 .await
                 .context("the registry acknowledged a chunk it was not sent whole")?;
             location = status.location;
-            if let Some(j) = &self.journal {
-                j.save(&UploadEntry {
-                    registry: client.host().to_string(),
-                    repository: repo.to_string(),
-                    digest: digest.clone(),
-                    size,
-                    location: location.clone(),
-                    offset: reader.offset(),
-                    hash_state: reader.hasher().encoded_state(),
-                })?;
-            }
+            self.journal_progress(client, repo, &location, &reader)?;
         }
         match client.finish_upload(repo, &location, &digest).await {
             Ok(()) => Ok(()),
@@ -385,6 +416,31 @@ impl Transfer {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Transfer {
+    /// Records where an upload session stands: its location, the bytes the registry
+    /// acknowledged, our hash state over them.
+    fn journal_progress(
+        &self,
+        client: &RegistryClient,
+        repo: &str,
+        location: &str,
+        reader: &VerifiedReader,
+    ) -> Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        j.save(&UploadEntry {
+            registry: client.host().to_string(),
+            repository: repo.to_string(),
+            digest: reader.digest().clone(),
+            size: reader.size(),
+            location: location.to_string(),
+            offset: reader.offset(),
+            hash_state: reader.hasher().encoded_state(),
+        })
     }
 }
 
