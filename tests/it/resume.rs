@@ -473,3 +473,64 @@ fn a_session_the_registry_dropped_restarts_the_blob() {
         "unexpected bytes sent:\n{text}"
     );
 }
+
+/// What the stand-in's drop path stands for, on a real Distribution 2.8 behind the fault
+/// proxy: after a chunk cut mid-body its status `GET` on the journaled location answers 404
+/// (the state signed into the location says fewer bytes than the session got), and the blob
+/// starts over in a new session. Pins the behaviour docs/mirror.md describes.
+#[test]
+fn distribution_drops_a_session_cut_mid_chunk_and_the_blob_starts_over() {
+    use support::faultproxy::{Fault, FaultProxy, FaultRule};
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let set = SyntheticSet::standard(62).with_large_layer_size(3 * MIB + 12_345);
+    let pushed = set.push_to(&src, "src");
+    let image = find(&pushed, "data/large").clone();
+    let proxy = FaultProxy::start(&dst.host()).unwrap();
+    proxy.add_rule(
+        FaultRule::new(Fault::ResetRequestAfter(300 * KIB))
+            .method("PATCH")
+            .skip(1),
+    );
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        work.path(),
+        std::slice::from_ref(&image),
+        &src.host(),
+        &["amd64"],
+    );
+    let out = command(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/site", proxy.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &proxy.host(),
+        "--chunk-size",
+        "1",
+        "--workdir",
+        work.path().join("state").to_str().unwrap(),
+        "--record",
+        work.path().join("record.json").to_str().unwrap(),
+    ])
+    .env(RETRY_DELAY_ENV, "0")
+    .output()
+    .unwrap();
+    ok(&out);
+    let requests = proxy.requests();
+    assert_eq!(proxy.faults_fired(), 1, "{requests:#?}");
+    assert!(
+        requests.iter().any(|r| r.method == "GET"
+            && r.path.contains("/blobs/uploads/")
+            && r.status == Some(404)),
+        "Distribution did not refuse the cut session's status: {requests:#?}"
+    );
+    let posts = proxy.requests_matching("POST", "/blobs/uploads/").len();
+    assert_eq!(
+        posts,
+        image.blobs.len() + 1,
+        "the blob did not start over: {requests:#?}"
+    );
+}
