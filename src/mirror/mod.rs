@@ -172,6 +172,8 @@ async fn dry_run(
     images: &[ResolvedImage],
     wanted: &Wanted,
 ) -> Result<dryrun::DryRun> {
+    // The plan of a run that would be refused is refused the same way.
+    space::check_blob_sizes(&plan::blob_graph(images), settings.max_blob_size)?;
     let progress = Progress::new("plan", 0);
     let transfer = Transfer::new(source, dest, settings.transfer.clone(), None, progress);
     let unchanged: Vec<bool> = transfer

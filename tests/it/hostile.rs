@@ -339,7 +339,8 @@ fn giant_layer_registry(
 /// Regression (issue 11 item 3): a manifest declaring a layer of 2^62 bytes was downloaded
 /// with `--ignore-free-space` (the disk would fill). It is refused before any GET of the layer,
 /// naming the image, the blob, its size, the cap and `--max-blob-size`; raising the cap lets
-/// the run try the layer (which then fails on its short body, not on the cap).
+/// the run try the layer (which then fails on its short body, not on the cap). A dry run is
+/// refused the same way.
 #[test]
 fn a_layer_declared_beyond_any_disk_is_refused_before_download() {
     let (host, layer_gets) = giant_layer_registry(1 << 62);
@@ -390,6 +391,12 @@ fn a_layer_declared_beyond_any_disk_is_refused_before_download() {
         layer_gets.load(std::sync::atomic::Ordering::SeqCst),
         0,
         "the layer was requested before the refusal:\n{text}"
+    );
+
+    let (status, text) = run(args(&["--dry-run"]));
+    assert!(
+        !status.success() && text.contains("allowed for one blob"),
+        "a dry run planned the giant layer:\n{text}"
     );
 
     let (status, text) = run(args(&["--max-blob-size", "4096PiB"]));
