@@ -224,10 +224,11 @@ impl Transfer {
         session: Option<String>,
     ) -> Result<()> {
         let d = &node.blob.digest;
-        let (location, hasher) = self.upload_start(client, repo, node, session).await?;
+        let (location, hasher, held) = self.upload_start(client, repo, node, session).await?;
         let moved = Arc::new(AtomicU64::new(0));
-        let on_bytes = self.on_bytes(node, moved.clone(), hasher.len());
+        let on_bytes = self.on_bytes(node, moved.clone(), held);
         let send = async {
+            let hasher = self.catch_up(node, hasher, held, &moved).await?;
             let stream = self.open(node, hasher.len()).await?;
             let reader = VerifiedReader::new(
                 stream,
@@ -287,15 +288,16 @@ impl Transfer {
     }
 
     /// Where a push starts: the journaled session when the registry still holds at least what
-    /// we recorded (our hash state brought forward over any bytes of a cut chunk it kept), else
-    /// a new session.
+    /// we recorded, else a new session. Returns its location, our hash state at the journaled
+    /// offset and the bytes the registry holds (more than that offset when it kept part of a
+    /// cut chunk: [`Self::catch_up`] hashes the difference).
     async fn upload_start(
         &self,
         client: &RegistryClient,
         repo: &str,
         node: &BlobNode,
         session: Option<String>,
-    ) -> Result<(String, StreamHasher)> {
+    ) -> Result<(String, StreamHasher, u64)> {
         let d = &node.blob.digest;
         let earlier = self
             .journal
@@ -312,8 +314,7 @@ impl Transfer {
                         client.cancel_upload(repo, &s).await;
                     }
                     // A registry that keeps what it read of a cut chunk (Zot, GitLab's) holds
-                    // more than we journaled: hash those bytes from the source, send nothing.
-                    let hasher = self.catch_up(node, hasher, st.offset).await?;
+                    // more than we journaled: those bytes are hashed, not sent again.
                     self.stats
                         .bytes_resumed
                         .fetch_add(st.offset, Ordering::Relaxed);
@@ -323,7 +324,7 @@ impl Transfer {
                         human_bytes(st.offset),
                         human_bytes(node.blob.size)
                     ));
-                    return Ok((st.location, hasher));
+                    return Ok((st.location, hasher, st.offset));
                 }
                 // The registry holds less than we recorded, or nothing: this blob starts over.
                 (Some(st), _) => client.cancel_upload(repo, &st.location).await,
@@ -338,17 +339,19 @@ impl Transfer {
             Some(l) => l,
             None => client.start_upload(repo).await?,
         };
-        Ok((location, StreamHasher::new()))
+        Ok((location, StreamHasher::new(), 0))
     }
 
     /// Brings `hasher` forward to byte `to` of `node`'s blob over the source's bytes, sending
     /// nothing: the registry already holds them. Whether they are the same bytes is decided at
-    /// the commit, where the registry checks the digest (a mismatch starts the blob over).
+    /// the commit, where the registry checks the digest (a mismatch starts the blob over). The
+    /// bytes read count as movement for the stall detector (`moved`).
     async fn catch_up(
         &self,
         node: &BlobNode,
         mut hasher: StreamHasher,
         to: u64,
+        moved: &AtomicU64,
     ) -> Result<StreamHasher> {
         if hasher.len() >= to {
             return Ok(hasher);
@@ -366,6 +369,7 @@ impl Transfer {
             };
             let want = (to - hasher.len()).min(bytes.len() as u64) as usize;
             hasher.update(&bytes[..want]);
+            moved.fetch_add(want as u64, Ordering::Relaxed);
         }
         Ok(hasher)
     }
