@@ -352,8 +352,10 @@ fn session(
 
 /// Mirrors `data/large` (a layer of 3 MiB and a bit, pushed in 1 MiB chunks) from a real
 /// registry to a stand-in that cuts one `PATCH` as `cut` says; returns the stand-in, the
-/// image's blobs `(digest, size)` and the run's output.
-fn push_with_a_cut(cut: Cut) -> (KeepingRegistry, Vec<(String, u64)>, String) {
+/// image's blobs `(digest, size)` and the output of the run, which must succeed. With
+/// `rerun`, a first run with `--retries 1` stops at the cut and fails; the run checked is the
+/// same command run again (same working directory).
+fn push_with_a_cut(cut: Cut, rerun: bool) -> (KeepingRegistry, Vec<(String, u64)>, String) {
     let src = Registry::plain();
     let set = SyntheticSet::standard(61).with_large_layer_size(3 * MIB + 12_345);
     let pushed = set.push_to(&src, "src");
@@ -366,25 +368,39 @@ fn push_with_a_cut(cut: Cut) -> (KeepingRegistry, Vec<(String, u64)>, String) {
         &src.host(),
         &["amd64"],
     );
-    let out = command(&[
-        "mirror",
-        "-c",
-        cfg.to_str().unwrap(),
-        &format!("docker://{}/site", dst.host),
-        "--plain-http",
-        &src.host(),
-        "--plain-http",
-        &dst.host,
-        "--chunk-size",
-        "1",
-        "--workdir",
-        work.path().join("state").to_str().unwrap(),
-        "--record",
-        work.path().join("record.json").to_str().unwrap(),
-    ])
-    .env(RETRY_DELAY_ENV, "0")
-    .output()
-    .unwrap();
+    let state = work.path().join("state");
+    let src_host = src.host();
+    let run = |record: &str, extra: &[&str]| {
+        let dest = format!("docker://{}/site", dst.host);
+        let record = work.path().join(record);
+        let mut args = vec![
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dest,
+            "--plain-http",
+            &src_host,
+            "--plain-http",
+            &dst.host,
+            "--chunk-size",
+            "1",
+            "--workdir",
+            state.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        command(&args).env(RETRY_DELAY_ENV, "0").output().unwrap()
+    };
+    if rerun {
+        let first = run("first.json", &["--retries", "1"]);
+        assert!(
+            !first.status.success(),
+            "the cut did not stop the first run:\n{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+    }
+    let out = run("record.json", &[]);
     let text = format!("{}{}", ok(&out), String::from_utf8_lossy(&out.stderr));
     (dst, image.blobs.clone(), text)
 }
@@ -412,7 +428,7 @@ fn a_chunk_cut_mid_body_resumes_from_the_registry_s_offset() {
         after: 300 * KIB,
         drop_session: false,
     };
-    let (dst, blobs, text) = push_with_a_cut(cut);
+    let (dst, blobs, text) = push_with_a_cut(cut, false);
     all_committed(&dst, &blobs, &text);
     let total: u64 = blobs.iter().map(|(_, s)| s).sum();
     let (posts, body, gets) = dst.with(|s| (s.posts, s.body_bytes, s.status_gets));
@@ -440,7 +456,7 @@ fn a_first_chunk_cut_mid_body_resumes_too() {
         after: 200 * KIB,
         drop_session: false,
     };
-    let (dst, blobs, text) = push_with_a_cut(cut);
+    let (dst, blobs, text) = push_with_a_cut(cut, false);
     all_committed(&dst, &blobs, &text);
     let total: u64 = blobs.iter().map(|(_, s)| s).sum();
     let (posts, body) = dst.with(|s| (s.posts, s.body_bytes));
@@ -458,7 +474,7 @@ fn a_session_the_registry_dropped_restarts_the_blob() {
         after: 300 * KIB,
         drop_session: true,
     };
-    let (dst, blobs, text) = push_with_a_cut(cut);
+    let (dst, blobs, text) = push_with_a_cut(cut, false);
     all_committed(&dst, &blobs, &text);
     let total: u64 = blobs.iter().map(|(_, s)| s).sum();
     let (posts, body) = dst.with(|s| (s.posts, s.body_bytes));
@@ -532,5 +548,29 @@ fn distribution_drops_a_session_cut_mid_chunk_and_the_blob_starts_over() {
         posts,
         image.blobs.len() + 1,
         "the blob did not start over: {requests:#?}"
+    );
+}
+
+/// A rerun after a run that stopped at a cut chunk (here `--retries 1`; kill -9 leaves the
+/// same journal) continues the session from the registry's offset: nothing is sent twice.
+#[test]
+fn a_rerun_continues_a_session_the_registry_kept() {
+    let cut = Cut {
+        patch: 3,
+        after: 500 * KIB,
+        drop_session: false,
+    };
+    let (dst, blobs, text) = push_with_a_cut(cut, true);
+    all_committed(&dst, &blobs, &text);
+    let total: u64 = blobs.iter().map(|(_, s)| s).sum();
+    let (posts, body) = dst.with(|s| (s.posts, s.body_bytes));
+    assert_eq!(body, total, "bytes sent twice:\n{text}");
+    assert_eq!(posts, blobs.len(), "a blob started over:\n{text}");
+    assert!(
+        text.contains(&format!(
+            "at {}",
+            bootstrap::output::human_bytes(2 * MIB + 500 * KIB)
+        )),
+        "the resume is not reported at the registry's offset:\n{text}"
     );
 }
