@@ -3,8 +3,9 @@
 //! a `PATCH` appends what it reads of the body, so a cut chunk leaves its first bytes there)
 //! and GitLab's registry (which answers the status `GET` with what it holds). Distribution 2.x
 //! instead refuses and deletes a session that received part of a chunk (its offset is signed
-//! into the location); that path is [`a_session_the_registry_dropped_restarts_the_blob`] here
-//! and `resilience::faults_on_both_sides_of_a_mirror_to_mirror_are_survived` on a real one.
+//! into the location); that path is [`a_session_the_registry_dropped_restarts_the_blob`] on the
+//! stand-in and [`distribution_drops_a_session_cut_mid_chunk_and_the_blob_starts_over`] on a
+//! real Distribution 2.8.
 //!
 //! The stand-in cuts one `PATCH` after reading part of its body, then answers the status `GET`
 //! with the `Range` it holds (or 404 when told to drop the session). It counts every upload
