@@ -93,6 +93,40 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// Reads a size as people write it: bytes (`1048576`), or a number with a binary unit
+/// (`K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`, `P`/`PiB`) or a decimal one (`KB`, `MB`, `GB`,
+/// `TB`, `PB`); case and a space before the unit do not matter. The inverse of
+/// [`human_bytes`] for whole numbers.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let number: u64 = number.parse().map_err(|_| {
+        format!("'{text}' is not a size: write a whole number with an optional unit, e.g. 512GiB")
+    })?;
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "p" | "pib" => 1 << 50,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "pb" => 1_000_000_000_000_000,
+        other => {
+            return Err(format!(
+                "'{text}': unknown unit '{other}' (use B, KiB, MiB, GiB, TiB, PiB or KB, MB, GB, TB, PB)"
+            ))
+        }
+    };
+    number
+        .checked_mul(factor)
+        .ok_or_else(|| format!("'{text}' is larger than 16 EiB"))
+}
+
 /// Progress of one long operation.
 #[derive(Clone)]
 pub struct Progress {
@@ -241,5 +275,23 @@ impl Progress {
         if let Some((_, bar)) = &self.inner.bars {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sizes read as people write them, and refused with the reason when they are not sizes.
+    #[test]
+    fn sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512GiB"), Ok(512 << 30));
+        assert_eq!(parse_bytes("1 TiB"), Ok(1 << 40));
+        assert_eq!(parse_bytes("2t"), Ok(2 << 40));
+        assert_eq!(parse_bytes("5GB"), Ok(5_000_000_000));
+        assert!(parse_bytes("-1GiB").unwrap_err().contains("not a size"));
+        assert!(parse_bytes("1.5GiB").unwrap_err().contains("unknown unit"));
+        assert!(parse_bytes("20000PiB").unwrap_err().contains("larger than"));
     }
 }

@@ -160,6 +160,13 @@ pub struct MirrorArgs {
     #[arg(long)]
     pub ignore_free_space: bool,
 
+    /// The largest size one blob (layer or config) may declare, e.g. 512GiB or 4TiB; a manifest
+    /// declaring more is refused before any download, with --ignore-free-space too. The default
+    /// 1TiB is above any real layer (model weights included).
+    #[arg(long, value_name = "SIZE", default_value = "1TiB",
+          value_parser = crate::output::parse_bytes)]
+    pub max_blob_size: u64,
+
     /// Keep going when an image fails: mirror every image that can be, record only those, and
     /// still exit non-zero. Without it the run stops at the first failure.
     #[arg(long)]

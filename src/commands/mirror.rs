@@ -56,6 +56,7 @@ impl MirrorSettings {
             workdir: args.workdir,
             dry_run: args.dry_run,
             ignore_free_space: args.ignore_free_space,
+            max_blob_size: args.max_blob_size,
             status_file: args.status_file,
             record: args.record,
             rewrite_filtered_indexes: args.rewrite_filtered_indexes,

@@ -2,7 +2,7 @@
 //! continues a blob where the registry's upload session stands instead of sending it again.
 //!
 //! One small JSON file per blob and destination repository, replaced atomically (temp file,
-//! fsync, rename) after every chunk the registry accepted: the session's location, the bytes it
+//! fsync, rename) when the session opens and after every chunk the registry accepted: the session's location, the bytes it
 //! holds, and our hash state at that offset. What is committed needs no journal: a registry
 //! answers HEAD for it and a layout has it under its digest. Partial blobs of a disk mirror
 //! keep their own checkpoints beside them (see `OciLayout::write_blob_from`).

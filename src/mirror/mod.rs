@@ -172,6 +172,8 @@ async fn dry_run(
     images: &[ResolvedImage],
     wanted: &Wanted,
 ) -> Result<dryrun::DryRun> {
+    // The plan of a run that would be refused is refused the same way.
+    space::check_blob_sizes(&plan::blob_graph(images), settings.max_blob_size)?;
     let progress = Progress::new("plan", 0);
     let transfer = Transfer::new(source, dest, settings.transfer.clone(), None, progress);
     let unchanged: Vec<bool> = transfer
@@ -243,14 +245,20 @@ async fn copy<'a>(
     copied.unchanged = copied.mirrored.len();
     let nodes = plan::blob_graph(todo.iter().copied());
     let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
-    if let Destination::Layout(layout) = &transfer.dest {
-        if let Err(e) = space::preflight(layout, &nodes, settings.ignore_free_space) {
-            if fresh_dir {
-                // Refused before anything was written: leave no empty layout behind.
-                let _ = fs_err::remove_dir_all(layout.root());
+    let checked = space::check_blob_sizes(&nodes, settings.max_blob_size).and_then(|()| {
+        match &transfer.dest {
+            Destination::Layout(layout) => {
+                space::preflight(layout, &nodes, settings.ignore_free_space)
             }
-            return Err(e);
+            Destination::Registry { .. } => Ok(()),
         }
+    });
+    if let Err(e) = checked {
+        if let (Destination::Layout(layout), true) = (&transfer.dest, fresh_dir) {
+            // Refused before anything was written: leave no empty layout behind.
+            let _ = fs_err::remove_dir_all(layout.root());
+        }
+        return Err(e);
     }
     transfer.progress.set_total(total);
     transfer.progress.println(&format!(

@@ -209,13 +209,15 @@ async fn resolve_fetching(
         Parsed::Image(m) => {
             let config = BlobDesc {
                 digest: m.config.digest.parse()?,
-                size: m.config.size.max(0) as u64,
+                size: declared_size(&m.config.digest, m.config.size)
+                    .with_context(|| format!("reading {image}"))?,
                 media_type: m.config.media_type.clone(),
             };
             if let Ok(bytes) = source.small_blob(image, &config.digest).await {
                 resolved.platforms.extend(platform_from_config(&bytes));
             }
-            add_image_blobs(&mut resolved.blobs, &mut seen, &m)?;
+            add_image_blobs(&mut resolved.blobs, &mut seen, &m)
+                .with_context(|| format!("reading {image}"))?;
         }
         Parsed::Index(index) => {
             let kept = match source {
@@ -241,7 +243,8 @@ async fn resolve_fetching(
                     );
                 }
                 match child.parse()? {
-                    Parsed::Image(m) => add_image_blobs(&mut resolved.blobs, &mut seen, &m)?,
+                    Parsed::Image(m) => add_image_blobs(&mut resolved.blobs, &mut seen, &m)
+                        .with_context(|| format!("reading {image}"))?,
                     Parsed::Index(_) => bail!(
                         "{image}: index entry {} is itself an index; nested indexes are not supported",
                         entry.digest
@@ -278,12 +281,22 @@ fn add_image_blobs(
         if seen.insert(digest.clone()) {
             out.push(BlobDesc {
                 digest,
-                size: d.size.max(0) as u64,
+                size: declared_size(&d.digest, d.size)?,
                 media_type: d.media_type.clone(),
             });
         }
     }
     Ok(())
+}
+
+/// A descriptor's size as a byte count: a negative one (the spec's int64 allows it to parse)
+/// is a corrupt or hostile manifest, refused rather than read as 0.
+fn declared_size(digest: &str, size: i64) -> Result<u64> {
+    u64::try_from(size).map_err(|_| {
+        anyhow::anyhow!(
+            "blob {digest} declares a negative size ({size}): the manifest is corrupt or hostile"
+        )
+    })
 }
 
 /// `os/arch[/variant]` from an image config.
@@ -439,6 +452,18 @@ pub fn placement_from_annotations(
 #[cfg(test)]
 mod placement_tests {
     use super::*;
+
+    /// Regression: a negative declared size (int64 in the spec) was read as 0; it is refused,
+    /// naming the blob.
+    #[test]
+    fn a_negative_declared_size_is_refused() {
+        assert_eq!(declared_size("sha256:ab", 7).unwrap(), 7);
+        let err = declared_size("sha256:ab", -1).unwrap_err().to_string();
+        assert!(
+            err.contains("sha256:ab") && err.contains("negative size (-1)"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn placement_survives_the_index_annotations() {

@@ -39,6 +39,8 @@ pub struct MirrorSettings {
     pub dry_run: bool,
     /// Start even when a disk destination looks too small.
     pub ignore_free_space: bool,
+    /// The largest size one blob may declare; larger is refused before download.
+    pub max_blob_size: u64,
     /// Where to write the per-image status (default: chosen by destination).
     pub status_file: Option<PathBuf>,
     /// Where to write the record of a registry destination (default: a stamped name).

@@ -2,12 +2,39 @@
 //! one refused in the first second. The bytes still to write (blobs not yet in the layout,
 //! less what partial files already hold) are compared with the free space where they go, and
 //! the working directory (the upload journal of a registry destination) must have some room.
+//! Before either, no single blob may declare more than `--max-blob-size`: a manifest claiming
+//! a layer larger than any disk is refused before download, `--ignore-free-space` or not.
 
 use super::plan::BlobNode;
 use crate::oci::layout::OciLayout;
 use crate::output::human_bytes;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
+
+/// The default cap on one blob's declared size: 1 TiB. The largest real layers are model
+/// weights; a model file rarely exceeds 50 GB (Hugging Face's per-file limit; big models are
+/// sharded) and `bootstrap model pack` gives each file its own layer, so even a whole 405B
+/// model in FP16 (~810 GB) packed as one file stays under it. A declared size beyond it is a
+/// mistake or an attack (a manifest saying 2^62 bytes) and is refused before any download.
+pub const DEFAULT_MAX_BLOB_SIZE: u64 = 1 << 40;
+
+/// Refuses the plan when a blob declares more than `cap` bytes, naming the image, the blob,
+/// its declared size, the cap and the flag that raises it. Checked before any download and
+/// whatever `--ignore-free-space` says: no disk holds such a blob, and a source that declares
+/// one is not to be trusted with a download that would run until the disk is full.
+pub fn check_blob_sizes(nodes: &[BlobNode], cap: u64) -> Result<()> {
+    if let Some(n) = nodes.iter().find(|n| n.blob.size > cap) {
+        bail!(
+            "{}: blob {} declares {} ({} bytes), more than the {} allowed for one blob; the manifest is wrong or hostile, or, if the blob is real, pass --max-blob-size with a larger size (e.g. --max-blob-size 4TiB)",
+            n.from,
+            n.blob.digest,
+            human_bytes(n.blob.size),
+            n.blob.size,
+            human_bytes(cap)
+        );
+    }
+    Ok(())
+}
 
 /// Room kept free beyond the blobs: manifests, index, record, checkpoints, filesystem slack.
 const MARGIN: u64 = 64 * 1024 * 1024;

@@ -260,3 +260,156 @@ fn an_endless_error_body_fails_in_little_memory() {
     let host = endless_registry("500 Internal Server Error");
     mirror_from_endless(&host, "HTTP 500");
 }
+
+/// A registry stand-in on 127.0.0.1 serving one image `a:latest` whose manifest declares its
+/// only layer to be `layer_size` bytes (the config is real); every GET of the layer is counted
+/// and answered with 16 bytes. Returns its `host:port` and the layer GET counter.
+fn giant_layer_registry(
+    layer_size: u64,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let sha = support::layers::sha256_digest;
+    let config =
+        br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+    let layer_digest = sha(b"the layer that never was");
+    let manifest = format!(
+        r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{}","size":{}}},"layers":[{{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"{layer_digest}","size":{layer_size}}}]}}"#,
+        sha(config),
+        config.len()
+    );
+    let manifest_digest = sha(manifest.as_bytes());
+    let config_path = format!("/v2/a/blobs/{}", sha(config));
+    let layer_path = format!("/v2/a/blobs/{layer_digest}");
+    let gets = std::sync::Arc::new(AtomicUsize::new(0));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let counter = gets.clone();
+    std::thread::spawn(move || {
+        for sock in listener.incoming() {
+            let Ok(mut sock) = sock else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && sock.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let mut parts = head.split_whitespace();
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let (status, kind, body): (&str, &str, Vec<u8>) = if path == "/v2/" {
+                ("200 OK", "application/json", b"{}".to_vec())
+            } else if path.starts_with("/v2/a/manifests/") {
+                (
+                    "200 OK",
+                    "application/vnd.oci.image.manifest.v1+json",
+                    manifest.clone().into_bytes(),
+                )
+            } else if path == config_path {
+                ("200 OK", "application/octet-stream", config.to_vec())
+            } else if path == layer_path {
+                if method == "GET" {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+                ("200 OK", "application/octet-stream", vec![b'x'; 16])
+            } else {
+                (
+                    "404 Not Found",
+                    "application/json",
+                    b"{\"errors\":[]}".to_vec(),
+                )
+            };
+            let digest = if path.starts_with("/v2/a/manifests/") {
+                format!("Docker-Content-Digest: {manifest_digest}\r\n")
+            } else {
+                String::new()
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\n{digest}Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all(reply.as_bytes());
+            if method != "HEAD" {
+                let _ = sock.write_all(&body);
+            }
+        }
+    });
+    (host, gets)
+}
+
+/// Regression (issue 11 item 3): a manifest declaring a layer of 2^62 bytes was downloaded
+/// with `--ignore-free-space` (the disk would fill). It is refused before any GET of the layer,
+/// naming the image, the blob, its size, the cap and `--max-blob-size`; raising the cap lets
+/// the run try the layer (which then fails on its short body, not on the cap). A dry run is
+/// refused the same way.
+#[test]
+fn a_layer_declared_beyond_any_disk_is_refused_before_download() {
+    let (host, layer_gets) = giant_layer_registry(1 << 62);
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: {host}/a:latest\n"
+        ),
+    )
+    .unwrap();
+    let dest = format!("file://{}", work.path().join("mirror").display());
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "mirror".to_string(),
+            "-c".into(),
+            cfg.display().to_string(),
+            dest.clone(),
+            "--plain-http".into(),
+            host.clone(),
+            "--retries".into(),
+            "1".into(),
+            "--ignore-free-space".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        run_with_deadline(&a, work.path())
+    };
+
+    let (status, text) = run(args(&[]));
+    assert!(!status.success(), "the giant layer was accepted:\n{text}");
+    for part in [
+        format!("{host}/a:latest").as_str(),
+        "declares 4194304.0 TiB (4611686018427387904 bytes)",
+        "1.0 TiB allowed for one blob",
+        "--max-blob-size",
+    ] {
+        assert!(
+            text.contains(part),
+            "the refusal does not say '{part}':\n{text}"
+        );
+    }
+    assert_eq!(
+        layer_gets.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the layer was requested before the refusal:\n{text}"
+    );
+
+    let (status, text) = run(args(&["--dry-run"]));
+    assert!(
+        !status.success() && text.contains("allowed for one blob"),
+        "a dry run planned the giant layer:\n{text}"
+    );
+
+    let (status, text) = run(args(&["--max-blob-size", "4096PiB"]));
+    assert!(
+        !status.success(),
+        "a 16-byte body passed as 2^62 bytes:\n{text}"
+    );
+    assert!(
+        !text.contains("allowed for one blob"),
+        "the raised cap still refused:\n{text}"
+    );
+    assert!(
+        layer_gets.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "with the cap raised the layer was never tried:\n{text}"
+    );
+}

@@ -22,5 +22,6 @@ mod records;
 mod release_extract;
 mod render;
 mod resilience;
+mod resume;
 mod token_refresh;
 mod trust;

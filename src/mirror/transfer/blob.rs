@@ -14,6 +14,7 @@ use crate::oci::stall;
 use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
+use futures_util::StreamExt;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -223,10 +224,11 @@ impl Transfer {
         session: Option<String>,
     ) -> Result<()> {
         let d = &node.blob.digest;
-        let (location, hasher) = self.upload_start(client, repo, node, session).await?;
+        let (location, hasher, held) = self.upload_start(client, repo, node, session).await?;
         let moved = Arc::new(AtomicU64::new(0));
-        let on_bytes = self.on_bytes(node, moved.clone(), hasher.len());
+        let on_bytes = self.on_bytes(node, moved.clone(), held);
         let send = async {
+            let hasher = self.catch_up(node, hasher, held, &moved).await?;
             let stream = self.open(node, hasher.len()).await?;
             let reader = VerifiedReader::new(
                 stream,
@@ -285,15 +287,17 @@ impl Transfer {
         }
     }
 
-    /// Where a push starts: the journaled session when the registry still holds exactly
-    /// what we recorded (with our hash state at that offset), else a new session.
+    /// Where a push starts: the journaled session when the registry still holds at least what
+    /// we recorded, else a new session. Returns its location, our hash state at the journaled
+    /// offset and the bytes the registry holds (more than that offset when it kept part of a
+    /// cut chunk: [`Self::catch_up`] hashes the difference).
     async fn upload_start(
         &self,
         client: &RegistryClient,
         repo: &str,
         node: &BlobNode,
         session: Option<String>,
-    ) -> Result<(String, StreamHasher)> {
+    ) -> Result<(String, StreamHasher, u64)> {
         let d = &node.blob.digest;
         let earlier = self
             .journal
@@ -303,26 +307,30 @@ impl Transfer {
         if let Some(entry) = earlier {
             let status = client.upload_status(repo, &entry.location).await?;
             match (status, entry.hasher()) {
-                (Some(st), Some(hasher)) if st.offset == entry.offset && st.offset > 0 => {
+                (Some(st), Some(hasher))
+                    if st.offset > 0 && (entry.offset..=node.blob.size).contains(&st.offset) =>
+                {
                     if let Some(s) = session {
                         client.cancel_upload(repo, &s).await;
                     }
+                    // A registry that keeps what it read of a cut chunk (Zot, GitLab's) holds
+                    // more than we journaled: those bytes are hashed, not sent again.
                     self.stats
                         .bytes_resumed
-                        .fetch_add(entry.offset, Ordering::Relaxed);
+                        .fetch_add(st.offset, Ordering::Relaxed);
                     self.progress.println(&format!(
                         "resuming blob {} in {repo} at {} of {}",
                         d.short(),
-                        human_bytes(entry.offset),
+                        human_bytes(st.offset),
                         human_bytes(node.blob.size)
                     ));
-                    return Ok((st.location, hasher));
+                    return Ok((st.location, hasher, st.offset));
                 }
-                // The registry holds other than what we recorded (a chunk it accepted just
-                // before we were stopped): this blob starts over.
+                // The registry holds less than we recorded, or nothing: this blob starts over.
                 (Some(st), _) => client.cancel_upload(repo, &st.location).await,
                 // The session is gone: purged, or refused because part of a cut chunk reached
-                // it (Distribution 2.x then deletes it).
+                // it (Distribution 2.x then deletes it: its state, signed into the location,
+                // no longer matches what it holds).
                 (None, _) => {}
             }
             self.forget(client, repo, d);
@@ -331,7 +339,39 @@ impl Transfer {
             Some(l) => l,
             None => client.start_upload(repo).await?,
         };
-        Ok((location, StreamHasher::new()))
+        Ok((location, StreamHasher::new(), 0))
+    }
+
+    /// Brings `hasher` forward to byte `to` of `node`'s blob over the source's bytes, sending
+    /// nothing: the registry already holds them. Whether they are the same bytes is decided at
+    /// the commit, where the registry checks the digest (a mismatch starts the blob over). The
+    /// bytes read count as movement for the stall detector (`moved`).
+    async fn catch_up(
+        &self,
+        node: &BlobNode,
+        mut hasher: StreamHasher,
+        to: u64,
+        moved: &AtomicU64,
+    ) -> Result<StreamHasher> {
+        if hasher.len() >= to {
+            return Ok(hasher);
+        }
+        let mut stream = self.open(node, hasher.len()).await?;
+        while hasher.len() < to {
+            let Some(bytes) = stream.next().await.transpose()? else {
+                anyhow::bail!(
+                    "{} ended at byte {} of blob {}, before the {} bytes the destination holds",
+                    self.source_name(node),
+                    hasher.len(),
+                    node.blob.digest,
+                    to
+                );
+            };
+            let want = (to - hasher.len()).min(bytes.len() as u64) as usize;
+            hasher.update(&bytes[..want]);
+            moved.fetch_add(want as u64, Ordering::Relaxed);
+        }
+        Ok(hasher)
     }
 
     /// Sends the blob from the reader's offset: one committing PUT for a small blob, else
@@ -353,6 +393,11 @@ impl Transfer {
                 .await?;
             return Ok(());
         }
+        if reader.offset() == 0 {
+            // Journaled before the first byte: a registry that keeps what it read of a cut
+            // first chunk can be continued too.
+            self.journal_progress(client, repo, &location, &reader)?;
+        }
         while reader.offset() < size {
             let offset = reader.offset();
             let len = (size - offset).min(chunk);
@@ -364,17 +409,7 @@ impl Transfer {
                 .await
                 .context("the registry acknowledged a chunk it was not sent whole")?;
             location = status.location;
-            if let Some(j) = &self.journal {
-                j.save(&UploadEntry {
-                    registry: client.host().to_string(),
-                    repository: repo.to_string(),
-                    digest: digest.clone(),
-                    size,
-                    location: location.clone(),
-                    offset: reader.offset(),
-                    hash_state: reader.hasher().encoded_state(),
-                })?;
-            }
+            self.journal_progress(client, repo, &location, &reader)?;
         }
         match client.finish_upload(repo, &location, &digest).await {
             Ok(()) => Ok(()),
@@ -385,6 +420,31 @@ impl Transfer {
             }
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Transfer {
+    /// Records where an upload session stands: its location, the bytes the registry
+    /// acknowledged, our hash state over them.
+    fn journal_progress(
+        &self,
+        client: &RegistryClient,
+        repo: &str,
+        location: &str,
+        reader: &VerifiedReader,
+    ) -> Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        j.save(&UploadEntry {
+            registry: client.host().to_string(),
+            repository: repo.to_string(),
+            digest: reader.digest().clone(),
+            size: reader.size(),
+            location: location.to_string(),
+            offset: reader.offset(),
+            hash_state: reader.hasher().encoded_state(),
+        })
     }
 }
 
