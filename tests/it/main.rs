@@ -21,4 +21,5 @@ mod openshift;
 mod records;
 mod render;
 mod resilience;
+mod tampered;
 mod token_refresh;
