@@ -639,6 +639,63 @@ mod tests {
         assert_eq!(finished.blobs, [blob(D2)]);
     }
 
+    /// The index check `mirror --from` and `verify` share: an untouched index matches, and
+    /// each tampering is named (moved, repointed, dropped, doubled, added).
+    #[test]
+    fn index_differences_name_every_tampering() {
+        const D2: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000002";
+        let mut img = image("q.io/a/b:1", "m/a/b:1", None, None);
+        img.path = "a/b".into();
+        let rec = record(vec![img]);
+        let entry = |name: &str, digest: &str, path: &str| IndexedImage {
+            name: name.into(),
+            digest: digest.parse().unwrap(),
+            path: path.into(),
+            tag: None,
+            category: None,
+        };
+        let text = |indexed: &[IndexedImage]| -> Vec<String> {
+            rec.index_differences(indexed)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(text(&[entry("q.io/a/b:1", D1, "a/b")]).is_empty());
+        assert_eq!(
+            text(&[entry("q.io/a/b:1", D1, "openshift/release")]),
+            [format!("index.json: q.io/a/b:1 ({D1}) is placed at openshift/release (generic), the record says a/b (generic)")]
+        );
+        assert_eq!(
+            text(&[entry("q.io/a/b:1", D2, "a/b")]),
+            [format!(
+                "index.json: q.io/a/b:1 points to {D2}, the record says {D1}"
+            )]
+        );
+        assert_eq!(
+            text(&[]),
+            [format!(
+                "index.json: no entry for q.io/a/b:1 ({D1}), which the record lists"
+            )]
+        );
+        let doubled = text(&[
+            entry("q.io/a/b:1", D1, "a/b"),
+            entry("q.io/a/b:1", D1, "a/b"),
+        ]);
+        assert_eq!(
+            doubled,
+            [format!(
+                "index.json: q.io/a/b:1 has 2 entries ({D1}, {D1}); the record lists it once"
+            )]
+        );
+        let extra = text(&[entry("q.io/a/b:1", D1, "a/b"), entry("q.io/x:1", D2, "x")]);
+        assert_eq!(
+            extra,
+            [format!(
+                "index.json: q.io/x:1 ({D2}) is not in the mirror record"
+            )]
+        );
+    }
+
     fn sample() -> MirrorRecord {
         let m = "mirror.example:8443/mirror";
         record(vec![
