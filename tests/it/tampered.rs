@@ -389,3 +389,31 @@ fn a_continue_on_error_disk_mirror_pushes_what_it_completed() {
     assert_eq!(out["layoutCheck"]["result"], "matchesRecord", "{out:#}");
     assert_eq!(out["images"], 2, "{out:#}");
 }
+
+/// `--accept-unrecorded` also pushes a layout that differs from its record (one the user
+/// trusts), and the report says how it differs, so the audit trail shows the check was
+/// overridden and why.
+#[test]
+fn accept_unrecorded_pushes_a_layout_that_differs_from_its_record_and_says_how() {
+    let (_work, dir, images) = disk_mirror(69);
+    let name = name_of(&dir, &images[2]);
+    let mut idx = index(&dir);
+    idx["manifests"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|e| e["annotations"]["org.opencontainers.image.ref.name"] != name.as_str());
+    write_index_and_sums(&dir, &idx);
+    let dst = Registry::plain();
+    let out: Value =
+        serde_json::from_str(&ok(&push(&dir, &dst, true, &["--accept-unrecorded"]))).unwrap();
+    assert_eq!(
+        out["layoutCheck"]["result"], "acceptedUnrecorded",
+        "{out:#}"
+    );
+    let reason = out["layoutCheck"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("differs from its mirror record") && reason.contains(&name),
+        "{reason}"
+    );
+    assert_eq!(out["images"], 2, "{out:#}");
+}
