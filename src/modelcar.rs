@@ -12,6 +12,9 @@ use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::reference::ImageRef;
 use crate::oci::stream::ByteStream;
+use crate::openshift::record::{
+    now_rfc3339, write_sums, BlobRecord, ImageRecord, MirrorRecord, RunInfo, RECORD_FILE,
+};
 use crate::output::{human_bytes, Progress};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -364,6 +367,19 @@ async fn write_image(
         size: manifest_bytes.len() as u64,
         annotations,
     }])?;
+    let mut blobs = vec![BlobRecord {
+        digest: config_digest,
+        size: config_bytes.len() as u64,
+    }];
+    blobs.extend(layers.iter().map(|l| BlobRecord {
+        digest: l.digest.clone(),
+        size: l.size,
+    }));
+    let manifest = BlobRecord {
+        digest: digest.clone(),
+        size: manifest_bytes.len() as u64,
+    };
+    write_record(layout, reference, manifest, blobs)?;
     Ok(PackedModel {
         reference: reference.to_string(),
         digest,
@@ -371,6 +387,52 @@ async fn write_image(
         bytes: layers.iter().map(|l| l.size).sum(),
         layers,
     })
+}
+
+/// Records the packed image in the layout's mirror record (added to the one already there)
+/// and rewrites `SHA256SUMS`, as a mirror to disk does: `bootstrap mirror --from` checks the
+/// layout against this record before it pushes, and `bootstrap verify` checks it too.
+fn write_record(
+    layout: &OciLayout,
+    reference: &ImageRef,
+    manifest: BlobRecord,
+    blobs: Vec<BlobRecord>,
+) -> Result<()> {
+    let root = layout.root();
+    let now = now_rfc3339();
+    let image = ImageRecord {
+        source: reference.to_string(),
+        path: reference.repository.clone(),
+        tag: None,
+        category: None,
+        destination: format!("oci:{}:{reference}", root.display()),
+        digest: manifest.digest,
+        source_digest: None,
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+        size: manifest.size,
+        total_size: manifest.size + blobs.iter().map(|b| b.size).sum::<u64>(),
+        platforms: vec!["linux/amd64".into()],
+        platforms_dropped: Vec::new(),
+        manifests: Vec::new(),
+        blobs: blobs.iter().map(|b| b.digest.clone()).collect(),
+    };
+    let run = RunInfo {
+        tool: format!("bootstrap {} (model pack)", env!("CARGO_PKG_VERSION")),
+        config: None,
+        source: "model pack".into(),
+        destination: format!("file://{}", root.display()),
+        started: now.clone(),
+        finished: now,
+        images: 1,
+        bytes_transferred: 0,
+    };
+    let mut record = MirrorRecord::new(run, vec![image], blobs);
+    let path = root.join(RECORD_FILE);
+    if path.exists() {
+        record.merge_earlier(MirrorRecord::load(&path)?);
+    }
+    record.write(&path)?;
+    write_sums(root)
 }
 
 impl std::fmt::Display for PackedModel {

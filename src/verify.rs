@@ -8,7 +8,9 @@ use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Registries, RegistryOptions};
-use crate::openshift::record::{layout_files, MirrorRecord, RECORD_FILE, SUMS_FILE};
+use crate::openshift::record::{
+    layout_files, DifferenceKind, MirrorRecord, RECORD_FILE, SUMS_FILE,
+};
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
@@ -262,30 +264,19 @@ fn check_layout_against_record(
             ));
         }
     }
-    let index = layout.index()?;
-    let by_name: BTreeMap<&str, &Digest> = index
+    // The same check `mirror --from` makes before it pushes: every image once, at its
+    // digest and placement, nothing else.
+    let indexed: Vec<_> = crate::mirror::recorded::layout_images(layout)?
         .iter()
-        .filter_map(|e| e.ref_name().map(|n| (n, &e.digest)))
+        .map(crate::mirror::recorded::LayoutImage::indexed)
         .collect();
-    for img in &record.images {
-        match by_name.get(img.source.as_str()) {
-            Some(d) if **d == img.digest => {}
-            Some(d) => report.corrupt.push(format!(
-                "index.json: {} points to {d}, the record says {}",
-                img.source, img.digest
-            )),
-            None => report
-                .missing
-                .push(format!("index.json: no entry for {}", img.source)),
-        }
-    }
-    let recorded: BTreeSet<&str> = record.images.iter().map(|i| i.source.as_str()).collect();
-    for name in by_name.keys() {
-        if !recorded.contains(name) {
-            report
-                .unexpected
-                .push(format!("index.json: {name} is not in the mirror record"));
-        }
+    for difference in record.index_differences(&indexed) {
+        let list = match difference.kind() {
+            DifferenceKind::Missing => &mut report.missing,
+            DifferenceKind::Corrupt => &mut report.corrupt,
+            DifferenceKind::Unexpected => &mut report.unexpected,
+        };
+        list.push(difference.to_string());
     }
     Ok(())
 }

@@ -95,6 +95,12 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "file://DIR", conflicts_with = "config")]
     pub from: Option<String>,
 
+    /// With --from: push a layout that has no mirror record, or that differs from it (one
+    /// another tool made). Without it such a layout is refused before anything is pushed; with
+    /// it the report and the status file say the check was skipped and why.
+    #[arg(long, requires = "from")]
+    pub accept_unrecorded: bool,
+
     /// Where to mirror: file://DIR (an OCI layout) or docker://HOST[:PORT][/PREFIX].
     #[arg(value_name = "DESTINATION")]
     pub destination: String,

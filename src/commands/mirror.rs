@@ -60,6 +60,7 @@ impl MirrorSettings {
             status_file: args.status_file,
             record: args.record,
             rewrite_filtered_indexes: args.rewrite_filtered_indexes,
+            accept_unrecorded: args.accept_unrecorded,
         })
     }
 }

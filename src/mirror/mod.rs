@@ -13,6 +13,7 @@ pub mod dryrun;
 pub mod journal;
 mod outputs;
 pub mod plan;
+pub mod recorded;
 pub mod report;
 pub mod resolve;
 pub mod settings;
@@ -74,6 +75,9 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
     let regs = Arc::new(Registries::new(settings.registry.clone())?);
     let (source, mut wanted, dest) = prepare(&settings, &regs).await?;
     let (images, statuses) = resolve_images(&settings, &source, &mut wanted, &dest).await?;
+    if let Source::Layout(layout) = &source {
+        recorded::check_blob_files(layout, &images)?;
+    }
     if settings.dry_run {
         return dry_run(&settings, source, dest, &images, &wanted)
             .await
@@ -113,9 +117,10 @@ async fn prepare(
     }
     let graph = &settings.graph_url;
     let early = match &settings.input {
-        MirrorInput::Disk(_) => {
-            Some(wanted::source_and_wanted(&settings.input, regs, graph).await?)
-        }
+        MirrorInput::Disk(_) => Some(
+            wanted::source_and_wanted(&settings.input, regs, graph, settings.accept_unrecorded)
+                .await?,
+        ),
         MirrorInput::Config(path) => {
             config::load(path)?.ensure_supported(&path.display().to_string())?;
             None
@@ -124,7 +129,10 @@ async fn prepare(
     let dest = destination::connect_destination(&settings.destination, regs).await?;
     let (source, wanted) = match early {
         Some(sw) => sw,
-        None => wanted::source_and_wanted(&settings.input, regs, graph).await?,
+        None => {
+            wanted::source_and_wanted(&settings.input, regs, graph, settings.accept_unrecorded)
+                .await?
+        }
     };
     Ok((source, wanted, dest))
 }
@@ -399,7 +407,8 @@ fn finish(
         transfer,
     );
     let stamp = outputs::file_stamp();
-    let status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
+    let mut status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
+    status.layout_check = wanted.layout_check.clone();
     // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
     let status_path = write_status(settings, &transfer.dest, &status, &stamp)?;
     let record_path = outputs::write_record(
@@ -436,6 +445,7 @@ fn finish(
         cluster_resources: cluster_dir.map(|d| d.display().to_string()),
         releases: wanted.releases,
         catalogs: wanted.catalog_reports,
+        layout_check: wanted.layout_check,
     };
     let listed = mirrored
         .iter()

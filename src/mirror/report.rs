@@ -54,6 +54,10 @@ pub struct Summary {
     /// Catalogs filtered and rebuilt (mirror.operators).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalogs: Vec<content::CatalogInfo>,
+    /// For a push from a disk mirror: whether it matched its mirror record, or was pushed
+    /// with `--accept-unrecorded` (and why that was needed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout_check: Option<super::recorded::LayoutCheck>,
 }
 
 /// One image at the destination, for the text listing.
@@ -190,6 +194,9 @@ impl std::fmt::Display for MirrorReport {
                 c.images,
                 packages.join("; ")
             )?;
+        }
+        if let Some(check) = &self.summary.layout_check {
+            writeln!(f, "{check}")?;
         }
         writeln!(f, "record: {}", self.summary.record)?;
         if let Some(dir) = &self.summary.cluster_resources {

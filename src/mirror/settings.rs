@@ -47,4 +47,7 @@ pub struct MirrorSettings {
     pub record: Option<PathBuf>,
     /// Push an index of only the kept platforms when the filter dropped some.
     pub rewrite_filtered_indexes: bool,
+    /// Push a disk mirror that has no mirror record, or differs from it (a layout another tool
+    /// made); the report and the status file say so.
+    pub accept_unrecorded: bool,
 }

@@ -116,6 +116,10 @@ pub struct StatusFile {
     pub blocked: usize,
     /// Every image of the run, sorted by source.
     pub images: Vec<ImageStatus>,
+    /// For a push from a disk mirror: whether it matched its mirror record, or was pushed
+    /// with `--accept-unrecorded` (and why that was needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout_check: Option<super::recorded::LayoutCheck>,
 }
 
 impl StatusFile {
@@ -138,6 +142,7 @@ impl StatusFile {
             skipped: count(Outcome::Skipped),
             blocked: count(Outcome::Blocked),
             images,
+            layout_check: None,
         }
     }
 

@@ -5,7 +5,7 @@
 use super::content::{self, WantedImage};
 use super::plan::{self, ResolvedImage, Source};
 use super::settings::MirrorInput;
-use super::{cache, config};
+use super::{cache, config, recorded};
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::ImageRef;
@@ -28,6 +28,8 @@ pub(super) struct Wanted {
     pub(super) source_label: String,
     pub(super) releases: Vec<content::ReleaseInfo>,
     pub(super) catalog_reports: Vec<content::CatalogInfo>,
+    /// For a disk mirror: how it was checked against its record.
+    pub(super) layout_check: Option<recorded::LayoutCheck>,
 }
 
 async fn wanted_from_config(
@@ -100,6 +102,7 @@ async fn wanted_from_config(
         source_label,
         releases: content.releases,
         catalog_reports: content.catalog_reports,
+        layout_check: None,
     })
 }
 
@@ -114,35 +117,25 @@ fn blocked_by(patterns: &[(String, regex::Regex)], written: &str, r: &ImageRef) 
         .map(|(path, _)| path.clone())
 }
 
-fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
-    let mut images = Vec::new();
-    let index_path = layout.root().join("index.json");
-    for entry in layout.index()? {
-        let Some(name) = entry.ref_name() else {
-            continue;
-        };
-        let r = ImageRef::parse(name).with_context(|| {
-            format!(
-                "{}/index.json names an image '{name}' that is not a full reference; was it written by bootstrap mirror?",
-                layout.root().display()
-            )
-        })?;
-        let placement = plan::placement_from_annotations(
-            &entry.annotations,
-            &format!("{} entry {name}", index_path.display()),
-        )?;
-        images.push(WantedImage {
-            source: r,
-            digest: Some(entry.digest.clone()),
-            placement,
-        });
-    }
-    if images.is_empty() {
+/// What a disk mirror holds, checked against its mirror record before anything is pushed
+/// (see [`recorded`]).
+fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wanted> {
+    let listed = recorded::layout_images(layout)?;
+    if listed.is_empty() {
         bail!(
             "{} holds no images (index.json is empty)",
             layout.root().display()
         );
     }
+    let layout_check = recorded::check(layout, &listed, accept_unrecorded)?;
+    let images = listed
+        .into_iter()
+        .map(|i| WantedImage {
+            source: i.source,
+            digest: Some(i.digest),
+            placement: i.placement,
+        })
+        .collect();
     Ok(Wanted {
         images,
         catalogs: Vec::new(),
@@ -152,6 +145,7 @@ fn wanted_from_layout(layout: &OciLayout) -> Result<Wanted> {
         source_label: format!("file://{}", layout.root().display()),
         releases: Vec::new(),
         catalog_reports: Vec::new(),
+        layout_check: Some(layout_check),
     })
 }
 
@@ -161,11 +155,12 @@ pub(super) async fn source_and_wanted(
     input: &MirrorInput,
     regs: &Arc<Registries>,
     graph_url: &str,
+    accept_unrecorded: bool,
 ) -> Result<(Source, Wanted)> {
     match input {
         MirrorInput::Disk(dir) => {
             let layout = OciLayout::open(dir)?;
-            let wanted = wanted_from_layout(&layout)?;
+            let wanted = wanted_from_layout(&layout, accept_unrecorded)?;
             Ok((Source::Layout(layout), wanted))
         }
         MirrorInput::Config(cfg) => Ok((

@@ -320,6 +320,201 @@ impl MirrorRecord {
     }
 }
 
+/// An image a disk mirror's `index.json` names, described as its record would describe it:
+/// what `mirror --from` would push, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedImage {
+    /// The entry's `org.opencontainers.image.ref.name` (the source reference).
+    pub name: String,
+    /// The manifest digest the entry points to.
+    pub digest: Digest,
+    /// The destination repository its annotations place it at (else the source's).
+    pub path: String,
+    /// The destination tag its annotations give, if any.
+    pub tag: Option<String>,
+    /// Its category (absent: an additional image).
+    pub category: Option<String>,
+}
+
+impl IndexedImage {
+    fn placement(&self) -> String {
+        placement_text(&self.path, self.tag.as_deref(), self.category.as_deref())
+    }
+}
+
+fn placement_text(path: &str, tag: Option<&str>, category: Option<&str>) -> String {
+    let tag = tag.map(|t| format!(":{t}")).unwrap_or_default();
+    format!("{path}{tag} ({})", category.unwrap_or("generic"))
+}
+
+/// Which list of a verification a difference belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DifferenceKind {
+    /// The record lists it, the layout lacks it.
+    Missing,
+    /// Present, but not as recorded.
+    Corrupt,
+    /// Present, but no record lists it.
+    Unexpected,
+}
+
+/// One way a disk mirror's `index.json` differs from its mirror record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexDifference {
+    /// The record lists the image; the index has no entry for it.
+    Missing {
+        /// Its source reference.
+        name: String,
+        /// Its recorded digest.
+        digest: Digest,
+    },
+    /// The index names an image the record does not list.
+    Unexpected {
+        /// The entry's name.
+        name: String,
+        /// The digest it points to.
+        digest: Digest,
+    },
+    /// Two or more entries carry one name.
+    Duplicate {
+        /// The name.
+        name: String,
+        /// The digests its entries point to.
+        digests: Vec<Digest>,
+    },
+    /// The entry points to another manifest than the record's.
+    Digest {
+        /// The entry's name.
+        name: String,
+        /// What the index says.
+        index: Digest,
+        /// What the record says.
+        record: Digest,
+    },
+    /// The entry's annotations place the image elsewhere than the record does.
+    Placement {
+        /// The entry's name.
+        name: String,
+        /// The digest it points to.
+        digest: Digest,
+        /// Where the index puts it (`repo[:tag] (category)`).
+        index: String,
+        /// Where the record puts it.
+        record: String,
+    },
+}
+
+impl IndexDifference {
+    /// Which list of a verification it belongs to.
+    pub fn kind(&self) -> DifferenceKind {
+        match self {
+            IndexDifference::Missing { .. } => DifferenceKind::Missing,
+            IndexDifference::Unexpected { .. } => DifferenceKind::Unexpected,
+            _ => DifferenceKind::Corrupt,
+        }
+    }
+}
+
+impl std::fmt::Display for IndexDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexDifference::Missing { name, digest } => write!(
+                f,
+                "index.json: no entry for {name} ({digest}), which the record lists"
+            ),
+            IndexDifference::Unexpected { name, digest } => write!(
+                f,
+                "index.json: {name} ({digest}) is not in the mirror record"
+            ),
+            IndexDifference::Duplicate { name, digests } => {
+                let digests: Vec<String> = digests.iter().map(Digest::to_string).collect();
+                write!(
+                    f,
+                    "index.json: {name} has {} entries ({}); the record lists it once",
+                    digests.len(),
+                    digests.join(", ")
+                )
+            }
+            IndexDifference::Digest {
+                name,
+                index,
+                record,
+            } => write!(
+                f,
+                "index.json: {name} points to {index}, the record says {record}"
+            ),
+            IndexDifference::Placement {
+                name,
+                digest,
+                index,
+                record,
+            } => write!(
+                f,
+                "index.json: {name} ({digest}) is placed at {index}, the record says {record}"
+            ),
+        }
+    }
+}
+
+impl MirrorRecord {
+    /// How the images a layout's `index.json` names differ from this record: every recorded
+    /// image must be there once, at its digest and placement, and nothing else. The record is
+    /// the authority: an index (or `SHA256SUMS`) rewritten to match tampered content still
+    /// differs from it.
+    pub fn index_differences(&self, indexed: &[IndexedImage]) -> Vec<IndexDifference> {
+        let mut by_name: BTreeMap<&str, Vec<&IndexedImage>> = BTreeMap::new();
+        for i in indexed {
+            by_name.entry(i.name.as_str()).or_default().push(i);
+        }
+        let mut out = Vec::new();
+        for (name, entries) in &by_name {
+            if entries.len() > 1 {
+                out.push(IndexDifference::Duplicate {
+                    name: name.to_string(),
+                    digests: entries.iter().map(|e| e.digest.clone()).collect(),
+                });
+            }
+        }
+        for img in &self.images {
+            let Some(entries) = by_name.get(img.source.as_str()) else {
+                out.push(IndexDifference::Missing {
+                    name: img.source.clone(),
+                    digest: img.digest.clone(),
+                });
+                continue;
+            };
+            let recorded = placement_text(&img.path, img.tag.as_deref(), img.category.as_deref());
+            for e in entries {
+                if e.digest != img.digest {
+                    out.push(IndexDifference::Digest {
+                        name: img.source.clone(),
+                        index: e.digest.clone(),
+                        record: img.digest.clone(),
+                    });
+                } else if e.placement() != recorded {
+                    out.push(IndexDifference::Placement {
+                        name: img.source.clone(),
+                        digest: e.digest.clone(),
+                        index: e.placement(),
+                        record: recorded.clone(),
+                    });
+                }
+            }
+        }
+        for (name, entries) in &by_name {
+            if !self.images.iter().any(|i| i.source == *name) {
+                for e in entries {
+                    out.push(IndexDifference::Unexpected {
+                        name: name.to_string(),
+                        digest: e.digest.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Writes `SHA256SUMS` over every file of a layout (in `sha256sum` format, paths relative to the
 /// layout). Blob digests are taken from their names: a blob is only ever renamed into place after
 /// its content matched, and `bootstrap verify` re-hashes them. Other files are hashed.
@@ -442,6 +637,63 @@ mod tests {
         finished.merge_earlier(earlier);
         assert!(finished.unfinished_blobs.is_empty());
         assert_eq!(finished.blobs, [blob(D2)]);
+    }
+
+    /// The index check `mirror --from` and `verify` share: an untouched index matches, and
+    /// each tampering is named (moved, repointed, dropped, doubled, added).
+    #[test]
+    fn index_differences_name_every_tampering() {
+        const D2: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000002";
+        let mut img = image("q.io/a/b:1", "m/a/b:1", None, None);
+        img.path = "a/b".into();
+        let rec = record(vec![img]);
+        let entry = |name: &str, digest: &str, path: &str| IndexedImage {
+            name: name.into(),
+            digest: digest.parse().unwrap(),
+            path: path.into(),
+            tag: None,
+            category: None,
+        };
+        let text = |indexed: &[IndexedImage]| -> Vec<String> {
+            rec.index_differences(indexed)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(text(&[entry("q.io/a/b:1", D1, "a/b")]).is_empty());
+        assert_eq!(
+            text(&[entry("q.io/a/b:1", D1, "openshift/release")]),
+            [format!("index.json: q.io/a/b:1 ({D1}) is placed at openshift/release (generic), the record says a/b (generic)")]
+        );
+        assert_eq!(
+            text(&[entry("q.io/a/b:1", D2, "a/b")]),
+            [format!(
+                "index.json: q.io/a/b:1 points to {D2}, the record says {D1}"
+            )]
+        );
+        assert_eq!(
+            text(&[]),
+            [format!(
+                "index.json: no entry for q.io/a/b:1 ({D1}), which the record lists"
+            )]
+        );
+        let doubled = text(&[
+            entry("q.io/a/b:1", D1, "a/b"),
+            entry("q.io/a/b:1", D1, "a/b"),
+        ]);
+        assert_eq!(
+            doubled,
+            [format!(
+                "index.json: q.io/a/b:1 has 2 entries ({D1}, {D1}); the record lists it once"
+            )]
+        );
+        let extra = text(&[entry("q.io/a/b:1", D1, "a/b"), entry("q.io/x:1", D2, "x")]);
+        assert_eq!(
+            extra,
+            [format!(
+                "index.json: q.io/x:1 ({D2}) is not in the mirror record"
+            )]
+        );
     }
 
     fn sample() -> MirrorRecord {

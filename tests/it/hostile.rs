@@ -146,6 +146,17 @@ fn both_refuse(dir: &Path, blob: &Path, what: &str, dst: &Registry) {
         text.contains(&name) && text.contains(what) && text.contains("not a regular file"),
         "mirror --from does not say that {name} is {what}:\n{text}"
     );
+    // Refused before anything was sent: the destination saw only reads (the ping).
+    let writes: Vec<String> = dst
+        .requests()
+        .iter()
+        .filter(|r| !matches!(r.method.as_str(), "GET" | "HEAD"))
+        .map(|r| format!("{} {}", r.method, r.uri))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "mirror --from pushed before refusing: {writes:#?}"
+    );
 }
 
 /// Regression: a FIFO named like a layer blob blocked `verify` and `mirror --from` for ever.

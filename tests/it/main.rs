@@ -23,5 +23,6 @@ mod release_extract;
 mod render;
 mod resilience;
 mod resume;
+mod tampered;
 mod token_refresh;
 mod trust;

@@ -126,6 +126,12 @@ fn a_packed_model_is_a_deterministic_image_that_mirrors_like_any_other() {
     assert_eq!(before[..2], after[..2]);
     assert_ne!(before[2], after[2]);
 
+    // The layout records what was packed: `verify` passes it, and `mirror --from` (which
+    // refuses a layout without a record) pushes it without --accept-unrecorded.
+    ok(&bootstrap(&[
+        "verify",
+        &format!("file://{}", layout.display()),
+    ]));
     // It mirrors like any image: pushed from the layout, the registry holds it by digest.
     ok(&bootstrap(&[
         "mirror",
