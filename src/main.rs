@@ -37,6 +37,7 @@ fn main() -> ExitCode {
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
             Command::Validate(args) => commands::validate::run(args, &printer),
             Command::Render(args) => commands::render::run(args, &printer),
+            Command::Install(args) => commands::install::run(args, &printer).await,
         }
     });
     match result {
