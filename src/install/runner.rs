@@ -195,6 +195,7 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
     let cx = StageContext {
         inventory: settings.inventory.clone(),
         run: dir.clone(),
+        cancel: signals.cancel.clone(),
     };
     let mut runner = Runner {
         settings,
@@ -343,12 +344,11 @@ impl Runner<'_> {
         let out = self.dir.staging().join(stage.name());
         let started = Instant::now();
         let cx = self.cx.clone();
-        let cancel = self.signals.cancel.clone();
         let task = tokio::task::spawn_blocking({
             let out = out.clone();
             move || {
                 let result = work.run(&cx, &out, &mut log);
-                test_pause(stage, &cancel);
+                test_pause(stage, &cx);
                 (result, log)
             }
         });
@@ -467,12 +467,12 @@ impl Signals {
 /// holds that stage, after its work and before its outputs are published, for up to a minute
 /// or until the run is interrupted. Used by the tests and documented in docs/install.md; it
 /// changes no output.
-fn test_pause(stage: Stage, cancel: &AtomicBool) {
+fn test_pause(stage: Stage, cx: &StageContext) {
     if std::env::var("BOOTSTRAP_TEST_STAGE_PAUSE").as_deref() != Ok(stage.name()) {
         return;
     }
     let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until && !cancel.load(Ordering::SeqCst) {
+    while Instant::now() < until && !cx.cancelled() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }

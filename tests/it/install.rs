@@ -345,6 +345,50 @@ fn sigint_during_a_stage_leaves_it_interrupted_and_the_rerun_finishes_it() {
     }
 }
 
+/// kill -9 while render runs: state.json still says `running` and the lock names a dead pid;
+/// status shows render interrupted, and the next run takes the stale lock over (with a
+/// warning), finds no half-made config/ and finishes render.
+#[test]
+fn kill_9_during_a_stage_then_rerun_finishes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = repo("inventory/lab");
+    let run = tmp.path().join("run");
+    let mut child = command(&[
+        "install",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+    ])
+    .env("BOOTSTRAP_TEST_STAGE_PAUSE", "render")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    wait_for_status(&run, "render", "running");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(run.join("lock").exists());
+    assert!(!run.join("config").exists());
+    let shown = status(&run, "text");
+    assert!(
+        shown.contains("render    interrupted") && shown.contains("its process ended while it ran"),
+        "{shown}"
+    );
+    let o = install(&inv, &run, &["--until", "render"]);
+    let stdout = ok(&o);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("took over a stale lock"),
+        "{o:?}"
+    );
+    assert_eq!(
+        actions(&stdout),
+        pairs(&[("validate", "skipped"), ("render", "ran")])
+    );
+    assert!(stdout.contains("was interrupted"), "{stdout}");
+    assert_eq!(stage_status(&run, "render"), "done");
+}
+
 /// A stage that fails stops the run with exit 1, names its log (which holds every problem),
 /// and status shows it failed with a one-line detail.
 #[test]

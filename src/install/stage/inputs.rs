@@ -3,6 +3,7 @@
 //! hash is kept. Names say where a value comes from: `inventory:site.yaml`,
 //! `secret:references.pullSecret`, `setting:bootstrapVersion`, `run:config/install-config.yaml`.
 
+use crate::install::rundir::RunDir;
 use crate::inventory::model::SecretRef;
 use crate::inventory::{self, Inventory};
 use crate::oci::digest::Digest;
@@ -53,6 +54,16 @@ impl Inputs {
             (None, None) => {
                 self.0.insert(name, ABSENT.to_string());
             }
+        }
+        Ok(())
+    }
+
+    /// Every file an earlier stage published under `RUN/DIR`, as `run:DIR/...`: how a later
+    /// stage (iso reads `config/`) depends on an earlier one's outputs, so that a change there
+    /// reruns it and a rerun that produced the same bytes does not.
+    pub fn run_files(&mut self, run: &RunDir, dir: &str) -> Result<()> {
+        for (rel, sha) in run.hash_outputs(dir)? {
+            self.0.insert(format!("run:{rel}"), sha);
         }
         Ok(())
     }
@@ -154,5 +165,29 @@ fn json_strings(v: &serde_json::Value, out: &mut Vec<String>) {
         serde_json::Value::Array(a) => a.iter().for_each(|x| json_strings(x, out)),
         serde_json::Value::Object(o) => o.values().for_each(|x| json_strings(x, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A later stage that reads `config/` (iso) sees render's new outputs as changed inputs,
+    /// and identical outputs as unchanged.
+    #[test]
+    fn a_later_stage_depends_on_the_outputs_it_reads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::new(tmp.path());
+        fs_err::create_dir_all(tmp.path().join("config")).unwrap();
+        fs_err::write(tmp.path().join("config/agent-config.yaml"), "a").unwrap();
+        let read = || {
+            let mut i = Inputs::default();
+            i.run_files(&run, "config").unwrap();
+            i
+        };
+        let first = read();
+        assert!(read().changed(&first).is_empty());
+        fs_err::write(tmp.path().join("config/agent-config.yaml"), "b").unwrap();
+        assert_eq!(read().changed(&first), ["run:config/agent-config.yaml"]);
     }
 }

@@ -17,6 +17,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// One stage of `bootstrap install`, in pipeline order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -107,6 +109,16 @@ pub struct StageContext {
     pub inventory: PathBuf,
     /// The run directory.
     pub run: RunDir,
+    /// Set when SIGINT or SIGTERM arrived: the run has already recorded the stage as
+    /// interrupted and is ending; a long stage checks [`StageContext::cancelled`] and returns.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl StageContext {
+    /// Whether the run was interrupted (the stage's result will not be used).
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
 }
 
 /// A stage's adapter: it reads what earlier stages wrote in the run directory (and the
