@@ -287,10 +287,14 @@ impl Runner<'_> {
             return Ok(Some(format!("--from {stage}")));
         }
         if rec.status != Status::Done {
-            return Ok(Some(match rec.status {
-                Status::Pending => "first run".to_string(),
-                s => format!("was {}", s.name()),
-            }));
+            return Ok(Some(
+                match rec.status {
+                    Status::Pending => "first run",
+                    Status::Failed => "failed last time",
+                    Status::Running | Status::Interrupted | Status::Done => "was interrupted",
+                }
+                .to_string(),
+            ));
         }
         let changed = inputs.changed(&rec.inputs);
         if !changed.is_empty() {

@@ -390,7 +390,7 @@ fn kill_9_during_a_stage_then_rerun_finishes_it() {
 }
 
 /// A stage that fails stops the run with exit 1, names its log (which holds every problem),
-/// and status shows it failed with a one-line detail.
+/// and status shows it failed with a one-line detail; once fixed, the same command redoes it.
 #[test]
 fn a_failing_stage_names_its_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -415,6 +415,17 @@ fn a_failing_stage_names_its_log() {
     let shown = status(&run, "text");
     assert!(shown.contains("validate  failed"), "{shown}");
     assert!(shown.contains("has 1 problem"), "{shown}");
+    // Fixed, the same command runs the failed stage again and goes on.
+    let site = fs_err::read_to_string(inv.join("site.yaml"))
+        .unwrap()
+        .replace("apiVIPs: [10.9.9.9]", "apiVIPs: [192.168.111.5]");
+    fs_err::write(inv.join("site.yaml"), site).unwrap();
+    let stdout = ok(&install(&inv, &run, &["--until", "render"]));
+    assert!(
+        stdout.contains("validate  ran         failed last time"),
+        "{stdout}"
+    );
+    assert_eq!(stage_status(&run, "render"), "done");
 }
 
 /// Paths replaced, and each duration's digits (`0.0s` -> `N.Ns`): the column keeps its width.
