@@ -34,7 +34,7 @@ pub async fn run(args: InstallArgs, printer: &Printer) -> Result<ExitCode> {
         return status(s, printer);
     }
     let settings = InstallSettings::resolve(args)?;
-    let progress = Progress::new("install", 0);
+    let progress = Progress::lines("install");
     let report = crate::install::run(&settings, &progress).await?;
     progress.finish();
     printer.result(&report)?;

@@ -120,12 +120,9 @@ impl RunLock {
                     })
                 }
                 Some(Ok(holder)) => {
-                    match fs_err::remove_file(path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(anyhow::Error::from(e).into()),
+                    if take_aside(path, &holder)? {
+                        stale = Some(holder);
                     }
-                    stale = Some(holder);
                 }
             }
         }
@@ -145,6 +142,27 @@ impl Drop for RunLock {
             }
         }
     }
+}
+
+/// Removes the stale lock of `holder` at `path`, and only that one: the file is first renamed
+/// to a name of our own and read back, so a lock another run took over in the meantime is put
+/// back rather than deleted. `false` when the lock was not (or no longer) the stale one.
+fn take_aside(path: &Path, holder: &LockHolder) -> Result<bool> {
+    let aside = path.with_file_name(format!(".lock.stale.{}", std::process::id()));
+    match fs_err::rename(path, &aside) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e.into()),
+    }
+    if let Ok(Some(Ok(h))) = read_holder(&aside) {
+        if &h == holder {
+            fs_err::remove_file(&aside)?;
+            return Ok(true);
+        }
+    }
+    // Not the lock we judged stale: a live run's; give it back.
+    fs_err::rename(&aside, path)?;
+    Ok(false)
 }
 
 /// The lock's holder: `None` when there is no lock file, `Some(Err(()))` when it does not parse.

@@ -282,6 +282,56 @@ fn a_stale_lock_is_taken_over_with_a_warning() {
     assert!(!run.join("lock").exists());
 }
 
+/// Four runs started at once on a stale lock: exactly one takes it over; the others are
+/// refused naming that one's pid (none deletes the lock the winner just took).
+#[test]
+fn runs_racing_for_a_stale_lock_leave_exactly_one_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    fake_lock(&run, dead);
+    let inv = repo("inventory/lab");
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            command(&[
+                "install",
+                "--inventory",
+                inv.to_str().unwrap(),
+                "--run",
+                run.to_str().unwrap(),
+            ])
+            .env("BOOTSTRAP_TEST_STAGE_PAUSE", "render")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    wait_for_status(&run, "render", "running");
+    let holder = json(&run.join("lock"))["pid"].as_u64().unwrap() as u32;
+    let mut refused = 0;
+    for child in children {
+        let pid = child.id();
+        if pid == holder {
+            std::process::Command::new("kill")
+                .args(["-INT", &pid.to_string()])
+                .status()
+                .unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        if pid == holder {
+            assert_eq!(o.status.code(), Some(130), "{o:?}");
+        } else {
+            let err = failed(&o);
+            assert!(err.contains(&format!("is held by pid {holder}")), "{err}");
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 3);
+}
+
 fn wait_for_status(run: &Path, stage: &str, want: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
