@@ -317,6 +317,22 @@ impl Runner<'_> {
         Ok(None)
     }
 
+    /// Records in state.json how `stage`'s attempt (begun at `started`) ended.
+    fn end(
+        &mut self,
+        stage: Stage,
+        status: Status,
+        started: Instant,
+        detail: String,
+    ) -> Result<()> {
+        let rec = self.state.get_mut(stage);
+        rec.status = status;
+        rec.ended = Some(now());
+        rec.seconds = Some(started.elapsed().as_secs_f64());
+        rec.detail = Some(detail);
+        self.state.save(&self.dir.state())
+    }
+
     /// Runs one stage; `Some(ending)` when the run stops here.
     async fn run_stage(
         &mut self,
@@ -359,12 +375,8 @@ impl Runner<'_> {
         let finished = tokio::select! {
             joined = task => Some(joined.context("the stage's thread panicked")?),
             signal = self.signals.wait() => {
-                let rec = self.state.get_mut(stage);
-                rec.status = Status::Interrupted;
-                rec.ended = Some(now());
-                rec.seconds = Some(started.elapsed().as_secs_f64());
-                rec.detail = Some(format!("interrupted by {signal}; run again to continue"));
-                self.state.save(&self.dir.state())?;
+                let detail = format!("interrupted by {signal}; run again to continue");
+                self.end(stage, Status::Interrupted, started, detail)?;
                 // The stage's thread only ever writes under .staging, which the next run clears.
                 let mut log = StageLog::open(&self.dir.join(&log_name), Vec::new())?;
                 log.line(&format!("== {stage}: interrupted by {signal}"))?;
@@ -393,13 +405,9 @@ impl Runner<'_> {
                     log.line(&format!("output {name} sha256 {sha}"))?;
                 }
                 log.line(&format!("== {stage}: done in {elapsed:.1}s"))?;
-                let rec = self.state.get_mut(stage);
-                rec.status = Status::Done;
-                rec.ended = Some(now());
-                rec.seconds = Some(elapsed);
-                rec.outputs = outputs;
-                rec.detail = Some(redact(&detail, &secrets));
-                self.state.save(&self.dir.state())?;
+                let detail = redact(&detail, &secrets);
+                self.state.get_mut(stage).outputs = outputs;
+                self.end(stage, Status::Done, started, detail.clone())?;
                 self.report(stage, "ran", format!("{reason}; {detail}"));
                 Ok(None)
             }
@@ -408,12 +416,8 @@ impl Runner<'_> {
                 let first = redact(&e.to_string(), &secrets);
                 log.line(&format!("error: {full}"))?;
                 log.line(&format!("== {stage}: failed after {elapsed:.1}s"))?;
-                let rec = self.state.get_mut(stage);
-                rec.status = Status::Failed;
-                rec.ended = Some(now());
-                rec.seconds = Some(elapsed);
-                rec.detail = Some(first.lines().next().unwrap_or_default().to_string());
-                self.state.save(&self.dir.state())?;
+                let first = first.lines().next().unwrap_or_default().to_string();
+                self.end(stage, Status::Failed, started, first)?;
                 self.report(stage, "failed", full);
                 Ok(Some(Ending::Failed {
                     stage,
