@@ -46,6 +46,7 @@ fn main() -> ExitCode {
             }
             Command::Validate(args) => commands::validate::run(args, &printer),
             Command::Render(args) => commands::render::run(args, &printer),
+            Command::Install(args) => commands::install::run(args, &printer).await,
         }
     });
     match result {

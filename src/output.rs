@@ -191,6 +191,20 @@ impl Progress {
         }
     }
 
+    /// Progress of steps rather than bytes (the install pipeline's stages): lines only, no
+    /// bar, on a terminal too.
+    pub fn lines(label: &str) -> Self {
+        Progress {
+            inner: Arc::new(Inner {
+                bars: None,
+                total: AtomicU64::new(0),
+                done: AtomicU64::new(0),
+                last_line: Mutex::new(Instant::now()),
+                label: label.to_string(),
+            }),
+        }
+    }
+
     /// Sets the bytes the whole operation moves, once it is known.
     pub fn set_total(&self, total: u64) {
         self.inner.total.store(total, Ordering::Relaxed);

@@ -55,6 +55,10 @@ pub enum Command {
     /// Turn a site inventory (site.yaml, nodes.yaml) into the agent installer's
     /// install-config.yaml and agent-config.yaml, after checking every rule at once.
     Render(RenderArgs),
+    /// Take a site from its inventory through the install pipeline's stages (validate, render,
+    /// tools, iso, boot, wait, prep, handoff) in a run directory that a rerun resumes; `bootstrap
+    /// install status --run DIR` shows where it stands.
+    Install(InstallArgs),
 }
 
 /// How to reach registries: credentials and trust.
@@ -359,4 +363,47 @@ pub struct RenderArgs {
     /// files are replaced). Nothing is written when the inventory has a problem.
     #[arg(long, value_name = "RUNDIR")]
     pub out: PathBuf,
+}
+
+/// `bootstrap install`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct InstallArgs {
+    /// `status`, or nothing to run the pipeline.
+    #[command(subcommand)]
+    pub command: Option<InstallCmd>,
+
+    /// The inventory directory (site.yaml, nodes.yaml and the files they reference).
+    #[arg(long, value_name = "DIR", required = true)]
+    pub inventory: Option<PathBuf>,
+
+    /// The run directory: every stage's outputs, state.json, logs/ (created when missing).
+    #[arg(long, value_name = "RUN", required = true)]
+    pub run: Option<PathBuf>,
+
+    /// Run this stage again even if nothing changed, and go on from it; the stages before it
+    /// must be done.
+    #[arg(long, value_name = "STAGE",
+          value_parser = clap::builder::PossibleValuesParser::new(crate::install::Stage::NAMES))]
+    pub from: Option<String>,
+
+    /// Stop after this stage (exit 0 when every stage up to it is done).
+    #[arg(long, value_name = "STAGE",
+          value_parser = clap::builder::PossibleValuesParser::new(crate::install::Stage::NAMES))]
+    pub until: Option<String>,
+}
+
+/// `bootstrap install` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum InstallCmd {
+    /// Print where a run stands: each stage's status, duration and a one-line detail.
+    Status(InstallStatusArgs),
+}
+
+/// `bootstrap install status`.
+#[derive(Debug, Args)]
+pub struct InstallStatusArgs {
+    /// The run directory.
+    #[arg(long, value_name = "RUN")]
+    pub run: PathBuf,
 }

@@ -120,20 +120,36 @@ pub enum RenderOutcome {
     Refused(String),
 }
 
-/// `bootstrap render --inventory DIR --out RUNDIR`: validate, read what the inventory
-/// references, build both files in memory, check them with `bootstrap validate`'s rules, and
-/// only then write them.
-pub fn run(settings: &RenderSettings) -> Result<RenderOutcome> {
-    let (inv, problems) = match inventory::load_validated(&settings.inventory) {
+/// An inventory checked as far as it can be without writing anything: loaded, validated, what
+/// it references read, both files built in memory and passed through `bootstrap validate`'s
+/// rules. The install pipeline's validate stage stops here; `bootstrap render` goes on to write.
+#[derive(Debug)]
+pub enum Checked {
+    /// Both files are ready to be written.
+    Valid {
+        /// The inventory, loaded.
+        inventory: Box<Inventory>,
+        /// Both files, in memory.
+        rendered: Rendered,
+        /// The inventory's warnings, one problem per line.
+        warnings: Option<String>,
+    },
+    /// The inventory has problems (one per line).
+    Refused(String),
+}
+
+/// Everything `bootstrap render` does before it writes: validate the inventory, read what it
+/// references, build both files in memory and check them with `bootstrap validate`'s rules.
+/// `Err` only for what is not the inventory's fault (an unreadable file, a renderer bug).
+pub fn check(inventory: &Path) -> Result<Checked> {
+    let (inv, problems) = match inventory::load_validated(inventory) {
         Ok(loaded) => loaded,
-        Err(e @ InventoryError::Invalid { .. }) => {
-            return Ok(RenderOutcome::Refused(e.to_string()))
-        }
+        Err(e @ InventoryError::Invalid { .. }) => return Ok(Checked::Refused(e.to_string())),
         Err(e) => return Err(e.into()),
     };
     if problems.iter().any(|(_, p)| p.is_error()) {
         let text = render_inventory_problems(&inv.dir, &problems);
-        return Ok(RenderOutcome::Refused(text));
+        return Ok(Checked::Refused(text));
     }
     // Warnings only: reported, and the files are written.
     let warnings = (!problems.is_empty()).then(|| render_inventory_problems(&inv.dir, &problems));
@@ -141,10 +157,27 @@ pub fn run(settings: &RenderSettings) -> Result<RenderOutcome> {
         Ok(r) => r,
         Err(problems) => {
             let text = render_inventory_problems(&inv.dir, &problems);
-            return Ok(RenderOutcome::Refused(text));
+            return Ok(Checked::Refused(text));
         }
     };
     self_check(&rendered)?;
+    Ok(Checked::Valid {
+        inventory: Box::new(inv),
+        rendered,
+        warnings,
+    })
+}
+
+/// `bootstrap render --inventory DIR --out RUNDIR`: [`check`], and only then write both files.
+pub fn run(settings: &RenderSettings) -> Result<RenderOutcome> {
+    let (inv, rendered, warnings) = match check(&settings.inventory)? {
+        Checked::Refused(text) => return Ok(RenderOutcome::Refused(text)),
+        Checked::Valid {
+            inventory,
+            rendered,
+            warnings,
+        } => (inventory, rendered, warnings),
+    };
     let files = write(&rendered, &settings.out)?;
     let (masters, workers) = files::counts(&inv);
     let summary = RenderSummary {

@@ -12,6 +12,7 @@ mod challenges;
 mod cli;
 mod harness;
 mod hostile;
+mod install;
 mod installer_parity;
 mod inventory;
 mod lab_seed;

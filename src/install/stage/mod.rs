@@ -1,0 +1,146 @@
+//! The pipeline's stages, in their fixed order, and what each one is: an enum (the order, the
+//! names) and one match ([`Stage::work`]) from a stage to its adapter. A stage that has no
+//! adapter yet is listed and stops the run before it. An adapter declares its inputs (files and
+//! the settings that matter, each hashed; secrets hashed and never stored), the run-directory
+//! folder its outputs go to, and does its work into a staging folder that the runner publishes
+//! whole only when the stage succeeded.
+
+mod inputs;
+mod render;
+mod validate;
+
+pub use inputs::Inputs;
+
+use super::log::StageLog;
+use super::rundir::RunDir;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One stage of `bootstrap install`, in pipeline order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// The inventory and the installer's rules on what it becomes; writes nothing.
+    Validate,
+    /// install-config.yaml and agent-config.yaml under `RUN/config/`.
+    Render,
+    /// openshift-install and oc from the mirrored release (not built yet).
+    Tools,
+    /// The agent ISO (not built yet).
+    Iso,
+    /// Nodes booted from the ISO through their BMCs (not built yet).
+    Boot,
+    /// Waiting for the installation to complete (not built yet).
+    Wait,
+    /// Host preparation (not built yet).
+    Prep,
+    /// The hand-off to Argo CD (not built yet).
+    Handoff,
+}
+
+impl Stage {
+    /// Every stage, in the order they run.
+    pub const ALL: [Stage; 8] = [
+        Stage::Validate,
+        Stage::Render,
+        Stage::Tools,
+        Stage::Iso,
+        Stage::Boot,
+        Stage::Wait,
+        Stage::Prep,
+        Stage::Handoff,
+    ];
+
+    /// Every stage's name, in order (what `--from` and `--until` accept).
+    pub const NAMES: [&'static str; 8] = [
+        "validate", "render", "tools", "iso", "boot", "wait", "prep", "handoff",
+    ];
+
+    /// The stage's name (`render`).
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The stage's adapter, or `None` when it is not built yet: the one match of the pipeline.
+    pub fn work(self) -> Option<&'static dyn StageWork> {
+        match self {
+            Stage::Validate => Some(&validate::Validate),
+            Stage::Render => Some(&render::Render),
+            Stage::Tools
+            | Stage::Iso
+            | Stage::Boot
+            | Stage::Wait
+            | Stage::Prep
+            | Stage::Handoff => None,
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Stage {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Stage::ALL
+            .into_iter()
+            .find(|st| st.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "{s:?} is not a stage; the stages are {}",
+                    Stage::NAMES.join(", ")
+                )
+            })
+    }
+}
+
+/// What every stage is given.
+#[derive(Clone, Debug)]
+pub struct StageContext {
+    /// The inventory directory.
+    pub inventory: PathBuf,
+    /// The run directory.
+    pub run: RunDir,
+    /// Set when SIGINT or SIGTERM arrived: the run has already recorded the stage as
+    /// interrupted and is ending; a long stage checks [`StageContext::cancelled`] and returns.
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl StageContext {
+    /// Whether the run was interrupted (the stage's result will not be used).
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+}
+
+/// A stage's adapter: it reads what earlier stages wrote in the run directory (and the
+/// inventory), and writes its own outputs. Adapters run on a blocking thread; one that needs
+/// async I/O uses `tokio::runtime::Handle::current().block_on`.
+pub trait StageWork: Sync {
+    /// Everything the stage's result depends on, hashed: when these are unchanged and its
+    /// outputs intact, the stage is not run again.
+    fn inputs(&self, cx: &StageContext) -> Result<Inputs>;
+
+    /// The folder of the run directory its outputs go to (`config`), or `None` when it writes
+    /// no files. The folder is replaced whole, and only when the stage succeeds.
+    fn output_dir(&self) -> Option<&'static str>;
+
+    /// Does the stage's work, writing its outputs under `out` (a staging folder that becomes
+    /// [`StageWork::output_dir`]); returns a one-line detail for the status table. An error's
+    /// first line becomes the failure's detail; the log holds the rest.
+    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String>;
+
+    /// Every secret the stage may meet (the pull secret, BMC passwords), so its log can never
+    /// show them even if a message quoted one.
+    fn secrets(&self, cx: &StageContext) -> Vec<String> {
+        inputs::inventory_secrets(&cx.inventory)
+    }
+}

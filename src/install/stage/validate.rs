@@ -1,0 +1,62 @@
+//! The validate stage: everything `bootstrap render` checks before it writes ([`render::check`]:
+//! the inventory's rules, what it references, both files built in memory and passed through
+//! `bootstrap validate`'s rules); it writes nothing. Warnings go to its log; problems fail it.
+
+use super::{inputs, Inputs, StageContext, StageWork};
+use crate::install::log::StageLog;
+use crate::render::{self, Checked};
+use anyhow::Result;
+use std::path::Path;
+
+/// The validate stage.
+pub struct Validate;
+
+impl StageWork for Validate {
+    fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
+        inputs::validate_inputs(&cx.inventory)
+    }
+
+    fn output_dir(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn run(&self, cx: &StageContext, _out: &Path, log: &mut StageLog) -> Result<String> {
+        log.line(&format!(
+            "checking the inventory {}",
+            cx.inventory.display()
+        ))?;
+        match render::check(&cx.inventory)? {
+            Checked::Refused(problems) => {
+                log.line(&problems)?;
+                let n = problems.lines().count();
+                anyhow::bail!(
+                    "the inventory {} has {n} problem{} (each in the log, file:line:col: path: message); fix them and run again",
+                    cx.inventory.display(),
+                    if n == 1 { "" } else { "s" }
+                )
+            }
+            Checked::Valid {
+                inventory,
+                rendered,
+                warnings,
+            } => {
+                let warned = warnings.as_deref().map_or(0, |w| w.lines().count());
+                if let Some(w) = &warnings {
+                    log.line(w)?;
+                }
+                log.line("both files pass bootstrap validate's rules")?;
+                Ok(format!(
+                    "{}.{}: {} nodes valid{}",
+                    inventory.site.cluster.name,
+                    inventory.site.cluster.base_domain,
+                    rendered.nodes.len(),
+                    match warned {
+                        0 => String::new(),
+                        1 => ", 1 warning (in the log)".to_string(),
+                        n => format!(", {n} warnings (in the log)"),
+                    }
+                ))
+            }
+        }
+    }
+}

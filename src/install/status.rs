@@ -1,0 +1,162 @@
+//! `bootstrap install status --run DIR`: the stages as `state.json` records them, read without
+//! the lock (a run may be going on). A stage recorded `running` whose process is gone is shown
+//! as interrupted, as the next run will treat it; a stage not built yet says so.
+
+use super::lock::read_holder;
+use super::rundir::RunDir;
+use super::stage::Stage;
+use super::state::{RunState, Status};
+use anyhow::Result;
+use serde::Serialize;
+use std::fmt;
+use std::path::Path;
+
+/// One stage's line.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageStatus {
+    /// The stage.
+    pub stage: Stage,
+    /// pending, running, done, failed, interrupted, or `not built`.
+    pub status: String,
+    /// When its last attempt started.
+    pub started: Option<String>,
+    /// When it ended.
+    pub ended: Option<String>,
+    /// How long it took, in seconds.
+    pub seconds: Option<f64>,
+    /// One line: what it produced or why it failed.
+    pub detail: String,
+    /// Its log, relative to the run directory.
+    pub log: Option<String>,
+}
+
+/// `bootstrap install status`'s result.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    /// The run directory.
+    pub run: String,
+    /// The inventory of its last run.
+    pub inventory: String,
+    /// The run holding the lock now (`pid N on HOST since T`), if any.
+    pub running: Option<String>,
+    /// Every stage, in order.
+    pub stages: Vec<StageStatus>,
+}
+
+/// Reads `run`'s state; an error when it has none.
+pub fn status(run: &Path) -> Result<StatusReport> {
+    let dir = RunDir::new(run);
+    anyhow::ensure!(
+        dir.state().exists(),
+        "{} has no state.json: no bootstrap install has run there (bootstrap install --inventory DIR --run {} starts one)",
+        run.display(),
+        run.display()
+    );
+    let state = RunState::load(&dir.state())?;
+    let holder = match read_holder(&dir.lock())? {
+        Some(Ok(h)) if h.alive() => Some(h.to_string()),
+        _ => None,
+    };
+    let stages = state
+        .stages
+        .iter()
+        .map(|rec| {
+            let status = match (rec.status, &holder) {
+                (_, _) if rec.stage.work().is_none() && rec.status == Status::Pending => {
+                    "not built".to_string()
+                }
+                (Status::Running, None) => Status::Interrupted.name().to_string(),
+                (s, _) => s.name().to_string(),
+            };
+            let detail = match (&rec.detail, rec.stage.work()) {
+                (Some(d), _) => d.clone(),
+                (None, None) => "not built yet".to_string(),
+                (None, Some(_)) if rec.status == Status::Running && holder.is_none() => {
+                    "its process ended while it ran".to_string()
+                }
+                (None, Some(_)) => String::new(),
+            };
+            StageStatus {
+                stage: rec.stage,
+                status,
+                started: rec.started.clone(),
+                ended: rec.ended.clone(),
+                seconds: rec.seconds,
+                detail,
+                log: rec.log.clone(),
+            }
+        })
+        .collect();
+    Ok(StatusReport {
+        run: run.display().to_string(),
+        inventory: state.inventory,
+        running: holder,
+        stages,
+    })
+}
+
+/// `12.3s`, `4m05s`, `1h02m`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else if s < 3600.0 {
+        format!("{}m{:02}s", (s / 60.0) as u64, (s as u64) % 60)
+    } else {
+        format!("{}h{:02}m", (s / 3600.0) as u64, ((s as u64) / 60) % 60)
+    }
+}
+
+impl fmt::Display for StatusReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "run {} (inventory {})", self.run, self.inventory)?;
+        if let Some(h) = &self.running {
+            writeln!(f, "running now: {h}")?;
+        }
+        let rows: Vec<[String; 4]> = self
+            .stages
+            .iter()
+            .map(|s| {
+                [
+                    s.stage.name().to_string(),
+                    s.status.clone(),
+                    s.seconds.map(duration).unwrap_or_else(|| "-".to_string()),
+                    s.detail.clone(),
+                ]
+            })
+            .collect();
+        let header = ["STAGE", "STATUS", "DURATION", "DETAIL"].map(String::from);
+        let mut width = [0usize; 3];
+        for r in std::iter::once(&header).chain(&rows) {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        for r in std::iter::once(&header).chain(&rows) {
+            let line = format!(
+                "{:<a$}  {:<b$}  {:>c$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                a = width[0],
+                b = width[1],
+                c = width[2]
+            );
+            writeln!(f, "{}", line.trim_end())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(super::duration(0.04), "0.0s");
+        assert_eq!(super::duration(125.0), "2m05s");
+        assert_eq!(super::duration(3725.0), "1h02m");
+    }
+}
