@@ -287,3 +287,114 @@ fn a_binary_without_the_placeholder_is_refused() {
     ok(&run(&pinnable, &to));
     assert!(to.join("openshift-install").exists());
 }
+
+/// The lab's installer stand-in, extracted and pinned like the real one, makes an agent ISO
+/// from the rendered lab files and the extra manifests (listed by xorriso), writes the files the
+/// later stages read, and consumes its inputs.
+#[test]
+fn the_installer_stand_in_makes_an_agent_iso() {
+    let site = Site::new();
+    let bin = site.dir.path().join("bin");
+    ok(&site.extract("openshift-install", &bin));
+    let installer = bin.join("openshift-install");
+    let version = std::process::Command::new(&installer)
+        .arg("version")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let text = ok(&version);
+    assert!(
+        text.contains(&format!("release image {}", site.release)),
+        "{text}"
+    );
+
+    let work = site.dir.path().join("work");
+    fs_err::create_dir_all(work.join("openshift")).unwrap();
+    for f in ["install-config.yaml", "agent-config.yaml"] {
+        fs_err::copy(
+            support::run::repo("tests/testdata/render/lab").join(f),
+            work.join(f),
+        )
+        .unwrap();
+    }
+    fs_err::write(
+        work.join("openshift/99-worker-blacklist-irdma.yaml"),
+        "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 99-worker-blacklist-irdma\n",
+    )
+    .unwrap();
+    let made = std::process::Command::new(&installer)
+        .args(["agent", "create", "image", "--dir"])
+        .arg(&work)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&made.stderr).into_owned();
+    assert!(made.status.success(), "{log}");
+    assert!(log.contains("level=info msg=\"Generated ISO at"), "{log}");
+    let listed = std::process::Command::new("xorriso")
+        .args(["-indev"])
+        .arg(work.join("agent.x86_64.iso"))
+        .args(["-find", "/", "-type", "f"])
+        .output()
+        .unwrap();
+    let files = String::from_utf8_lossy(&listed.stdout);
+    for f in [
+        "'/install-config.yaml'",
+        "'/agent-config.yaml'",
+        "'/openshift/99-worker-blacklist-irdma.yaml'",
+    ] {
+        assert!(files.contains(f), "{f} not in the ISO: {files}");
+    }
+    assert!(
+        !work.join("install-config.yaml").exists(),
+        "inputs are consumed"
+    );
+    assert!(!work.join("openshift").exists(), "inputs are consumed");
+    let rendezvous = fs_err::read_to_string(work.join("rendezvousIP")).unwrap();
+    assert!(
+        rendezvous.trim().parse::<std::net::IpAddr>().is_ok(),
+        "{rendezvous}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for secret in [
+        "auth/kubeconfig",
+        "auth/kubeadmin-password",
+        ".openshift_install_state.json",
+    ] {
+        let mode = fs_err::metadata(work.join(secret))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{secret}");
+    }
+    let state = json(&work.join(".openshift_install_state.json"));
+    let token = state["*gencrypto.AuthConfig"]["WatcherAuthToken"]
+        .as_str()
+        .unwrap();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+}
+
+/// A stand-in never extracted from a release (its placeholder unchanged) refuses to start, as
+/// an unpinned installer would install the wrong release.
+#[test]
+fn an_unpinned_stand_in_refuses_to_start() {
+    use bootstrap::lab::standin::{script, Tool};
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openshift-install");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_bootstrap"));
+    fs_err::write(&path, script(Tool::OpenshiftInstall, bin, "4.18.3")).unwrap();
+    fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = std::process::Command::new(&path)
+        .arg("version")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        log.contains("level=fatal") && log.contains("placeholder was not rewritten"),
+        "{log}"
+    );
+}
