@@ -391,6 +391,11 @@ pub struct InstallArgs {
     #[arg(long, value_name = "STAGE",
           value_parser = clap::builder::PossibleValuesParser::new(crate::install::Stage::NAMES))]
     pub until: Option<String>,
+
+    /// Use this openshift-install instead of the one in the mirrored release (its sha256 is
+    /// recorded; bootstrap does not pin it, and refuses one that was never pinned).
+    #[arg(long, value_name = "PATH")]
+    pub installer: Option<PathBuf>,
 }
 
 /// `bootstrap install` subcommands.

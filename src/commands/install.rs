@@ -24,6 +24,7 @@ impl InstallSettings {
             run: args.run.ok_or_else(|| anyhow!("--run RUN is required"))?,
             from: stage(args.from)?,
             until: stage(args.until)?,
+            installer: args.installer,
         })
     }
 }

@@ -6,6 +6,9 @@
 //! RUN/lock              the running process (pid, host, start); absent when none runs
 //! RUN/logs/STAGE.log    each stage's log, appended per attempt, secrets redacted
 //! RUN/config/           render: install-config.yaml (0600), agent-config.yaml
+//! RUN/tools/            tools: openshift-install, oc (pinned to the release), tools.json
+//! RUN/iso/              iso: work/ (agent.x86_64.iso, rendezvousIP, auth/, the state file), iso.json
+//! RUN/cache/            the installer's cache (XDG_CACHE_HOME), kept across runs
 //! RUN/.staging/STAGE/   a stage's outputs while it runs; renamed into place when it succeeds
 //! ```
 
@@ -15,6 +18,13 @@ use std::path::{Path, PathBuf};
 
 /// The render stage's folder.
 pub const CONFIG_DIR: &str = "config";
+/// The tools stage's folder: openshift-install, oc, tools.json.
+pub const TOOLS_DIR: &str = "tools";
+/// The iso stage's folder: work/ (the installer's directory: the ISO, rendezvousIP, auth/, the
+/// state file) and iso.json.
+pub const ISO_DIR: &str = "iso";
+/// The installer's cache (the CoreOS ISO it downloads or extracts), kept across runs.
+pub const CACHE_DIR: &str = "cache";
 /// The state file.
 pub const STATE_FILE: &str = "state.json";
 /// The lock file.

@@ -29,6 +29,8 @@ pub struct InstallSettings {
     pub from: Option<Stage>,
     /// Stop after this stage.
     pub until: Option<Stage>,
+    /// `--installer PATH`: an openshift-install to use instead of the release's.
+    pub installer: Option<PathBuf>,
 }
 
 /// The signal that stopped a run.
@@ -196,6 +198,7 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         inventory: settings.inventory.clone(),
         run: dir.clone(),
         cancel: signals.cancel.clone(),
+        installer: settings.installer.clone(),
     };
     let mut runner = Runner {
         settings,

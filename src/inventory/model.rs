@@ -32,6 +32,51 @@ pub struct Site {
     pub networks: Networks,
     /// Secrets and the mirror, by reference.
     pub references: References,
+    /// Day-1 settings the iso stage turns into extra manifests.
+    #[serde(default)]
+    pub day1: Day1,
+}
+
+/// `day1`: what the cluster needs from its first boot, written by the iso stage as extra
+/// manifests (`openshift/`) beside those of the inventory's `manifests/` folder.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Day1 {
+    /// Roles whose nodes must not load the Intel `irdma` module (it collides with ConnectX RDMA
+    /// at kernel level): a `99-<role>-blacklist-irdma` MachineConfig each.
+    #[serde(default)]
+    pub blacklist_irdma: Vec<MachineRole>,
+}
+
+/// A MachineConfigPool role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MachineRole {
+    /// Control-plane nodes.
+    Master,
+    /// Compute nodes.
+    Worker,
+}
+
+impl MachineRole {
+    /// `master` or `worker`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MachineRole::Master => "master",
+            MachineRole::Worker => "worker",
+        }
+    }
+}
+
+/// Which installer binary the tools stage takes from the release.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstallerBinary {
+    /// `openshift-install`, from the `installer` image.
+    #[default]
+    OpenshiftInstall,
+    /// `openshift-baremetal-install`, from the `baremetal-installer` image.
+    OpenshiftBaremetalInstall,
 }
 
 /// `cluster`.
@@ -69,6 +114,9 @@ pub struct Release {
     /// The release version (`4.18.3`), resolved against the mirror record.
     #[serde(default)]
     pub version: Option<String>,
+    /// The installer binary the tools stage extracts (default `openshift-install`).
+    #[serde(default)]
+    pub installer: InstallerBinary,
 }
 
 /// `networks`.

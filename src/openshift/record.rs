@@ -298,6 +298,23 @@ impl MirrorRecord {
         })
     }
 
+    /// The release image mirrored from a source pinned to `digest` (or stored under it): the
+    /// record of a release named by digest in an inventory.
+    pub fn release_by_digest(&self, digest: &Digest) -> Option<&ImageRecord> {
+        self.images.iter().find(|i| {
+            i.category.as_deref() == Some(Category::Release.name())
+                && i.path
+                    .ends_with(crate::openshift::release::RELEASE_IMAGES_REPO)
+                && (i.digest == *digest
+                    || i.source_digest.as_ref() == Some(digest)
+                    || ImageRef::parse(&i.source)
+                        .ok()
+                        .and_then(|r| r.digest)
+                        .as_ref()
+                        == Some(digest))
+        })
+    }
+
     /// Every image as the cluster resources see it: source, destination and category; the
     /// first image that cannot be read back is the error.
     pub fn mirrored_images(&self) -> Result<Vec<MirroredImage>, RecordImageError> {

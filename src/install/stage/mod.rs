@@ -6,7 +6,9 @@
 //! whole only when the stage succeeded.
 
 mod inputs;
+mod iso;
 mod render;
+mod tools;
 mod validate;
 
 pub use inputs::Inputs;
@@ -28,9 +30,9 @@ pub enum Stage {
     Validate,
     /// install-config.yaml and agent-config.yaml under `RUN/config/`.
     Render,
-    /// openshift-install and oc from the mirrored release (not built yet).
+    /// openshift-install and oc from the mirrored release, pinned to it, under `RUN/tools/`.
     Tools,
-    /// The agent ISO (not built yet).
+    /// The agent ISO and the files the later stages read, under `RUN/iso/`.
     Iso,
     /// Nodes booted from the ISO through their BMCs (not built yet).
     Boot,
@@ -70,12 +72,9 @@ impl Stage {
         match self {
             Stage::Validate => Some(&validate::Validate),
             Stage::Render => Some(&render::Render),
-            Stage::Tools
-            | Stage::Iso
-            | Stage::Boot
-            | Stage::Wait
-            | Stage::Prep
-            | Stage::Handoff => None,
+            Stage::Tools => Some(&tools::Tools),
+            Stage::Iso => Some(&iso::Iso),
+            Stage::Boot | Stage::Wait | Stage::Prep | Stage::Handoff => None,
         }
     }
 }
@@ -112,6 +111,8 @@ pub struct StageContext {
     /// Set when SIGINT or SIGTERM arrived: the run has already recorded the stage as
     /// interrupted and is ending; a long stage checks [`StageContext::cancelled`] and returns.
     pub cancel: Arc<AtomicBool>,
+    /// `--installer PATH`, when given.
+    pub installer: Option<PathBuf>,
 }
 
 impl StageContext {

@@ -1,0 +1,237 @@
+//! The tools stage: `openshift-install` (or `openshift-baremetal-install`, as the inventory's
+//! `cluster.release.installer` asks) and `oc` taken out of the release that the mirror record
+//! places in the site registry, by digest, through the site's CA and pull secret, and pinned to
+//! that release ([`crate::openshift::extract`]), into `RUN/tools/`. `--installer PATH` uses a
+//! given binary instead: its sha256 is recorded with a warning that bootstrap did not pin it, and
+//! a binary whose release placeholder was never rewritten is refused (it would install its
+//! compiled-in release). `RUN/tools/tools.json` says what each binary is.
+
+use super::{Inputs, StageContext, StageWork};
+use crate::install::log::StageLog;
+use crate::install::rundir::TOOLS_DIR;
+use crate::inventory::model::InstallerBinary;
+use crate::inventory::{self, Inventory};
+use crate::oci::auth::AuthFile;
+use crate::oci::digest::Digest;
+use crate::oci::reference::ImageRef;
+use crate::oci::registry::{Registries, RegistryOptions};
+use crate::openshift::extract::{self, ExtractRequest, Extracted, Tool};
+use crate::openshift::record::MirrorRecord;
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The architecture the tools are taken for (the agent ISO is `x86_64`).
+const ARCH: &str = "amd64";
+
+/// The tools stage.
+pub struct Tools;
+
+impl StageWork for Tools {
+    fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
+        // Only what the tools depend on: the release as site.yaml names it, the mirror record,
+        // the pull secret and the CA; a node's MAC changes nothing here.
+        let mut inputs = Inputs::default();
+        inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
+        match inventory::load(&cx.inventory) {
+            Ok(inv) => {
+                let release = &inv.site.cluster.release;
+                inputs.setting("cluster.release", &format!("{release:?}"));
+                let refs = &inv.site.references;
+                inputs.secret("references.pullSecret", &inv, &refs.pull_secret)?;
+                for f in [refs.registry_ca.as_ref(), refs.mirror_record.as_ref()]
+                    .into_iter()
+                    .flatten()
+                {
+                    inputs.file(format!("inventory:{}", f.file), &inv.resolve(&f.file))?;
+                }
+            }
+            // The stage runs and says why the inventory does not load.
+            Err(_) => inputs.file(
+                format!("inventory:{}", inventory::model::SITE_FILE),
+                &cx.inventory.join(inventory::model::SITE_FILE),
+            )?,
+        }
+        inputs.setting("arch", ARCH);
+        match &cx.installer {
+            Some(path) => inputs.file("setting:installer", path)?,
+            None => inputs.setting("installer", "extracted"),
+        }
+        Ok(inputs)
+    }
+
+    fn output_dir(&self) -> Option<&'static str> {
+        Some(TOOLS_DIR)
+    }
+
+    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+        let inv = inventory::load(&cx.inventory)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("loading the inventory")?;
+        let release = site_release(&inv)?;
+        log.line(&format!("release in the site registry: {release}"))?;
+        let registries = Arc::new(site_registries(&inv)?);
+        fs_err::create_dir_all(out)?;
+        let installer_tool = match inv.site.cluster.release.installer {
+            InstallerBinary::OpenshiftInstall => Tool::OpenshiftInstall,
+            InstallerBinary::OpenshiftBaremetalInstall => Tool::OpenshiftBaremetalInstall,
+        };
+        let handle = tokio::runtime::Handle::current();
+        let take = |tool: Tool| -> Result<Extracted> {
+            let request = ExtractRequest {
+                release: release.clone(),
+                tool,
+                to: out.to_path_buf(),
+                arch: ARCH.to_string(),
+            };
+            handle
+                .block_on(extract::extract(&registries, &request))
+                .with_context(|| format!("taking {} out of {release}", tool.name()))
+        };
+        let oc = take(Tool::Oc)?;
+        log.line(&oc.to_string())?;
+        let installer = match &cx.installer {
+            None => {
+                let e = take(installer_tool)?;
+                log.line(&e.to_string())?;
+                Described::from(&e)
+            }
+            Some(path) => given_installer(path, out, installer_tool, log)?,
+        };
+        let summary = serde_json::json!({
+            "release": release.to_string(),
+            "installer": installer,
+            "oc": Described::from(&oc),
+        });
+        crate::fs::write_json(&out.join("tools.json"), &summary)?;
+        if cx.cancelled() {
+            bail!("interrupted");
+        }
+        Ok(format!(
+            "{} ({}) and oc, {}",
+            installer.name,
+            if installer.pinned {
+                "pinned"
+            } else {
+                "given, NOT pinned by bootstrap"
+            },
+            release
+        ))
+    }
+}
+
+/// A binary in `tools.json`.
+#[derive(serde::Serialize)]
+struct Described {
+    name: String,
+    sha256: String,
+    size: u64,
+    /// Pinned by bootstrap to the release (false for `--installer PATH`).
+    pinned: bool,
+    from: String,
+}
+
+impl From<&Extracted> for Described {
+    fn from(e: &Extracted) -> Self {
+        Described {
+            name: e.tool.name().to_string(),
+            sha256: e.sha256.clone(),
+            size: e.size,
+            pinned: true,
+            from: e.component.clone(),
+        }
+    }
+}
+
+/// `--installer PATH`: copied in as the installer, with a warning; refused when its release
+/// placeholder was never rewritten.
+fn given_installer(path: &Path, out: &Path, tool: Tool, log: &mut StageLog) -> Result<Described> {
+    let bytes = crate::bounded::read_regular(path, u64::MAX)
+        .with_context(|| format!("reading --installer {}", path.display()))?;
+    if crate::openshift::pin::unpinned_marker(&bytes).is_some() {
+        bail!(
+            "--installer {}: its release placeholder was never rewritten, so it would install the release compiled into it; extract it from the mirrored release (bootstrap release extract) or leave --installer out",
+            path.display()
+        );
+    }
+    let target = out.join(tool.name());
+    crate::fs::write_atomic_mode(&target, &bytes, 0o755)?;
+    let sha256 = Digest::of(&bytes).hex().to_string();
+    log.line(&format!(
+        "warning: --installer {} (sha256 {sha256}) is used as given: bootstrap did not pin it to the release",
+        path.display()
+    ))?;
+    Ok(Described {
+        name: tool.name().to_string(),
+        sha256,
+        size: bytes.len() as u64,
+        pinned: false,
+        from: path.display().to_string(),
+    })
+}
+
+/// The release in the site registry, by digest: the mirror record's release image for the
+/// inventory's `cluster.release` (image by digest, or version).
+pub fn site_release(inv: &Inventory) -> Result<ImageRef> {
+    let Some(rec) = &inv.site.references.mirror_record else {
+        bail!("the tools stage needs references.mirrorRecord in site.yaml: the mirror record says where the release is in the site registry");
+    };
+    let path = inv.resolve(&rec.file);
+    let record = MirrorRecord::load(&path)
+        .with_context(|| format!("reading the mirror record {}", path.display()))?;
+    let release = &inv.site.cluster.release;
+    let found = match (&release.image, &release.version) {
+        (Some(image), _) => {
+            let digest = ImageRef::parse(image)
+                .ok()
+                .and_then(|r| r.digest)
+                .with_context(|| {
+                    format!("cluster.release.image {image} is not pinned by digest")
+                })?;
+            record.release_by_digest(&digest)
+        }
+        (None, Some(version)) => record.release(version),
+        (None, None) => bail!("site.yaml names no cluster.release (image or version)"),
+    };
+    let found = found.with_context(|| {
+        format!(
+            "the mirror record {} holds no release image for cluster.release ({}): mirror that release first",
+            path.display(),
+            release
+                .image
+                .as_deref()
+                .or(release.version.as_deref())
+                .unwrap_or_default()
+        )
+    })?;
+    let dest = ImageRef::parse(&found.destination)
+        .map_err(|e| anyhow::anyhow!("the mirror record {}: {e}", path.display()))?;
+    Ok(ImageRef {
+        tag: None,
+        digest: Some(found.digest.clone()),
+        ..dest
+    })
+}
+
+/// The site registry as the inventory reaches it: the pull secret's credentials, the registry
+/// CA beside the system's roots, TLS verified.
+fn site_registries(inv: &Inventory) -> Result<Registries> {
+    let referenced = inventory::read_referenced(inv).map_err(|problems| {
+        let lines: Vec<String> = problems.iter().map(|(_, p)| p.message.clone()).collect();
+        anyhow::anyhow!("reading the inventory's references: {}", lines.join("; "))
+    })?;
+    let authfile = AuthFile::parse(
+        referenced.pull_secret.expose(),
+        Path::new("references.pullSecret"),
+    )?;
+    Registries::new(RegistryOptions {
+        authfile,
+        ca_bundle: inv
+            .site
+            .references
+            .registry_ca
+            .as_ref()
+            .map(|c| inv.resolve(&c.file)),
+        ..Default::default()
+    })
+}
