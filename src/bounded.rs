@@ -87,7 +87,7 @@ pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
         return Err(too_big());
     }
     let mut out = Vec::with_capacity(size as usize);
-    file.take(max + 1).read_to_end(&mut out)?;
+    file.take(max.saturating_add(1)).read_to_end(&mut out)?;
     if out.len() as u64 > max {
         return Err(too_big());
     }

@@ -376,7 +376,15 @@ impl Runner<'_> {
             }
         });
         let finished = tokio::select! {
-            joined = task => Some(joined.context("the stage's thread panicked")?),
+            joined = task => Some(match joined {
+                Ok(pair) => pair,
+                // A bug, not the site's fault: still recorded as the stage's failure, in its
+                // log and state.json, rather than ending the run with the stage left running.
+                Err(e) => (
+                    Err(anyhow::anyhow!("bootstrap failed inside the stage (a bug; please report it): {e}")),
+                    StageLog::open(&self.dir.join(&log_name), secrets.clone())?,
+                ),
+            }),
             signal = self.signals.wait() => {
                 let detail = format!("interrupted by {signal}; run again to continue");
                 self.end(stage, Status::Interrupted, started, detail)?;

@@ -13,6 +13,7 @@ mod cli;
 mod harness;
 mod hostile;
 mod install;
+mod install_lab;
 mod installer_parity;
 mod inventory;
 mod lab_seed;

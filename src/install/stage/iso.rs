@@ -149,6 +149,21 @@ fn run_installer(cx: &StageContext, work: &Path, log: &mut StageLog) -> Result<(
     if let Ok(home) = std::env::var("HOME") {
         cmd.env("HOME", home);
     }
+    // A bootstrap killed with -9 must not leave the installer writing into a staging folder
+    // that the next run reuses: the child gets SIGKILL when the thread that started it ends.
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe, allocates nothing and touches
+        // no state of the parent; it is the one call made between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+    }
     log.line(&format!(
         "running {} agent create image --dir {}",
         installer.display(),

@@ -146,7 +146,9 @@ impl From<&Extracted> for Described {
 /// `--installer PATH`: copied in as the installer, with a warning; refused when its release
 /// placeholder was never rewritten.
 fn given_installer(path: &Path, out: &Path, tool: Tool, log: &mut StageLog) -> Result<Described> {
-    let bytes = crate::bounded::read_regular(path, u64::MAX)
+    // openshift-install is some 500-700 MB; nothing that size twice over is one.
+    const MAX_INSTALLER: u64 = 4 << 30;
+    let bytes = crate::bounded::read_regular(path, MAX_INSTALLER)
         .with_context(|| format!("reading --installer {}", path.display()))?;
     if crate::openshift::pin::unpinned_marker(&bytes).is_some() {
         bail!(

@@ -1,0 +1,391 @@
+//! `bootstrap install` through the iso stage against the lab: the upstream seeded by `bootstrap
+//! lab seed` (real Distribution), releases 4.18.2 and 4.18.3 mirrored into a TLS site registry
+//! with Basic auth (its CA and the pull secret are the inventory's), the lab inventory pointed at
+//! that mirror, and the release's own `openshift-install` and `oc` (the lab stand-ins) extracted,
+//! pinned and run by the pipeline exactly as it would run the real ones.
+
+use crate::support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+use support::run::{bootstrap, command, copy_dir, json, ok, repo};
+use support::Registry;
+
+const SITE_USER: &str = "site-puller";
+const SITE_PASSWORD: &str = "site-pull-secret-0a1b2c3d";
+
+/// The lab, a mirrored site registry, and an inventory pointed at it.
+struct Lab {
+    _upstream: Registry,
+    site: Registry,
+    dir: tempfile::TempDir,
+    inventory: PathBuf,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let upstream = Registry::plain();
+        let site = Registry::tls_basic(SITE_USER, SITE_PASSWORD);
+        let dir = tempfile::tempdir().unwrap();
+        let seed = dir.path().join("seed");
+        ok(&bootstrap(&[
+            "lab",
+            "seed",
+            &format!("docker://{}", upstream.host()),
+            "--plain-http",
+            &upstream.host(),
+            "--out",
+            seed.to_str().unwrap(),
+        ]));
+        let isc = dir.path().join("isc.yaml");
+        fs_err::write(
+            &isc,
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [amd64]\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.3\n",
+        )
+        .unwrap();
+        let inventory = dir.path().join("inv");
+        copy_dir(&repo("inventory/lab"), &inventory);
+        let record = inventory.join("mirror-record.json");
+        let auth = dir.path().join("auth.json");
+        support::write_merged_authfile(&auth, &[&site]);
+        ok(&bootstrap(&[
+            "mirror",
+            "-c",
+            isc.to_str().unwrap(),
+            "--graph-url",
+            &format!("file://{}", seed.join("graph.json").display()),
+            "--record",
+            record.to_str().unwrap(),
+            &format!("docker://{}/ocp", site.host()),
+            "--plain-http",
+            &upstream.host(),
+            "--authfile",
+            auth.to_str().unwrap(),
+            "--ca-bundle",
+            site.ca_pem().unwrap().to_str().unwrap(),
+        ]));
+        fs_err::copy(site.ca_pem().unwrap(), inventory.join("registry-ca.pem")).unwrap();
+        // The lab pull secret, with the site registry's credentials added.
+        let mut secret = json(&inventory.join("secrets/pull-secret.example.json"));
+        let basic = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode(format!("{SITE_USER}:{SITE_PASSWORD}"))
+        };
+        secret["auths"][site.host()] = serde_json::json!({"auth": basic});
+        fs_err::write(inventory.join("pull-secret.json"), secret.to_string()).unwrap();
+        let text = fs_err::read_to_string(inventory.join("site.yaml")).unwrap();
+        let mut lines: Vec<String> = Vec::new();
+        for line in text.lines() {
+            if line
+                .trim_start()
+                .starts_with("image: quay.io/openshift-release-dev/ocp-release@")
+            {
+                lines.push("    version: 4.18.3".into());
+            } else if line.contains("file: secrets/pull-secret.example.json") {
+                lines.push("    file: pull-secret.json".into());
+            } else if line == "references:" {
+                lines.push(line.into());
+                lines.push("  registryCA:\n    file: registry-ca.pem".into());
+                lines.push("  mirrorRecord:\n    file: mirror-record.json".into());
+            } else {
+                lines.push(line.into());
+            }
+        }
+        lines.push("day1:\n  blacklistIrdma: [master]".into());
+        fs_err::write(inventory.join("site.yaml"), lines.join("\n") + "\n").unwrap();
+        fs_err::create_dir_all(inventory.join("manifests")).unwrap();
+        fs_err::write(
+            inventory.join("manifests/50-chrony.yaml"),
+            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 50-master-chrony\n  labels:\n    machineconfiguration.openshift.io/role: master\n",
+        )
+        .unwrap();
+        Lab {
+            _upstream: upstream,
+            site,
+            dir,
+            inventory,
+        }
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    fn install(&self, extra: &[&str]) -> Output {
+        let run = self.run_dir();
+        let mut args = vec![
+            "install",
+            "--inventory",
+            self.inventory.to_str().unwrap(),
+            "--run",
+            run.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        command(&args).output().unwrap()
+    }
+
+    fn edit(&self, file: &str, from: &str, to: &str) {
+        let path = self.inventory.join(file);
+        let text = fs_err::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} has no {from}");
+        fs_err::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+}
+
+/// `STAGE ACTION` pairs of a run's text report.
+fn actions(stdout: &str) -> Vec<(String, String)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (stage, action) = (w.next()?, w.next()?);
+            bootstrap::install::Stage::NAMES
+                .contains(&stage)
+                .then(|| (stage.to_string(), action.to_string()))
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+fn exit3(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The files in an ISO, as `xorriso -indev ISO -find / -type f` lists them.
+fn iso_files(iso: &Path) -> Vec<String> {
+    let o = std::process::Command::new("xorriso")
+        .arg("-indev")
+        .arg(iso)
+        .args(["-find", "/", "-type", "f"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.trim_matches('\'').to_string())
+        .collect()
+}
+
+/// One file of an ISO, read with xorriso.
+fn iso_file(iso: &Path, path: &str, scratch: &Path) -> String {
+    let out = scratch.join(path.trim_start_matches('/').replace('/', "_"));
+    let o = std::process::Command::new("xorriso")
+        .args(["-osirrox", "on", "-indev"])
+        .arg(iso)
+        .args(["-extract", path])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    fs_err::read_to_string(&out).unwrap()
+}
+
+/// From an empty run directory through iso: the ISO holds both configs, the inventory's
+/// manifest and the irdma MachineConfig for the role the inventory names (and none for the
+/// other), which parses as a MachineConfig with its role label; the installer was pinned to the
+/// site's release. A second run does nothing; a MAC change reruns render and iso (validate
+/// re-checks, writing nothing) but not tools; a release change reruns tools and iso. Secrets stay
+/// out of logs, state.json and status.
+#[test]
+fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
+    let lab = Lab::new();
+    let run = lab.run_dir();
+    let stdout = exit3(&lab.install(&[]));
+    assert_eq!(
+        actions(&stdout),
+        pairs(&[
+            ("validate", "ran"),
+            ("render", "ran"),
+            ("tools", "ran"),
+            ("iso", "ran"),
+            ("boot", "not"),
+        ])
+    );
+    assert!(
+        stdout.contains("stopped before boot: not built yet"),
+        "{stdout}"
+    );
+    let iso = run.join("iso/work/agent.x86_64.iso");
+    let files = iso_files(&iso);
+    for f in [
+        "/install-config.yaml",
+        "/agent-config.yaml",
+        "/openshift/50-chrony.yaml",
+        "/openshift/99-master-blacklist-irdma.yaml",
+    ] {
+        assert!(files.contains(&f.to_string()), "{f} not in {files:?}");
+    }
+    assert!(
+        !files.iter().any(|f| f.contains("worker-blacklist-irdma")),
+        "{files:?}"
+    );
+    let mc: Value = serde_saphyr::from_str(&iso_file(
+        &iso,
+        "/openshift/99-master-blacklist-irdma.yaml",
+        lab.dir.path(),
+    ))
+    .unwrap();
+    assert_eq!(mc["apiVersion"], "machineconfiguration.openshift.io/v1");
+    assert_eq!(mc["kind"], "MachineConfig");
+    assert_eq!(
+        mc["metadata"]["labels"]["machineconfiguration.openshift.io/role"],
+        "master"
+    );
+    assert_eq!(mc["spec"]["kernelArguments"][0], "module_blacklist=irdma");
+    // The originals stay; the installer consumed its copies.
+    assert!(run.join("config/install-config.yaml").exists());
+    assert!(!run.join("iso/work/install-config.yaml").exists());
+    let described = json(&run.join("iso/iso.json"));
+    let bytes = fs_err::read(&iso).unwrap();
+    assert_eq!(described["size"], bytes.len() as u64);
+    assert_eq!(
+        described["sha256"],
+        support::layers::sha256_digest(&bytes).trim_start_matches("sha256:")
+    );
+    let tools = json(&run.join("tools/tools.json"));
+    let release = tools["release"].as_str().unwrap().to_string();
+    assert!(release.starts_with(&format!(
+        "{}/ocp/openshift/release-images@sha256:",
+        lab.site.host()
+    )));
+    let installer = fs_err::read(run.join("tools/openshift-install")).unwrap();
+    assert!(installer
+        .windows(release.len())
+        .any(|w| w == release.as_bytes()));
+
+    let again = exit3(&lab.install(&[]));
+    assert_eq!(
+        actions(&again),
+        pairs(&[
+            ("validate", "skipped"),
+            ("render", "skipped"),
+            ("tools", "skipped"),
+            ("iso", "skipped"),
+            ("boot", "not"),
+        ])
+    );
+
+    lab.edit(
+        "nodes.yaml",
+        "mac: aa:bb:cc:00:00:02",
+        "mac: aa:bb:cc:00:00:22",
+    );
+    let mac = exit3(&lab.install(&[]));
+    assert_eq!(
+        actions(&mac),
+        pairs(&[
+            ("validate", "ran"),
+            ("render", "ran"),
+            ("tools", "skipped"),
+            ("iso", "ran"),
+            ("boot", "not"),
+        ])
+    );
+
+    lab.edit("site.yaml", "version: 4.18.3", "version: 4.18.2");
+    let changed = exit3(&lab.install(&[]));
+    let ran: Vec<(String, String)> = actions(&changed)
+        .into_iter()
+        .filter(|(s, _)| s == "tools" || s == "iso")
+        .collect();
+    assert_eq!(ran, pairs(&[("tools", "ran"), ("iso", "ran")]));
+    let tools = json(&run.join("tools/tools.json"));
+    assert_ne!(tools["release"].as_str().unwrap(), release);
+
+    let mut seen = String::new();
+    for entry in fs_err::read_dir(run.join("logs")).unwrap() {
+        seen.push_str(&fs_err::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    seen.push_str(&fs_err::read_to_string(run.join("state.json")).unwrap());
+    seen.push_str(&ok(&command(&[
+        "install",
+        "status",
+        "--run",
+        run.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap()));
+    assert!(!seen.contains(SITE_PASSWORD), "the site password leaked");
+    let basic = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("{SITE_USER}:{SITE_PASSWORD}"))
+    };
+    assert!(!seen.contains(&basic), "the pull secret's token leaked");
+}
+
+/// kill -9 while the iso stage holds (after its work, before publishing; the documented test
+/// hook), then rerun: it completes, and nothing under RUN/iso was taken for a finished output.
+/// An --installer that was never pinned is refused by the tools stage.
+#[test]
+fn kill_9_during_iso_then_rerun_completes() {
+    let lab = Lab::new();
+    let run = lab.run_dir();
+    let mut child = command(&[
+        "install",
+        "--inventory",
+        lab.inventory.to_str().unwrap(),
+        "--run",
+        run.to_str().unwrap(),
+    ])
+    .env("BOOTSTRAP_TEST_STAGE_PAUSE", "iso")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let state = run.join("state.json");
+        // iso.json is the stage's last file: the hook now holds it before publishing.
+        if state.exists() && run.join(".staging/iso/iso.json").exists() {
+            let s = json(&state);
+            let iso = s["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["stage"] == "iso");
+            if iso.is_some_and(|x| x["status"] == "running") {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "iso never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!run.join("iso").exists(), "a half-made iso/ is visible");
+    let stdout = exit3(&lab.install(&[]));
+    let iso: Vec<(String, String)> = actions(&stdout)
+        .into_iter()
+        .filter(|(s, _)| s == "tools" || s == "iso")
+        .collect();
+    assert_eq!(iso, pairs(&[("tools", "skipped"), ("iso", "ran")]));
+    assert!(stdout.contains("was interrupted"), "{stdout}");
+    assert!(run.join("iso/work/agent.x86_64.iso").exists());
+    assert!(!run.join(".staging/iso").exists());
+
+    let unpinned = lab.dir.path().join("openshift-install");
+    fs_err::write(
+        &unpinned,
+        bootstrap::lab::standin::script(
+            bootstrap::lab::standin::Tool::OpenshiftInstall,
+            Path::new(env!("CARGO_BIN_EXE_bootstrap")),
+            "4.18.3",
+        ),
+    )
+    .unwrap();
+    let o = lab.install(&["--installer", unpinned.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let log = fs_err::read_to_string(run.join("logs/tools.log")).unwrap();
+    assert!(
+        log.contains("its release placeholder was never rewritten"),
+        "{log}"
+    );
+}
