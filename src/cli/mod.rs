@@ -309,7 +309,7 @@ pub struct ReleaseExtractArgs {
 #[derive(Debug, Subcommand)]
 pub enum LabCmd {
     /// Push a realistic, scaled-down upstream into a registry: OpenShift 4.18.1-4.18.4 release
-    /// payloads (about 20 components each), redhat/redhat-operator-index:v4.18 with six
+    /// payloads (about 23 components each), redhat/redhat-operator-index:v4.18 with six
     /// packages whose bundle and related images all exist, and a modelcar; write the update
     /// graph (DIR/graph.json) and what was pushed (DIR/seed.json). Deterministic and
     /// idempotent: a rerun sends nothing the registry already has.

@@ -69,6 +69,7 @@ pub const VERSIONS: &[VersionDef] = &[
 struct ComponentDef(&'static str, &'static str, bool, usize);
 
 const COMPONENTS: &[ComponentDef] = &[
+    ComponentDef("agent-installer-utils", "agent-installer-utils", false, 16),
     ComponentDef("cli", "oc", false, 24),
     ComponentDef("cluster-etcd-operator", "cluster-etcd-operator", false, 12),
     ComponentDef(
@@ -102,6 +103,7 @@ const COMPONENTS: &[ComponentDef] = &[
     ComponentDef("hyperkube", "kubernetes", false, 48),
     ComponentDef("installer", "installer", true, 32),
     ComponentDef("kube-proxy", "sdn", false, 8),
+    ComponentDef("machine-os-images", "machine-os-images", true, 64),
     ComponentDef(
         "machine-config-operator",
         "machine-config-operator",

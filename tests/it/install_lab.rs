@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
-use support::run::{bootstrap, command, copy_dir, json, ok, repo};
+use support::run::{bootstrap, command, json, ok};
 use support::Registry;
 
 const SITE_USER: &str = "site-puller";
@@ -45,9 +45,7 @@ impl Lab {
             "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [amd64]\n    channels:\n    - name: stable-4.18\n      minVersion: 4.18.2\n      maxVersion: 4.18.3\n",
         )
         .unwrap();
-        let inventory = dir.path().join("inv");
-        copy_dir(&repo("inventory/lab"), &inventory);
-        let record = inventory.join("mirror-record.json");
+        let record = dir.path().join("mirror-record.json");
         let auth = dir.path().join("auth.json");
         support::write_merged_authfile(&auth, &[&site]);
         ok(&bootstrap(&[
@@ -66,41 +64,7 @@ impl Lab {
             "--ca-bundle",
             site.ca_pem().unwrap().to_str().unwrap(),
         ]));
-        fs_err::copy(site.ca_pem().unwrap(), inventory.join("registry-ca.pem")).unwrap();
-        // The lab pull secret, with the site registry's credentials added.
-        let mut secret = json(&inventory.join("secrets/pull-secret.example.json"));
-        let basic = {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD.encode(format!("{SITE_USER}:{SITE_PASSWORD}"))
-        };
-        secret["auths"][site.host()] = serde_json::json!({"auth": basic});
-        fs_err::write(inventory.join("pull-secret.json"), secret.to_string()).unwrap();
-        let text = fs_err::read_to_string(inventory.join("site.yaml")).unwrap();
-        let mut lines: Vec<String> = Vec::new();
-        for line in text.lines() {
-            if line
-                .trim_start()
-                .starts_with("image: quay.io/openshift-release-dev/ocp-release@")
-            {
-                lines.push("    version: 4.18.3".into());
-            } else if line.contains("file: secrets/pull-secret.example.json") {
-                lines.push("    file: pull-secret.json".into());
-            } else if line == "references:" {
-                lines.push(line.into());
-                lines.push("  registryCA:\n    file: registry-ca.pem".into());
-                lines.push("  mirrorRecord:\n    file: mirror-record.json".into());
-            } else {
-                lines.push(line.into());
-            }
-        }
-        lines.push("day1:\n  blacklistIrdma: [master]".into());
-        fs_err::write(inventory.join("site.yaml"), lines.join("\n") + "\n").unwrap();
-        fs_err::create_dir_all(inventory.join("manifests")).unwrap();
-        fs_err::write(
-            inventory.join("manifests/50-chrony.yaml"),
-            "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 50-master-chrony\n  labels:\n    machineconfiguration.openshift.io/role: master\n",
-        )
-        .unwrap();
+        let inventory = support::labsite::site_inventory(dir.path(), &site, &record, "4.18.3");
         Lab {
             _upstream: upstream,
             site,

@@ -20,6 +20,7 @@
 pub mod client;
 pub mod faultproxy;
 pub mod images;
+pub mod labsite;
 pub mod layers;
 pub mod registry;
 pub mod reglog;
