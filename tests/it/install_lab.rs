@@ -352,4 +352,33 @@ fn kill_9_during_iso_then_rerun_completes() {
         log.contains("its release placeholder was never rewritten"),
         "{log}"
     );
+
+    // A given installer that fails: tools takes it (with the warning), iso fails quoting the
+    // installer's last error line and naming its log.
+    let failing = lab.dir.path().join("failing-install");
+    fs_err::write(
+        &failing,
+        "#!/bin/sh\necho 'level=info msg=\"Consuming Install Config from target directory\"' >&2\necho 'level=error msg=\"no space left on device writing agent.x86_64.iso\"' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs_err::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = lab.install(&["--installer", failing.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("read {}", run.join("logs/iso.log").display())),
+        "{err}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("no space left on device writing agent.x86_64.iso"),
+        "{stdout}"
+    );
+    let tools = json(&run.join("tools/tools.json"));
+    assert_eq!(tools["installer"]["pinned"], false);
+    let log = fs_err::read_to_string(run.join("logs/tools.log")).unwrap();
+    assert!(log.contains("bootstrap did not pin it"), "{log}");
+    // The last good ISO is kept: a failed stage never replaces its previous outputs.
+    assert!(run.join("iso/work/agent.x86_64.iso").exists());
 }
