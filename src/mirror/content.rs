@@ -14,7 +14,7 @@
 use super::config::{ImageSetConfig, Operator, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
 use super::resolve::select;
-use crate::oci::blob_read::BlobRead;
+use crate::oci::blob_read::read_image_dir;
 use crate::oci::digest::Digest;
 use crate::oci::layers;
 use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
@@ -188,11 +188,11 @@ async fn releases(
         let config = read_blob(regs, &image, &config_digest(&manifest)?).await?;
         let version = match version {
             Some(v) => v,
-            None => release_version(&config).with_context(|| {
+            None => release::version_label(&config).with_context(|| {
                 format!("{image} has no io.openshift.release label: is it a release image?")
             })?,
         };
-        let files = read_dir(regs, &image, &manifest, "/release-manifests").await?;
+        let files = read_image_dir(regs, &image, &manifest, "/release-manifests").await?;
         let refs = files.get("image-references").with_context(|| {
             format!(
                 "{image} has no {}: is it a release image?",
@@ -281,14 +281,6 @@ async fn chosen_payloads(
     Ok(payloads)
 }
 
-/// The `io.openshift.release` label of a release image's config.
-fn release_version(config: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
-    v.pointer("/config/Labels/io.openshift.release")
-        .and_then(|l| l.as_str())
-        .map(str::to_string)
-}
-
 /// The first single-platform manifest of a resolved image (the image itself, or its first
 /// kept child), parsed.
 fn first_image(resolved: &ResolvedImage) -> Result<(Box<OciImageManifest>, RawManifest)> {
@@ -311,49 +303,6 @@ async fn read_blob(regs: &Arc<Registries>, image: &ImageRef, digest: &Digest) ->
     Source::Registry(regs.clone())
         .small_blob(image, digest)
         .await
-}
-
-/// Reads the regular files under `dir` of an image's layers, streaming each layer from the
-/// registry through the defensive layer reader and verifying its digest.
-async fn read_dir(
-    regs: &Arc<Registries>,
-    image: &ImageRef,
-    manifest: &OciImageManifest,
-    dir: &str,
-) -> Result<BTreeMap<String, Vec<u8>>> {
-    let mut readers = Vec::new();
-    for l in &manifest.layers {
-        readers.push(BlobRead::new(
-            regs.clone(),
-            image.clone(),
-            l.digest.parse()?,
-            l.size.max(0) as u64,
-        ));
-    }
-    let digests: Vec<String> = manifest.layers.iter().map(|l| l.digest.clone()).collect();
-    let what = image.to_string();
-    let failed = format!("reading {dir} out of {image}: the layer reader task failed");
-    let dir = dir.to_string();
-    tokio::task::spawn_blocking(move || -> Result<BTreeMap<String, Vec<u8>>> {
-        let files = layers::read_config_dir(readers.iter_mut(), &dir).map_err(|e| {
-            let layer = match &e {
-                layers::LayerError::Unsafe { layer, .. }
-                | layers::LayerError::Read { layer, .. } => digests.get(*layer).map(String::as_str),
-                _ => None,
-            };
-            match layer {
-                Some(d) => anyhow::anyhow!("{what}: layer {d}: {e}"),
-                None => anyhow::anyhow!("{what}: {e}"),
-            }
-        })?;
-        for r in &mut readers {
-            r.drain()
-                .with_context(|| format!("{what}: reading layer {}", r.digest()))?;
-        }
-        Ok(files)
-    })
-    .await
-    .context(failed)?
 }
 
 /// Filters one catalog and rebuilds its image.
@@ -388,7 +337,7 @@ async fn catalog(
             layers::CONFIGS_LABEL
         )
     })?;
-    let files = read_dir(regs, &image, &manifest, &config_dir).await?;
+    let files = read_image_dir(regs, &image, &manifest, &config_dir).await?;
     let catalog =
         fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {image}"))?;
     let selection = select::select(&catalog, op, index).map_err(|e| match &e {

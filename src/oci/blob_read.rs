@@ -4,11 +4,15 @@
 //! until it returned end of stream.
 
 use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::layers;
+use crate::oci::manifest::OciImageManifest;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::oci::stream::{response_stream, ByteStream};
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::sync::Arc;
 
@@ -106,4 +110,48 @@ impl Read for BlobRead {
         self.buf = self.buf.slice(n..);
         Ok(n)
     }
+}
+
+/// Reads the regular files under `dir` of an image's layers (`manifest`, one platform's),
+/// streaming each layer from the registry through the defensive layer reader and verifying its
+/// digest; an error names the image and the layer.
+pub async fn read_image_dir(
+    regs: &Arc<Registries>,
+    image: &ImageRef,
+    manifest: &OciImageManifest,
+    dir: &str,
+) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut readers = Vec::new();
+    for l in &manifest.layers {
+        readers.push(BlobRead::new(
+            regs.clone(),
+            image.clone(),
+            l.digest.parse()?,
+            l.size.max(0) as u64,
+        ));
+    }
+    let digests: Vec<String> = manifest.layers.iter().map(|l| l.digest.clone()).collect();
+    let what = image.to_string();
+    let failed = format!("reading {dir} out of {image}: the layer reader task failed");
+    let dir = dir.to_string();
+    tokio::task::spawn_blocking(move || -> Result<BTreeMap<String, Vec<u8>>> {
+        let files = layers::read_config_dir(readers.iter_mut(), &dir).map_err(|e| {
+            let layer = match &e {
+                layers::LayerError::Unsafe { layer, .. }
+                | layers::LayerError::Read { layer, .. } => digests.get(*layer).map(String::as_str),
+                _ => None,
+            };
+            match layer {
+                Some(d) => anyhow::anyhow!("{what}: layer {d}: {e}"),
+                None => anyhow::anyhow!("{what}: {e}"),
+            }
+        })?;
+        for r in &mut readers {
+            r.drain()
+                .with_context(|| format!("{what}: reading layer {}", r.digest()))?;
+        }
+        Ok(files)
+    })
+    .await
+    .context(failed)?
 }

@@ -487,7 +487,7 @@ pub(crate) fn tar_stream<'a, R: Read + 'a>(
 }
 
 /// Fills `buf` from `r` as far as the stream allows; returns how many bytes were read.
-fn read_prefix<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_prefix<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -15,11 +15,10 @@
 
 use super::pin::{self, Replacement};
 use super::release::{self, COMPONENTS_REPO, IMAGE_REFERENCES, RELEASE_IMAGES_REPO};
-use crate::oci::blob_read::BlobRead;
+use crate::oci::blob_read::{read_image_dir, BlobRead};
 use crate::oci::digest::Digest;
 use crate::oci::digest::StreamHasher;
 use crate::oci::layerfile::{self, Found};
-use crate::oci::layers;
 use crate::oci::manifest::{select_entries, OciImageManifest, Parsed};
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
@@ -160,8 +159,8 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
     );
     let (release_manifest, _) = image_manifest(regs, release_ref, &request.arch).await?;
     let config = small_blob(regs, release_ref, &release_manifest.config.digest).await?;
-    let version = release_version(&config);
-    let files = read_dir(regs, release_ref, &release_manifest, "/release-manifests").await?;
+    let version = release::version_label(&config);
+    let files = read_image_dir(regs, release_ref, &release_manifest, "/release-manifests").await?;
     let refs = files
         .get("image-references")
         .with_context(|| format!("{pullspec} has no {IMAGE_REFERENCES}: is it a release image?"))?;
@@ -285,44 +284,6 @@ async fn small_blob(regs: &Arc<Registries>, image: &ImageRef, digest: &str) -> R
         bail!("config {digest} of {image} does not match its digest");
     }
     Ok(bytes.to_vec())
-}
-
-fn release_version(config: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
-    v.pointer("/config/Labels/io.openshift.release")
-        .and_then(|l| l.as_str())
-        .map(str::to_string)
-}
-
-/// The regular files under `dir` of an image, each layer verified as it streams.
-async fn read_dir(
-    regs: &Arc<Registries>,
-    image: &ImageRef,
-    manifest: &OciImageManifest,
-    dir: &str,
-) -> Result<std::collections::BTreeMap<String, Vec<u8>>> {
-    let mut readers = Vec::new();
-    for l in &manifest.layers {
-        readers.push(BlobRead::new(
-            regs.clone(),
-            image.clone(),
-            l.digest.parse()?,
-            l.size.max(0) as u64,
-        ));
-    }
-    let what = image.to_string();
-    let dir = dir.to_string();
-    tokio::task::spawn_blocking(move || {
-        let files = layers::read_config_dir(readers.iter_mut(), &dir)
-            .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
-        for r in &mut readers {
-            r.drain()
-                .with_context(|| format!("{what}: reading layer {}", r.digest()))?;
-        }
-        Ok(files)
-    })
-    .await
-    .context("the layer reader task failed")?
 }
 
 /// What [`copy_out`] wrote.

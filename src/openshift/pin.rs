@@ -83,7 +83,7 @@ pub fn copy_and_replace(
     // `base` is their offset in the file.
     let (mut kept, mut base) = (0usize, 0u64);
     loop {
-        let n = read_full(r, &mut buf[kept..kept + BUF])?;
+        let n = crate::oci::layers::read_prefix(r, &mut buf[kept..kept + BUF])?;
         let end = kept + n;
         for (i, rep) in replacements.iter().enumerate() {
             if found[i].is_some() {
@@ -105,19 +105,6 @@ pub fn copy_and_replace(
         kept = end - write_to;
         base += write_to as u64;
     }
-}
-
-fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

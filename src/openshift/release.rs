@@ -14,6 +14,14 @@ pub const RELEASE_IMAGES_REPO: &str = "openshift/release-images";
 /// Destination repository (under the prefix) of release components.
 pub const COMPONENTS_REPO: &str = "openshift/release";
 
+/// A release image's version: its config's `io.openshift.release` label.
+pub fn version_label(config: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(config).ok()?;
+    v.pointer("/config/Labels/io.openshift.release")
+        .and_then(|l| l.as_str())
+        .map(str::to_string)
+}
+
 /// One component of a release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Component {

@@ -29,16 +29,7 @@ impl Lab {
         let upstream = Registry::plain();
         let site = Registry::tls_basic(SITE_USER, SITE_PASSWORD);
         let dir = tempfile::tempdir().unwrap();
-        let seed = dir.path().join("seed");
-        ok(&bootstrap(&[
-            "lab",
-            "seed",
-            &format!("docker://{}", upstream.host()),
-            "--plain-http",
-            &upstream.host(),
-            "--out",
-            seed.to_str().unwrap(),
-        ]));
+        let seed = support::labsite::seed(&upstream, dir.path());
         let isc = dir.path().join("isc.yaml");
         fs_err::write(
             &isc,

@@ -27,16 +27,7 @@ impl Site {
         let upstream = Registry::plain();
         let site = Registry::plain();
         let dir = tempfile::tempdir().unwrap();
-        let seed = dir.path().join("seed");
-        ok(&bootstrap(&[
-            "lab",
-            "seed",
-            &format!("docker://{}", upstream.host()),
-            "--plain-http",
-            &upstream.host(),
-            "--out",
-            seed.to_str().unwrap(),
-        ]));
+        let seed = support::labsite::seed(&upstream, dir.path());
         let seeded = json(&seed.join("seed.json"));
         let version = "4.18.3".to_string();
         let release = seeded["releases"]

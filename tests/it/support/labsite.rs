@@ -1,12 +1,28 @@
 //! The lab inventory pointed at a mirrored site registry: `inventory/lab` copied, its release
 //! named by version (resolved in the mirror record), its references set to the site registry's
 //! CA, a pull secret holding the site registry's credentials, and the mirror record; the day-1
-//! irdma MachineConfig asked for the control plane, and one extra manifest. Shared by the
-//! install tests and the lab rehearsal.
+//! irdma MachineConfig asked for the control plane, and one extra manifest; and the seeding of
+//! the lab upstream. Shared by the install and extraction tests and the lab rehearsal.
 
 use std::path::{Path, PathBuf};
 
 use super::Registry;
+
+/// `bootstrap lab seed` into `upstream` (a plain-HTTP registry), its files under `dir/seed`;
+/// returns that folder (graph.json, seed.json).
+pub fn seed(upstream: &Registry, dir: &Path) -> PathBuf {
+    let seed = dir.join("seed");
+    super::run::ok(&super::run::bootstrap(&[
+        "lab",
+        "seed",
+        &format!("docker://{}", upstream.host()),
+        "--plain-http",
+        &upstream.host(),
+        "--out",
+        seed.to_str().unwrap(),
+    ]));
+    seed
+}
 
 /// Writes the inventory under `dir/inv` and returns its path. `site` is a TLS registry with
 /// credentials into which the mirror wrote `record` (copied into the inventory).
