@@ -246,12 +246,31 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
     for m in &manifests {
         out.info(format!("Adding extra manifest openshift/{m}"));
     }
+    let iso = write_iso(dir, &install_config, &agent_config, &manifests, pinned)?;
+    write_outputs(dir, &install, &rendezvous)?;
+    // The installer consumes the assets it read.
+    fs_err::remove_file(&install_config)?;
+    fs_err::remove_file(&agent_config)?;
+    let _ = fs_err::remove_dir_all(dir.join("openshift"));
+    out.info(format!("Generated ISO at {}", iso.display()));
+    Ok(())
+}
+
+/// `D/agent.x86_64.iso`: the two files, the manifests under `openshift/` and the release
+/// pullspec, as an ISO 9660 image with Rock Ridge and Joliet names, made by xorriso.
+fn write_iso(
+    dir: &Path,
+    install_config: &Path,
+    agent_config: &Path,
+    manifests: &[String],
+    pinned: &Pinned,
+) -> Result<PathBuf> {
     let staging = dir.join(".stand-in-iso");
     let _ = fs_err::remove_dir_all(&staging);
     fs_err::create_dir_all(staging.join("openshift"))?;
-    fs_err::copy(&install_config, staging.join("install-config.yaml"))?;
-    fs_err::copy(&agent_config, staging.join("agent-config.yaml"))?;
-    for m in &manifests {
+    fs_err::copy(install_config, staging.join("install-config.yaml"))?;
+    fs_err::copy(agent_config, staging.join("agent-config.yaml"))?;
+    for m in manifests {
         fs_err::copy(
             dir.join("openshift").join(m),
             staging.join("openshift").join(m),
@@ -284,13 +303,7 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
             String::from_utf8_lossy(&made.stderr).trim()
         );
     }
-    write_outputs(dir, &install, &rendezvous)?;
-    // The installer consumes the assets it read.
-    fs_err::remove_file(&install_config)?;
-    fs_err::remove_file(&agent_config)?;
-    let _ = fs_err::remove_dir_all(dir.join("openshift"));
-    out.info(format!("Generated ISO at {}", iso.display()));
-    Ok(())
+    Ok(iso)
 }
 
 /// The `openshift/*.yaml|yml` files of `dir`, by name, sorted.

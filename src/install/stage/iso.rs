@@ -135,14 +135,36 @@ fn run_installer(cx: &StageContext, work: &Path, log: &mut StageLog) -> Result<(
     }
     let cache = cx.run.join(CACHE_DIR);
     fs_err::create_dir_all(&cache)?;
-    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", tools.display());
-    let mut cmd = Command::new(&installer);
+    let mut cmd = installer_command(&installer, &tools, &cache, work);
+    log.line(&format!(
+        "running {} agent create image --dir {}",
+        installer.display(),
+        work.display()
+    ))?;
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", installer.display()))?;
+    let (status, last_error) = stream_to_log(child, cx, log)?;
+    if !status.success() {
+        let quoted = last_error.unwrap_or_else(|| format!("it exited with {status}"));
+        bail!("openshift-install agent create image failed: {quoted}");
+    }
+    Ok(())
+}
+
+/// The installer's command line and the only environment it gets: PATH with `tools` first
+/// (it calls `oc`), HOME, and its cache under the run directory.
+fn installer_command(installer: &Path, tools: &Path, cache: &Path, work: &Path) -> Command {
+    let mut cmd = Command::new(installer);
     cmd.args(["agent", "create", "image", "--dir"])
         .arg(work)
         .arg("--log-level=info")
         .env_clear()
-        .env("PATH", path)
-        .env("XDG_CACHE_HOME", &cache)
+        .env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", tools.display()),
+        )
+        .env("XDG_CACHE_HOME", cache)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -164,29 +186,23 @@ fn run_installer(cx: &StageContext, work: &Path, log: &mut StageLog) -> Result<(
             });
         }
     }
-    log.line(&format!(
-        "running {} agent create image --dir {}",
-        installer.display(),
-        work.display()
-    ))?;
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("starting {}", installer.display()))?;
+    cmd
+}
+
+/// Streams the child's stdout and stderr into the log, line by line, until it exits (killed
+/// when the run is interrupted); its status and its last `level=error|fatal` line.
+fn stream_to_log(
+    mut child: std::process::Child,
+    cx: &StageContext,
+    log: &mut StageLog,
+) -> Result<(std::process::ExitStatus, Option<String>)> {
     let (tx, rx) = mpsc::channel::<String>();
     let mut readers = Vec::new();
-    for stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    let streams: [Option<Box<dyn std::io::Read + Send>>; 2] = [
+        child.stdout.take().map(|s| Box::new(s) as _),
+        child.stderr.take().map(|s| Box::new(s) as _),
+    ];
+    for stream in streams.into_iter().flatten() {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -218,11 +234,7 @@ fn run_installer(cx: &StageContext, work: &Path, log: &mut StageLog) -> Result<(
     for r in readers {
         let _ = r.join();
     }
-    if !status.success() {
-        let quoted = last_error.unwrap_or_else(|| format!("it exited with {status}"));
-        bail!("openshift-install agent create image failed: {quoted}");
-    }
-    Ok(())
+    Ok((status, last_error))
 }
 
 /// Checks what the installer left and writes `iso.json`; the status line.

@@ -71,12 +71,6 @@ impl RegistryClient {
         service: Option<&str>,
         scopes: &[(&str, Access)],
     ) -> Result<Token> {
-        #[derive(serde::Deserialize)]
-        struct TokenResponse {
-            token: Option<String>,
-            access_token: Option<String>,
-            expires_in: Option<u64>,
-        }
         let mut query: Vec<(&str, String)> = Vec::new();
         if let Some(s) = service {
             query.push(("service", s.to_string()));
@@ -133,10 +127,22 @@ impl RegistryClient {
                 registry: self.host.clone(),
                 message: format!("token service {realm} sent an unreadable answer: {e}"),
             })?;
+        self.token_from_answer(&body, realm, started)
+    }
+
+    /// A token answer's token and when to refresh it; errors say where and what kind of
+    /// problem, never a value.
+    fn token_from_answer(&self, body: &[u8], realm: &str, started: Instant) -> Result<Token> {
+        #[derive(serde::Deserialize)]
+        struct TokenResponse {
+            token: Option<String>,
+            access_token: Option<String>,
+            expires_in: Option<u64>,
+        }
         let body: TokenResponse =
             // serde_json's message may quote a value, and a token answer's values are tokens:
             // say where and what kind, never the value.
-            serde_json::from_slice(&body).map_err(|e| RegistryError::Protocol {
+            serde_json::from_slice(body).map_err(|e| RegistryError::Protocol {
                 registry: self.host.clone(),
                 message: format!(
                     "token service {realm} sent an answer that is not a token response (JSON {:?} problem at line {}, column {}; values are not shown)",
