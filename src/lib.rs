@@ -18,5 +18,6 @@ pub mod openshift;
 pub mod output;
 pub mod render;
 pub mod secret;
+pub mod serve;
 pub mod verify;
 pub mod yaml;

@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd, ReleaseCmd};
+use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -41,6 +41,7 @@ fn main() -> ExitCode {
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
             Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),
+            Command::Serve(ServeCmd::Iso(args)) => commands::serve::iso(args, &printer).await,
             Command::Release(ReleaseCmd::Extract(args)) => {
                 commands::release::extract(args, &printer).await
             }

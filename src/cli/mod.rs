@@ -49,6 +49,9 @@ pub enum Command {
     /// Check a hand-written install-config.yaml and/or agent-config.yaml as the agent-based
     /// installer reads them, and further; print every problem as file:line:col: path: message.
     Validate(ValidateArgs),
+    /// Serve a file over HTTP for BMC virtual media: `serve iso FILE --bind ADDR`.
+    #[command(subcommand)]
+    Serve(ServeCmd),
     /// Release payloads in a registry: take a binary out of a mirrored release.
     #[command(subcommand)]
     Release(ReleaseCmd),
@@ -268,6 +271,26 @@ pub struct ModelPackArgs {
     /// again alone; smaller files share one layer.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub layer_threshold_mib: u64,
+}
+
+/// `bootstrap serve`.
+#[derive(Debug, Subcommand)]
+pub enum ServeCmd {
+    /// Serve one file (the agent ISO) at http://ADDR/<file name> until Ctrl-C: HEAD, single
+    /// byte ranges, a strong ETag (its sha256) and Last-Modified, as BMC virtual media need.
+    Iso(ServeIsoArgs),
+}
+
+/// `bootstrap serve iso`.
+#[derive(Debug, Args)]
+pub struct ServeIsoArgs {
+    /// The file to serve.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// The address to listen on, on the BMC network (HOST:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: std::net::SocketAddr,
 }
 
 /// `bootstrap release`.

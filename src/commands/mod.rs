@@ -8,6 +8,7 @@ pub mod mirror;
 pub mod model;
 pub mod release;
 pub mod render;
+pub mod serve;
 pub mod validate;
 pub mod verify;
 

@@ -143,7 +143,7 @@ impl std::fmt::Display for Extracted {
         if let Some(v) = &self.version {
             writeln!(f, "  release version {v}")?;
         }
-        write!(f, "  from {} (layer {})", self.component, self.layer)
+        writeln!(f, "  from {} (layer {})", self.component, self.layer)
     }
 }
 

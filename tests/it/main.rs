@@ -25,6 +25,7 @@ mod release_extract;
 mod render;
 mod resilience;
 mod resume;
+mod serve;
 mod tampered;
 mod token_refresh;
 mod trust;

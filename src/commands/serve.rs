@@ -1,0 +1,40 @@
+//! `bootstrap serve iso`: the file opened (and hashed), the address bound, what is served printed,
+//! then serving until SIGINT or SIGTERM.
+
+use super::Printer;
+use crate::cli::ServeIsoArgs;
+use crate::serve::{self, ServedFile, Serving};
+use anyhow::{Context, Result};
+use std::process::ExitCode;
+
+/// Runs `bootstrap serve iso`.
+pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
+    let path = args.file.clone();
+    let file = tokio::task::spawn_blocking(move || ServedFile::open(&path))
+        .await
+        .context("hashing the file")??;
+    let (listener, addr) = serve::bind(args.bind).await?;
+    printer.result(&Serving {
+        url: format!("http://{addr}{}", file.url_path),
+        file: args.file.clone(),
+        size: file.size,
+        sha256: file.sha256.clone(),
+    })?;
+    let shutdown = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    };
+    serve::serve(file, listener, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
