@@ -104,6 +104,31 @@ pub fn read_regular_to_string(path: &Path, max: u64) -> io::Result<String> {
     })
 }
 
+/// The sha256 and length of a regular file (see [`open_regular`]), streamed, read no further
+/// than the size it had when opened, so a file that keeps growing is reported rather than
+/// followed.
+pub fn hash_regular(path: &Path) -> io::Result<(crate::oci::digest::Digest, u64)> {
+    let (f, size) = crate::bounded::open_regular(path)?;
+    let mut f = f.take(size + 1);
+    let mut h = crate::oci::digest::StreamHasher::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let (digest, len) = h.finish();
+    if len > size {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} grew past {size} bytes while being read", path.display()),
+        ));
+    }
+    Ok((digest, len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

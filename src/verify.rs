@@ -4,7 +4,7 @@
 //! when everything matches.
 
 use crate::concurrency::Concurrency;
-use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{Registries, RegistryOptions};
@@ -15,7 +15,6 @@ use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// What a verification found.
@@ -79,30 +78,6 @@ pub async fn run(target: VerifyTarget) -> Result<Report> {
             verify_registry(&client, &target, &record).await
         }
     }
-}
-
-/// Hashes a layout file: a regular file only (see [`crate::bounded`]), read no further than the
-/// size it had when opened, so a file that keeps growing is reported rather than followed.
-fn hash_file(path: &Path) -> std::io::Result<(Digest, u64)> {
-    let (f, size) = crate::bounded::open_regular(path)?;
-    let mut f = f.take(size + 1);
-    let mut h = StreamHasher::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    let (digest, len) = h.finish();
-    if len > size {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("{} grew past {size} bytes while being read", path.display()),
-        ));
-    }
-    Ok((digest, len))
 }
 
 fn read_sums(root: &Path) -> Result<Option<BTreeMap<String, String>>> {
@@ -172,9 +147,10 @@ async fn rehash(
             .map(|rel| {
                 let path = root.join(&rel);
                 async move {
-                    let r = tokio::task::spawn_blocking(move || hash_file(&path))
-                        .await
-                        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                    let r =
+                        tokio::task::spawn_blocking(move || crate::bounded::hash_regular(&path))
+                            .await
+                            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
                     (rel, r)
                 }
             })

@@ -31,22 +31,13 @@ pub struct ServedFile {
 impl ServedFile {
     /// Reads `path`'s size, time and sha256 (the whole file once).
     pub fn open(path: &Path) -> Result<Self> {
-        let (mut file, size) = crate::bounded::open_regular(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        let modified = file.metadata()?.modified()?;
-        let mut hasher = crate::oci::digest::StreamHasher::new();
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = std::io::Read::read(&mut file, &mut buf)?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-        let (digest, hashed) = hasher.finish();
-        if hashed != size {
+        let meta = fs_err::metadata(path)?;
+        let (digest, size) = crate::bounded::hash_regular(path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if size != meta.len() {
             anyhow::bail!("{} changed while it was read", path.display());
         }
+        let modified = meta.modified()?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

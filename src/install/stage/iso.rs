@@ -240,8 +240,9 @@ fn stream_to_log(
 /// Checks what the installer left and writes `iso.json`; the status line.
 fn describe(out: &Path, work: &Path, manifests: &[String], log: &mut StageLog) -> Result<String> {
     let iso = work.join(ISO_FILE);
-    let (sha256, size) =
-        hash_file(&iso).with_context(|| format!("openshift-install left no {}", iso.display()))?;
+    let (digest, size) = crate::bounded::hash_regular(&iso)
+        .with_context(|| format!("openshift-install left no {}", iso.display()))?;
+    let sha256 = digest.hex().to_string();
     let rendezvous = fs_err::read_to_string(work.join("rendezvousIP"))
         .context("openshift-install left no rendezvousIP")?
         .trim()
@@ -282,20 +283,4 @@ fn describe(out: &Path, work: &Path, manifests: &[String], log: &mut StageLog) -
         crate::output::human_bytes(size),
         manifests.len()
     ))
-}
-
-fn hash_file(path: &Path) -> Result<(String, u64)> {
-    use std::io::Read;
-    let mut f = fs_err::File::open(path)?;
-    let mut hasher = crate::oci::digest::StreamHasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    let (digest, size) = hasher.finish();
-    Ok((digest.hex().to_string(), size))
 }
