@@ -4,10 +4,15 @@
 //! `mirrorsets/lab.yaml` to disk with `bootstrap mirror` (releases from the graph, the catalog
 //! filtered and rebuilt), verifies the disk mirror, pushes it on to a second local registry (as
 //! on the far side of the air gap) with its cluster resources, verifies that registry against
-//! the record, then runs `bootstrap install` with the lab inventory pointed at that registry
-//! through the iso stage (the release's own openshift-install and oc, lab stand-ins, extracted
-//! and pinned; the agent ISO built) and prints the stage table. The site registry speaks TLS with
-//! its own CA and Basic auth, as a site's does. Everything listens on 127.0.0.1 and stops at exit.
+//! the record, then brings up the lab site (`bootstrap lab up`: a sushy-tools Redfish BMC per
+//! node, two over TLS verified against the lab CA with Basic auth, one plain; a network
+//! namespace per node; the rendezvous and cluster API stand-ins) and runs `bootstrap install`
+//! with the lab inventory pointed at that registry through the wait stage (the release's own
+//! openshift-install and oc, lab stand-ins, extracted and pinned; the agent ISO built and served;
+//! every node booted over Redfish; the simulated install watched to the end), prints the stage
+//! table and the lab's status (each BMC's reset count), and takes the lab site down. The site
+//! registry speaks TLS with its own CA and Basic auth, as a site's does. Everything listens on
+//! 127.0.0.1 or in the lab's namespaces and stops at exit.
 //!
 //! Run it with `scripts/lab-rehearsal.sh` (which installs the registry and builds the tool).
 
@@ -31,8 +36,24 @@ fn run_allowing(bin: &str, args: &[String], ok: &[i32]) {
         .status()
         .expect("running bootstrap");
     if !status.code().is_some_and(|c| ok.contains(&c)) {
-        eprintln!("lab rehearsal FAILED at: bootstrap {}", args.join(" "));
-        std::process::exit(1);
+        // A panic, not an exit: the lab site's guard still takes it down.
+        panic!("lab rehearsal FAILED at: bootstrap {}", args.join(" "));
+    }
+}
+
+/// The lab site, taken down when the rehearsal ends however it ends.
+struct LabSite {
+    bin: String,
+    state: PathBuf,
+}
+
+impl Drop for LabSite {
+    fn drop(&mut self) {
+        eprintln!("\n$ bootstrap lab down --state {}", self.state.display());
+        let _ = Command::new(&self.bin)
+            .args(["lab", "down", "--state"])
+            .arg(&self.state)
+            .status();
     }
 }
 
@@ -119,8 +140,30 @@ fn main() {
     site_access(&mut check);
     run(&bin, &check);
 
-    // The install pipeline through iso, with the lab inventory pointed at the site registry.
+    // The lab site, then the install pipeline through wait, with the lab inventory pointed at
+    // the site registry and its BMCs verified against the lab CA.
     let inventory = support::labsite::site_inventory(&work, &site, &record, "4.18.3");
+    support::labsite::site_bmcs(&inventory, &[8001, 8002, 8003]);
+    let state = work.join("site");
+    let _site = LabSite {
+        bin: bin.clone(),
+        state: state.clone(),
+    };
+    run(
+        &bin,
+        &[
+            s("lab"),
+            s("up"),
+            s("--inventory"),
+            inventory.display().to_string(),
+            s("--state"),
+            state.display().to_string(),
+            s("--step"),
+            s("1s"),
+            s("--inject-validation-failure"),
+            s("master-1"),
+        ],
+    );
     let run_dir = work.join("run");
     run_allowing(
         &bin,
@@ -131,8 +174,17 @@ fn main() {
             s("--run"),
             run_dir.display().to_string(),
         ],
-        // 3: stopped before boot, the first stage not built yet.
+        // 3: stopped before prep, the first stage not built yet.
         &[0, 3],
+    );
+    run(
+        &bin,
+        &[
+            s("lab"),
+            s("status"),
+            s("--state"),
+            state.display().to_string(),
+        ],
     );
     run(
         &bin,
@@ -144,7 +196,7 @@ fn main() {
         ],
     );
     eprintln!(
-        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through iso in {}; records and cluster-resources/ in {}",
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through wait (three nodes booted over Redfish, the simulated install watched to the end) in {}; records and cluster-resources/ in {}",
         disk,
         site.host(),
         run_dir.display(),

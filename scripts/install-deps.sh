@@ -2,8 +2,11 @@
 # Installs what the tests and the lab rehearsal need, when it is missing: Debian's
 # docker-registry (Distribution 2.8, the real registry the tests run), skopeo (the interop peer),
 # apache2-utils (htpasswd for Basic auth), openssl, and xorriso (the lab's installer stand-in
-# writes the agent ISO with it; tests read ISOs with it). Safe to run again; does nothing when all is
-# there. Needs root (or sudo) only when something must be installed.
+# writes the agent ISO with it; tests read ISOs with it), kubernetes-client (kubectl, the cluster
+# API stand-in's protocol peer), iproute2 (the lab site's network
+# namespaces), python3-venv, and the lab venv with sushy-tools (the Redfish emulator `bootstrap lab
+# up` runs) at ${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}. Safe to run again; does
+# nothing when all is there. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
 
 need=()
@@ -13,6 +16,11 @@ command -v htpasswd >/dev/null 2>&1 || need+=(apache2-utils)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v sha256sum >/dev/null 2>&1 || need+=(coreutils)
 command -v xorriso >/dev/null 2>&1 || need+=(xorriso)
+# kubectl: the protocol peer of the lab's cluster API stand-in (the wait stage's tests).
+command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
@@ -25,9 +33,19 @@ fi
 
 # Debian's package starts a registry service on :5000 where an init system runs; the tests
 # start their own on ephemeral ports and do not need it.
-for tool in docker-registry skopeo htpasswd openssl xorriso; do
+for tool in docker-registry skopeo htpasswd openssl xorriso kubectl ip python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "missing after install: $tool" >&2; exit 1; }
 done
+# The lab's BMC emulator: sushy-tools from PyPI in a venv of its own (its fake driver needs no
+# libvirt). Made once; pip runs again only when sushy-emulator is missing.
+lab_venv="${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}"
+if [ ! -x "$lab_venv/bin/sushy-emulator" ]; then
+  echo "making the lab venv with sushy-tools: $lab_venv" >&2
+  mkdir -p "$(dirname "$lab_venv")"
+  python3 -m venv "$lab_venv"
+  "$lab_venv/bin/pip" install -q --disable-pip-version-check sushy-tools
+  [ -x "$lab_venv/bin/sushy-emulator" ] || { echo "missing after install: $lab_venv/bin/sushy-emulator" >&2; exit 1; }
+fi
 if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi

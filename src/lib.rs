@@ -16,6 +16,7 @@ pub mod netaddr;
 pub mod oci;
 pub mod openshift;
 pub mod output;
+pub mod redfish;
 pub mod render;
 pub mod secret;
 pub mod serve;

@@ -41,6 +41,10 @@ fn main() -> ExitCode {
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
             Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),
+            Command::Lab(LabCmd::Up(args)) => commands::lab::up(args, &printer).await,
+            Command::Lab(LabCmd::Down(args)) => commands::lab::down(args, &printer),
+            Command::Lab(LabCmd::Status(args)) => commands::lab::status(args, &printer),
+            Command::Lab(LabCmd::SiteRun(args)) => commands::lab::site_run(args).await,
             Command::Serve(ServeCmd::Iso(args)) => commands::serve::iso(args, &printer).await,
             Command::Release(ReleaseCmd::Extract(args)) => {
                 commands::release::extract(args, &printer).await

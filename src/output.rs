@@ -163,6 +163,14 @@ impl Drop for BlobProgress {
     }
 }
 
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("label", &self.inner.label)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Progress {
     /// Progress over `total` bytes; bars only when stderr is a terminal.
     pub fn new(label: &str, total: u64) -> Self {
@@ -288,6 +296,107 @@ impl Progress {
     pub fn finish(&self) {
         if let Some((_, bar)) = &self.inner.bars {
             bar.finish_and_clear();
+        }
+    }
+}
+
+/// One live line per node, for the install stages that work on every node at once (boot, wait,
+/// prep): on a terminal each node has a line that changes in place (a node not named at the
+/// start gets its line when it first appears); otherwise a plain line `LABEL: NODE: message` is
+/// printed whenever a node's message changes (never the same twice in a row), so a CI log reads
+/// as a history.
+#[derive(Clone)]
+pub struct NodeLines {
+    inner: Arc<NodeLinesInner>,
+}
+
+struct NodeLinesInner {
+    label: String,
+    width: usize,
+    multi: Option<MultiProgress>,
+    bars: Mutex<std::collections::BTreeMap<String, ProgressBar>>,
+    last: Mutex<std::collections::BTreeMap<String, String>>,
+}
+
+impl NodeLines {
+    /// A line for each of `nodes`, in order; live lines only when stderr is a terminal.
+    pub fn new(label: &str, nodes: &[String]) -> Self {
+        let multi = std::io::stderr()
+            .is_terminal()
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        let lines = NodeLines {
+            inner: Arc::new(NodeLinesInner {
+                label: label.to_string(),
+                width: nodes.iter().map(String::len).max().unwrap_or(0),
+                multi,
+                bars: Mutex::new(Default::default()),
+                last: Mutex::new(Default::default()),
+            }),
+        };
+        for n in nodes {
+            lines.bar(n);
+        }
+        lines
+    }
+
+    /// `node`'s live line (made on first use); `None` off a terminal.
+    fn bar(&self, node: &str) -> Option<ProgressBar> {
+        let multi = self.inner.multi.as_ref()?;
+        let mut bars = self.inner.bars.lock().expect("node lines lock");
+        let bar = bars.entry(node.to_string()).or_insert_with(|| {
+            let bar = multi.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix} {msg}").expect("static template"),
+            );
+            bar.set_prefix(format!(
+                "{} {node:w$}",
+                self.inner.label,
+                w = self.inner.width
+            ));
+            bar.set_message("waiting");
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Some(bar.clone())
+    }
+
+    /// Sets `node`'s line to `message`.
+    pub fn set(&self, node: &str, message: impl Display) {
+        let message = message.to_string();
+        {
+            let mut last = self.inner.last.lock().expect("node lines lock");
+            if last.get(node) == Some(&message) {
+                return;
+            }
+            last.insert(node.to_string(), message.clone());
+        }
+        match self.bar(node) {
+            Some(bar) => bar.set_message(message),
+            None => eprintln!("{}: {node}: {message}", self.inner.label),
+        }
+    }
+
+    /// The last message set for `node`.
+    pub fn get(&self, node: &str) -> Option<String> {
+        let last = self.inner.last.lock().expect("node lines lock");
+        last.get(node).cloned()
+    }
+
+    /// A line above the nodes' lines (an event, a warning) that does not tear them.
+    pub fn println(&self, line: &str) {
+        match &self.inner.multi {
+            Some(multi) => {
+                let _ = multi.println(line);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    /// Stops the spinners, leaving each node's last line on screen.
+    pub fn finish(&self) {
+        let bars = self.inner.bars.lock().expect("node lines lock");
+        for bar in bars.values() {
+            bar.finish();
         }
     }
 }

@@ -291,6 +291,14 @@ pub struct ServeIsoArgs {
     /// The address to listen on, on the BMC network (HOST:PORT; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub bind: std::net::SocketAddr,
+
+    /// Serve over TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The certificate's private key (PEM); needs --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// `bootstrap release`.
@@ -341,6 +349,50 @@ pub enum LabCmd {
     /// images carry; see docs/lab.md). Not for direct use.
     #[command(hide = true)]
     StandIn(LabStandInArgs),
+    /// Bring the lab site up for an inventory: a sushy-tools Redfish emulator per node at its
+    /// bmc.address (TLS with a lab CA and Basic auth for https:// BMCs), a network namespace per
+    /// node on a bridge carrying networks.gateway, and a detached site process holding the
+    /// rendezvous and cluster API listeners and watching the BMCs. Clears a stale lab of the same
+    /// state dir first. Needs root and the lab venv (scripts/install-deps.sh).
+    Up(LabUpArgs),
+    /// Take the lab site down: its processes, namespaces and bridge, and the files lab up wrote
+    /// (the inventory's bmc.ca file); the logs stay in the state dir.
+    Down(LabStateArgs),
+    /// Show the lab site: processes, addresses, each BMC's reset count and what the watcher
+    /// last saw of each machine.
+    Status(LabStateArgs),
+    /// The lab site's background process (started by `lab up`). Not for direct use.
+    #[command(hide = true)]
+    SiteRun(LabStateArgs),
+}
+
+/// `bootstrap lab up`.
+#[derive(Debug, Args)]
+pub struct LabUpArgs {
+    /// The inventory directory (site.yaml, nodes.yaml), e.g. inventory/lab.
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// The lab's state.
+    #[command(flatten)]
+    pub state: LabStateArgs,
+
+    /// One step of the simulated install (a host's stage, a cluster status), e.g. 3s, 300ms.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration_ms)]
+    pub step: std::time::Duration,
+
+    /// Make this node's host validation fail for its first steps, as a real one whose NTP is
+    /// not synced yet (the wait stage must print it once).
+    #[arg(long, value_name = "NODE")]
+    pub inject_validation_failure: Option<String>,
+}
+
+/// The lab site's state dir.
+#[derive(Debug, Args)]
+pub struct LabStateArgs {
+    /// The lab site's state dir (its record, logs, certificates, emulator state).
+    #[arg(long, value_name = "DIR", default_value = crate::lab::site::DEFAULT_STATE)]
+    pub state: PathBuf,
 }
 
 /// `bootstrap lab stand-in`.
@@ -419,6 +471,20 @@ pub struct InstallArgs {
     /// recorded; bootstrap does not pin it, and refuses one that was never pinned).
     #[arg(long, value_name = "PATH")]
     pub installer: Option<PathBuf>,
+
+    /// Reset this node again in the boot stage although an earlier run already reset it
+    /// (repeatable). Without it a node that was reset is never reset again.
+    #[arg(long, value_name = "NODE")]
+    pub reboot: Vec<String>,
+
+    /// How long the wait stage waits for bootstrap to complete (as `openshift-install agent
+    /// wait-for bootstrap-complete`), e.g. `60m`, `2h`.
+    #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = crate::cli::parse_duration)]
+    pub bootstrap_timeout: std::time::Duration,
+
+    /// How long the wait stage then waits for the install to complete, e.g. `90m`.
+    #[arg(long, value_name = "DURATION", default_value = "90m", value_parser = crate::cli::parse_duration)]
+    pub install_timeout: std::time::Duration,
 }
 
 /// `bootstrap install` subcommands.
@@ -434,4 +500,39 @@ pub struct InstallStatusArgs {
     /// The run directory.
     #[arg(long, value_name = "RUN")]
     pub run: PathBuf,
+}
+
+/// A duration as engineers write it: a whole number with `s`, `m` or `h` (`90m`, `2h`, `30s`).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; write e.g. 90m, 2h or 30s"))?;
+    let secs = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        _ => None,
+    }
+    .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 90m, 2h or 30s"))?;
+    if secs == 0 {
+        return Err(format!(
+            "{s:?}: a limit of zero would fail at once; give e.g. 90m"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// A short duration: `300ms`, or what [`parse_duration`] reads.
+pub fn parse_duration_ms(s: &str) -> Result<std::time::Duration, String> {
+    match s.trim().strip_suffix("ms") {
+        Some(n) => n
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(std::time::Duration::from_millis)
+            .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 300ms, 3s or 1m")),
+        None => parse_duration(s),
+    }
 }

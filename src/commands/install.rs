@@ -25,6 +25,11 @@ impl InstallSettings {
             from: stage(args.from)?,
             until: stage(args.until)?,
             installer: args.installer,
+            reboot: args.reboot,
+            wait_limits: crate::install::WaitLimits {
+                bootstrap: args.bootstrap_timeout,
+                install: args.install_timeout,
+            },
         })
     }
 }

@@ -40,3 +40,40 @@ pub fn stand_in(args: crate::cli::LabStandInArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::from(outcome.status))
 }
+
+/// Runs `bootstrap lab up`: the lab site for an inventory, then its status.
+pub async fn up(args: crate::cli::LabUpArgs, printer: &Printer) -> Result<ExitCode> {
+    let settings = crate::lab::site::UpSettings {
+        inventory: args.inventory,
+        state: args.state.state,
+        program: std::env::current_exe()
+            .context("finding this bootstrap binary, which runs the lab's site process")?,
+        simulation: crate::lab::site::Simulation {
+            step_ms: args.step.as_millis() as u64,
+            validation_failure: args.inject_validation_failure,
+        },
+    };
+    let status = crate::lab::site::up(&settings).await?;
+    printer.result(&status)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `bootstrap lab down`.
+pub fn down(args: crate::cli::LabStateArgs, printer: &Printer) -> Result<ExitCode> {
+    let removed = crate::lab::site::down(&args.state)?;
+    printer.result(&removed)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `bootstrap lab status`.
+pub fn status(args: crate::cli::LabStateArgs, printer: &Printer) -> Result<ExitCode> {
+    let status = crate::lab::site::status(&args.state)?;
+    printer.result(&status)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the lab's site process until it is stopped.
+pub async fn site_run(args: crate::cli::LabStateArgs) -> Result<ExitCode> {
+    crate::lab::site::site_run::run(&args.state).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -6,6 +6,7 @@ use crate::cli::ServeIsoArgs;
 use crate::serve::{self, ServedFile, Serving};
 use anyhow::{Context, Result};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Runs `bootstrap serve iso`.
 pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
@@ -13,9 +14,24 @@ pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
     let file = tokio::task::spawn_blocking(move || ServedFile::open(&path))
         .await
         .context("hashing the file")??;
+    let tls = match (args.tls_cert.clone(), args.tls_key.clone()) {
+        (Some(certificate), Some(key)) => Some(serve::TlsFiles { certificate, key }),
+        _ => None,
+    };
+    if let Some(t) = &tls {
+        t.server_config()?;
+    }
     let (listener, addr) = serve::bind(args.bind).await?;
     printer.result(&Serving {
-        url: format!("http://{addr}{}", file.url_path),
+        url: format!(
+            "{}://{addr}{}",
+            if args.tls_cert.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            file.url_path
+        ),
         file: args.file.clone(),
         size: file.size,
         sha256: file.sha256.clone(),
@@ -35,6 +51,10 @@ pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
             _ => std::future::pending::<()>().await,
         }
     };
-    serve::serve(file, listener, shutdown).await?;
+    // The access log on stderr: which BMC fetched what.
+    let progress = crate::output::Progress::lines("serve");
+    let access: serve::AccessSink =
+        Arc::new(move |a: serve::Access| progress.println(&a.to_string()));
+    serve::serve(file, listener, tls.as_ref(), Some(access), shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -15,5 +15,5 @@ pub mod state;
 pub mod status;
 
 pub use runner::{run, Ending, InstallReport, InstallSettings, Signal, StageReport};
-pub use stage::Stage;
+pub use stage::{Stage, WaitLimits};
 pub use status::{status, StatusReport};

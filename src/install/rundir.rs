@@ -8,6 +8,9 @@
 //! RUN/config/           render: install-config.yaml (0600), agent-config.yaml
 //! RUN/tools/            tools: openshift-install, oc (pinned to the release), tools.json
 //! RUN/iso/              iso: work/ (agent.x86_64.iso, rendezvousIP, auth/, the state file), iso.json
+//! RUN/boot/             boot: NODE.json per node (checks, steps, BMC calls), boot.json
+//! RUN/ledger/boot/      each node's resets, written before a reset is sent; kept across attempts
+//! RUN/logs/iso-access.log  every answer of the ISO server (peer, method, path, range, status)
 //! RUN/cache/            the installer's cache (XDG_CACHE_HOME), kept across runs
 //! RUN/.staging/STAGE/   a stage's outputs while it runs; renamed into place when it succeeds
 //! ```
@@ -23,6 +26,11 @@ pub const TOOLS_DIR: &str = "tools";
 /// The iso stage's folder: work/ (the installer's directory: the ISO, rendezvousIP, auth/, the
 /// state file) and iso.json.
 pub const ISO_DIR: &str = "iso";
+/// The boot stage's folder: NODE.json per node, boot.json (where the ISO was served).
+pub const BOOT_DIR: &str = "boot";
+/// What stages did to the outside world that must outlive a failed attempt (a stage's own
+/// folder is replaced whole only when it succeeds): `ledger/boot/NODE.json`, the resets sent.
+pub const LEDGER_DIR: &str = "ledger";
 /// The installer's cache (the CoreOS ISO it downloads or extracts), kept across runs.
 pub const CACHE_DIR: &str = "cache";
 /// The state file.

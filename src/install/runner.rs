@@ -7,7 +7,7 @@
 use super::lock::{LockError, RunLock};
 use super::log::{redact, StageLog};
 use super::rundir::RunDir;
-use super::stage::{Stage, StageContext, StageWork};
+use super::stage::{Stage, StageContext, StageWork, WaitLimits};
 use super::state::{now, RunState, Status};
 use crate::output::Progress;
 use anyhow::{Context, Result};
@@ -31,6 +31,10 @@ pub struct InstallSettings {
     pub until: Option<Stage>,
     /// `--installer PATH`: an openshift-install to use instead of the release's.
     pub installer: Option<PathBuf>,
+    /// `--reboot NODE`: nodes the boot stage resets again although a run already did.
+    pub reboot: Vec<String>,
+    /// The wait stage's limits.
+    pub wait_limits: WaitLimits,
 }
 
 /// The signal that stopped a run.
@@ -199,6 +203,10 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         run: dir.clone(),
         cancel: signals.cancel.clone(),
         installer: settings.installer.clone(),
+        reboot: settings.reboot.clone(),
+        wait_limits: settings.wait_limits,
+        progress: progress.clone(),
+        iso_server: Default::default(),
     };
     let mut runner = Runner {
         settings,
@@ -288,6 +296,9 @@ impl Runner<'_> {
         let rec = self.state.get(stage);
         if self.settings.from == Some(stage) {
             return Ok(Some(format!("--from {stage}")));
+        }
+        if let Some(reason) = work.must_run(&self.cx) {
+            return Ok(Some(reason));
         }
         if rec.status != Status::Done {
             return Ok(Some(

@@ -7,7 +7,7 @@ pub mod model;
 mod references;
 pub mod validate;
 
-pub use references::{read_referenced, Referenced};
+pub use references::{bmc_credentials, read_referenced, BmcCredentials, Referenced};
 
 pub use validate::validate;
 

@@ -35,6 +35,51 @@ pub struct Site {
     /// Day-1 settings the iso stage turns into extra manifests.
     #[serde(default)]
     pub day1: Day1,
+    /// How the BMCs reach the agent ISO (the boot stage).
+    #[serde(default)]
+    pub boot: Boot,
+}
+
+/// `boot`: how the BMCs fetch the agent ISO. Either bootstrap serves it itself (`isoServer`, the
+/// default: on the address it names in the BMC network) or the site already serves it
+/// (`isoURL`: checked to serve the same bytes before any BMC is touched).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Boot {
+    /// Serve the ISO from this machine.
+    #[serde(default)]
+    pub iso_server: Option<IsoServer>,
+    /// Or an existing URL that serves the same ISO.
+    #[serde(default, rename = "isoURL")]
+    pub iso_url: Option<String>,
+    /// How many nodes are booted at once (default 8).
+    #[serde(default)]
+    pub parallel: Option<u32>,
+}
+
+/// `boot.isoServer`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct IsoServer {
+    /// `ADDRESS:PORT` to listen on: this machine's address in the BMC network (the BMCs fetch
+    /// from it). Port 0 picks a free port.
+    pub listen: String,
+    /// The host name or address the BMCs are told (default: `listen`'s address).
+    #[serde(default)]
+    pub advertise: Option<String>,
+    /// Serve over TLS with this certificate and key (PEM files).
+    #[serde(default)]
+    pub tls: Option<ServerTls>,
+}
+
+/// A server's certificate chain and key, by reference.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServerTls {
+    /// The certificate chain (PEM).
+    pub certificate: FileRef,
+    /// Its private key (PEM).
+    pub key: FileRef,
 }
 
 /// `day1`: what the cluster needs from its first boot, written by the iso stage as extra
@@ -266,14 +311,22 @@ pub struct Bmc {
     /// (`https://10.30.0.11/redfish/v1/Systems/System.Embedded.1`).
     pub address: String,
     /// User name and password, by reference: a file `user:password`, or an environment
-    /// variable holding it.
-    pub credentials: SecretRef,
+    /// variable holding it. Only a BMC without authentication (a lab emulator) has none.
+    #[serde(default)]
+    pub credentials: Option<SecretRef>,
     /// The BMC's CA (PEM), to verify its TLS certificate.
     #[serde(default)]
     pub ca: Option<FileRef>,
     /// Or its certificate's SHA-256 fingerprint (`sha256:AB:CD:...` or hex), pinned.
     #[serde(default)]
     pub fingerprint: Option<String>,
+    /// The explicit opt-out: do not verify this BMC's certificate (shown in every status).
+    #[serde(default, rename = "insecureSkipTLSVerify")]
+    pub insecure_skip_tls_verify: bool,
+    /// The system's UUID as its BMC reports it (`UUID` of the ComputerSystem): when given, the
+    /// boot stage refuses a system with another one (the wrong server behind this BMC address).
+    #[serde(default, rename = "systemUUID")]
+    pub system_uuid: Option<String>,
 }
 
 /// `rootDevice`: agent-config `rootDeviceHints`.

@@ -104,3 +104,49 @@ fn pull_secret(inv: &Inventory, r: &SecretRef) -> Result<Secret, (InventoryFile,
     // One line, keys sorted: the same secret gives the same file whatever its formatting.
     Ok(Secret::new(value.to_string()))
 }
+
+/// A node's BMC user and password, read from its `bmc.credentials` reference (`user:password`).
+pub struct BmcCredentials {
+    /// The user.
+    pub user: String,
+    /// The password.
+    pub password: Secret,
+}
+
+/// Reads `node`'s BMC credentials (a file's or an environment variable's first line,
+/// `user:password`), or `None` when it has none. Errors name the node and the field, never the
+/// value.
+pub fn bmc_credentials(
+    inv: &Inventory,
+    node: &super::model::Node,
+) -> anyhow::Result<Option<BmcCredentials>> {
+    use anyhow::{bail, Context};
+    let Some(r) = &node.bmc.credentials else {
+        return Ok(None);
+    };
+    let at = format!("node {}'s bmc.credentials", node.hostname);
+    let text = match (&r.file, &r.env) {
+        (Some(f), _) => {
+            let path = inv.resolve(f);
+            fs_err::read_to_string(&path).map_err(|e| {
+                anyhow::anyhow!(
+                    "{at}: reading {}: {}",
+                    path.display(),
+                    crate::yaml::io_reason(&e)
+                )
+            })?
+        }
+        (None, Some(var)) => std::env::var(var).with_context(|| {
+            format!("{at} names ${var}, which is not set (it should hold user:password)")
+        })?,
+        (None, None) => bail!("{at} names no file or env"),
+    };
+    let line = text.trim().lines().next().unwrap_or_default();
+    let (user, password) = line.split_once(':').with_context(|| {
+        format!("{at} is not user:password (one line, the user, a colon, the password; value not shown)")
+    })?;
+    Ok(Some(BmcCredentials {
+        user: user.to_string(),
+        password: Secret::new(password),
+    }))
+}

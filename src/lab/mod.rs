@@ -2,6 +2,8 @@
 //! local registry (OpenShift release payloads with an update graph, an operator catalog whose
 //! bundles and related images all exist, a modelcar), so mirroring releases and catalogs can be
 //! rehearsed and tested without Red Hat's registries.
+//! `lab up|down|status` ([`site`]) gives the install pipeline a site on one machine: Redfish
+//! BMCs, a machine network of namespaces, the rendezvous and cluster API listeners.
 
 pub mod catalog;
 pub mod image;
@@ -9,6 +11,7 @@ pub mod modelcar;
 pub mod push;
 pub mod release;
 pub mod seed;
+pub mod site;
 pub mod standin;
 
 pub use seed::seed;

@@ -15,7 +15,12 @@
 //!   9660 image, made with `xorriso`, holding the two files and the manifests), `D/rendezvousIP`,
 //!   `D/auth/kubeconfig` and `D/auth/kubeadmin-password` (mode 0600), and
 //!   `D/.openshift_install_state.json` with an ES256 `WatcherAuthToken` (claim `auth_scheme:
-//!   watcherAuth`, as 4.18 writes it); then consumes its inputs (the two files and
+//!   watcherAuth`, as 4.18 writes it). The ISO also carries, under `lab/`, what the lab's
+//!   simulated nodes learn from it ([`crate::lab::site::simulator`]): the watcher public key,
+//!   the cluster API's serving certificate and key (signed by the CA the kubeconfig carries in
+//!   `certificate-authority-data`) and the sha256 of the kubeconfig's admin token. The
+//!   kubeconfig's `server:` is `https://<first apiVIP>:6443` with `tls-server-name:
+//!   api.NAME.DOMAIN`: the lab has no DNS. Then it consumes its inputs (the two files and
 //!   `openshift/` are removed), as the real installer does. Log lines go to stderr as
 //!   `level=info msg=...`; a failure is a `level=fatal` line and exit status 1.
 //!
@@ -246,8 +251,16 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
     for m in &manifests {
         out.info(format!("Adding extra manifest openshift/{m}"));
     }
-    let iso = write_iso(dir, &install_config, &agent_config, &manifests, pinned)?;
-    write_outputs(dir, &install, &rendezvous)?;
+    let lab = LabCluster::generate(&install)?;
+    let iso = write_iso(
+        dir,
+        &install_config,
+        &agent_config,
+        &manifests,
+        pinned,
+        &lab,
+    )?;
+    write_outputs(dir, &install, &rendezvous, &lab)?;
     // The installer consumes the assets it read.
     fs_err::remove_file(&install_config)?;
     fs_err::remove_file(&agent_config)?;
@@ -264,6 +277,7 @@ fn write_iso(
     agent_config: &Path,
     manifests: &[String],
     pinned: &Pinned,
+    lab: &LabCluster,
 ) -> Result<PathBuf> {
     let staging = dir.join(".stand-in-iso");
     let _ = fs_err::remove_dir_all(&staging);
@@ -280,6 +294,7 @@ fn write_iso(
         staging.join("release-image"),
         format!("{}\n", pinned.release),
     )?;
+    lab.write_iso_files(&staging.join(LAB_ISO_DIR))?;
     let iso = dir.join("agent.x86_64.iso");
     let made = std::process::Command::new("xorriso")
         .args([
@@ -323,26 +338,28 @@ fn extra_manifests(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// `rendezvousIP`, `auth/kubeconfig`, `auth/kubeadmin-password` and the state file.
-fn write_outputs(dir: &Path, install: &serde_json::Value, rendezvous: &str) -> Result<()> {
-    let name = install["metadata"]["name"].as_str().unwrap_or("cluster");
-    let domain = install["baseDomain"].as_str().unwrap_or("example.com");
+fn write_outputs(
+    dir: &Path,
+    install: &serde_json::Value,
+    rendezvous: &str,
+    lab: &LabCluster,
+) -> Result<()> {
     fs_err::write(dir.join("rendezvousIP"), format!("{rendezvous}\n"))?;
     fs_err::create_dir_all(dir.join("auth"))?;
-    let admin_token = random_token(32)?;
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://api.{name}.{domain}:6443\n    certificate-authority-data: \"\"\ncontexts:\n- name: admin\n  context:\n    cluster: {name}\n    user: admin\ncurrent-context: admin\npreferences: {{}}\nusers:\n- name: admin\n  user:\n    token: {admin_token}\n"
-    );
-    crate::fs::write_atomic_mode(&dir.join("auth/kubeconfig"), kubeconfig.as_bytes(), 0o600)?;
+    crate::fs::write_atomic_mode(
+        &dir.join("auth/kubeconfig"),
+        lab.kubeconfig(install).as_bytes(),
+        0o600,
+    )?;
     crate::fs::write_atomic_mode(
         &dir.join("auth/kubeadmin-password"),
         random_token(18)?.as_bytes(),
         0o600,
     )?;
-    let (watcher, public_key) = watcher_token()?;
     let state = serde_json::json!({
         "*gencrypto.AuthConfig": {
-            "PublicKey": public_key,
-            "WatcherAuthToken": watcher,
+            "PublicKey": lab.watcher_public_key,
+            "WatcherAuthToken": lab.watcher_token,
         },
         "*agent.rendezvousIP": rendezvous,
     });
@@ -352,6 +369,131 @@ fn write_outputs(dir: &Path, install: &serde_json::Value, rendezvous: &str) -> R
         0o600,
     )?;
     Ok(())
+}
+
+/// The folder of the stand-in's ISO that carries what the lab's simulated nodes learn from it
+/// (a real agent ISO carries the same facts in its ignition: the watcher's public key for
+/// assisted-service, the API's serving certificate and the admin credentials).
+pub const LAB_ISO_DIR: &str = "lab";
+/// `lab/watcher-public-key`: the install's ES256 public key (SEC1, base64url), which the
+/// rendezvous stand-in checks the watcher token against.
+pub const LAB_WATCHER_KEY: &str = "watcher-public-key";
+/// `lab/api.crt`: the cluster API's serving certificate (PEM), signed by the kubeconfig's CA.
+pub const LAB_API_CERT: &str = "api.crt";
+/// `lab/api.key`: its private key (PKCS#8 PEM).
+pub const LAB_API_KEY: &str = "api.key";
+/// `lab/admin-token.sha256`: the hex sha256 of the kubeconfig's admin token.
+pub const LAB_ADMIN_TOKEN_SHA256: &str = "admin-token.sha256";
+
+/// One lab install's credentials: the watcher token and its key, the cluster API's CA and
+/// serving certificate, and the admin token, made fresh for each `agent create image`.
+struct LabCluster {
+    watcher_token: String,
+    watcher_public_key: String,
+    admin_token: String,
+    ca_pem: String,
+    api_cert_pem: String,
+    api_key_pem: String,
+}
+
+impl LabCluster {
+    fn generate(install: &serde_json::Value) -> Result<Self> {
+        let (watcher_token, watcher_public_key) = watcher_token()?;
+        let (name, domain) = cluster_name(install);
+        let mut names = vec![
+            format!("api.{name}.{domain}"),
+            format!("api-int.{name}.{domain}"),
+        ];
+        names.extend(api_vips(install));
+        let (ca_pem, api_cert_pem, api_key_pem) = api_certificates(&names)?;
+        Ok(LabCluster {
+            watcher_token,
+            watcher_public_key,
+            admin_token: random_token(32)?,
+            ca_pem,
+            api_cert_pem,
+            api_key_pem,
+        })
+    }
+
+    fn write_iso_files(&self, dir: &Path) -> Result<()> {
+        fs_err::create_dir_all(dir)?;
+        fs_err::write(dir.join(LAB_WATCHER_KEY), &self.watcher_public_key)?;
+        fs_err::write(dir.join(LAB_API_CERT), &self.api_cert_pem)?;
+        fs_err::write(dir.join(LAB_API_KEY), &self.api_key_pem)?;
+        let sha = crate::oci::digest::Digest::of(self.admin_token.as_bytes());
+        fs_err::write(dir.join(LAB_ADMIN_TOKEN_SHA256), sha.hex())?;
+        Ok(())
+    }
+
+    /// The admin kubeconfig: the server is the first API VIP (the lab has no DNS), the
+    /// certificate is checked for `api.NAME.DOMAIN` (`tls-server-name`) against the CA.
+    fn kubeconfig(&self, install: &serde_json::Value) -> String {
+        let (name, domain) = cluster_name(install);
+        let vip = api_vips(install)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| format!("api.{name}.{domain}"));
+        let host = if vip.contains(':') {
+            format!("[{vip}]")
+        } else {
+            vip
+        };
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: https://{host}:6443\n    tls-server-name: api.{name}.{domain}\n    certificate-authority-data: {ca}\ncontexts:\n- name: admin\n  context:\n    cluster: {name}\n    user: admin\ncurrent-context: admin\npreferences: {{}}\nusers:\n- name: admin\n  user:\n    token: {token}\n",
+            token = self.admin_token
+        )
+    }
+}
+
+fn cluster_name(install: &serde_json::Value) -> (&str, &str) {
+    (
+        install["metadata"]["name"].as_str().unwrap_or("cluster"),
+        install["baseDomain"].as_str().unwrap_or("example.com"),
+    )
+}
+
+/// `platform.baremetal.apiVIPs` (or the older `apiVIP`).
+fn api_vips(install: &serde_json::Value) -> Vec<String> {
+    let bm = &install["platform"]["baremetal"];
+    let mut vips: Vec<String> = bm["apiVIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    if let Some(v) = bm["apiVIP"].as_str() {
+        vips.push(v.to_string());
+    }
+    vips
+}
+
+/// A CA and a serving certificate for `names` signed by it: (CA PEM, cert PEM, key PEM).
+fn api_certificates(names: &[String]) -> Result<(String, String, String)> {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+    };
+    let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new())?;
+    ca.distinguished_name
+        .push(DnType::CommonName, "kube-apiserver-lab-signer");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca, &ca_key);
+    let key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+    let mut leaf = CertificateParams::new(names.to_vec())?;
+    leaf.distinguished_name.push(
+        DnType::CommonName,
+        names.first().cloned().unwrap_or_default(),
+    );
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    leaf.use_authority_key_identifier_extension = true;
+    let cert = leaf.signed_by(&key, &issuer)?;
+    Ok((ca_cert.pem(), cert.pem(), key.serialize_pem()))
 }
 
 fn random_token(bytes: usize) -> Result<String> {

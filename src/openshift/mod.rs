@@ -7,13 +7,17 @@
 //! - [`release`]: a release payload's components; [`extract`]: a binary (the installer, `oc`)
 //!   out of a mirrored release, pinned to it by [`pin`];
 //! - [`graph`]: the update graph and the releases a channel selects from it;
-//! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image.
+//! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image;
+//! - [`assisted`]: the watcher's client of the rendezvous host's assisted-service API, and
+//!   [`readiness`]: bootstrap and install complete, read from the new cluster's API.
 
+pub mod assisted;
 pub mod cluster;
 pub mod extract;
 pub mod fbc;
 pub mod graph;
 pub mod pin;
+pub mod readiness;
 pub mod rebuild;
 pub mod record;
 pub mod release;

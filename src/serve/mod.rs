@@ -4,6 +4,14 @@
 //! computed once at start) honoured in `If-None-Match` and `If-Range`, and `Last-Modified`. BMC
 //! virtual media fetch ISOs in ranges and retry; these are the headers they rely on. Any other
 //! path is 404. The file is read per request from disk, never held in memory.
+//!
+//! Plain HTTP or TLS (a certificate and key the site gives, [`TlsFiles`]); every answer goes to
+//! an access log ([`Access`]: the peer, method, path, range, status and bytes), which is how an
+//! engineer sees which BMC fetched what.
+
+mod tls;
+
+pub use tls::TlsFiles;
 
 use anyhow::{Context, Result};
 use axum::body::Body;
@@ -91,19 +99,136 @@ fn http_date(t: std::time::SystemTime) -> String {
     t.format(&format).unwrap_or_default()
 }
 
-/// Serves `file` on `listener` until `shutdown` resolves.
+/// One answered request, for the access log.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Access {
+    /// Who asked (a BMC's address).
+    pub peer: SocketAddr,
+    /// `GET` or `HEAD` (or what else was refused).
+    pub method: String,
+    /// The path asked for.
+    pub path: String,
+    /// The `Range` header, when one was sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range: Option<String>,
+    /// The answer's status.
+    pub status: u16,
+    /// The body's length as answered (0 for HEAD).
+    pub bytes: u64,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {}", self.peer, self.method, self.path)?;
+        if let Some(r) = &self.range {
+            write!(f, " range {r}")?;
+        }
+        write!(f, " -> {} ({} bytes)", self.status, self.bytes)
+    }
+}
+
+/// Where access entries go.
+pub type AccessSink = Arc<dyn Fn(Access) + Send + Sync>;
+
+struct Shared {
+    file: ServedFile,
+    access: Option<AccessSink>,
+}
+
+/// Serves `file` on `listener` until `shutdown` resolves: over TLS when `tls` is given, each
+/// answer reported to `access`.
 pub async fn serve(
     file: ServedFile,
     listener: tokio::net::TcpListener,
+    tls: Option<&TlsFiles>,
+    access: Option<AccessSink>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    use axum::serve::ListenerExt;
     let app = axum::Router::new()
         .fallback(answer)
-        .with_state(Arc::new(file));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
+        .with_state(Arc::new(Shared { file, access }))
+        .into_make_service_with_connect_info::<SocketAddr>();
+    match tls {
+        None => axum::serve(listener.tap_io(|_| {}), app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving the file"),
+        Some(files) => {
+            let listener = tls::TlsListener::new(listener, files.server_config()?);
+            axum::serve(listener.tap_io(|_| {}), app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("serving the file over TLS")
+        }
+    }
+}
+
+/// A server running in the background: its URL, and a handle that stops it.
+#[derive(Debug)]
+pub struct Running {
+    /// The URL the file is served at.
+    pub url: String,
+    /// The address bound.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<()>>>,
+}
+
+impl Running {
+    /// Stops serving and waits for open answers to end.
+    pub async fn stop(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.task.take() {
+            Some(task) => task.await.context("the file server task")?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts serving `file` on `addr` in the background. `host` is the name or address BMCs are
+/// told (default: the bound address).
+pub async fn start(
+    file: ServedFile,
+    addr: SocketAddr,
+    host: Option<&str>,
+    tls: Option<TlsFiles>,
+    access: Option<AccessSink>,
+) -> Result<Running> {
+    if let Some(t) = &tls {
+        t.server_config()?;
+    }
+    let (listener, local) = bind(addr).await?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let authority = match host {
+        Some(h) if h.contains(':') && !h.starts_with('[') => format!("[{h}]:{}", local.port()),
+        Some(h) => format!("{h}:{}", local.port()),
+        None => local.to_string(),
+    };
+    let url = format!("{scheme}://{authority}{}", file.url_path);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        serve(file, listener, tls.as_ref(), access, async {
+            let _ = stopped.await;
+        })
         .await
-        .context("serving the file")
+    });
+    Ok(Running {
+        url,
+        addr: local,
+        stop: Some(stop),
+        task: Some(task),
+    })
 }
 
 /// Binds `addr` (a port of 0 picks one); the listener and the address it got.
@@ -116,12 +241,39 @@ pub async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAd
 }
 
 async fn answer(
-    State(file): State<Arc<ServedFile>>,
+    State(shared): State<Arc<Shared>>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if method != Method::GET && method != Method::HEAD {
+    let resp = respond(&shared.file, &method, &uri, &headers).await;
+    if let Some(sink) = &shared.access {
+        let bytes = if method == Method::HEAD {
+            0
+        } else {
+            resp.headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0)
+        };
+        sink(Access {
+            peer,
+            method: method.to_string(),
+            path: uri.path().to_string(),
+            range: headers
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+            status: resp.status().as_u16(),
+            bytes,
+        });
+    }
+    resp
+}
+
+async fn respond(file: &ServedFile, method: &Method, uri: &Uri, headers: &HeaderMap) -> Response {
+    if *method != Method::GET && *method != Method::HEAD {
         return (
             StatusCode::METHOD_NOT_ALLOWED,
             [(header::ALLOW, "GET, HEAD")],
@@ -136,7 +288,7 @@ async fn answer(
     if header_str(header::IF_NONE_MATCH)
         .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
     {
-        return with_validators(StatusCode::NOT_MODIFIED.into_response(), &file);
+        return with_validators(StatusCode::NOT_MODIFIED.into_response(), file);
     }
     // If-Range: the range applies only while the file is the one the client saw.
     let range_applies = header_str(header::IF_RANGE).is_none_or(|v| v.trim() == etag);
@@ -150,7 +302,7 @@ async fn answer(
                 if let Ok(v) = HeaderValue::from_str(&format!("bytes */{}", file.size)) {
                     resp.headers_mut().insert(header::CONTENT_RANGE, v);
                 }
-                return with_validators(resp, &file);
+                return with_validators(resp, file);
             }
         },
     };
@@ -158,7 +310,7 @@ async fn answer(
         Some((s, e)) => (StatusCode::PARTIAL_CONTENT, s, e - s + 1),
         None => (StatusCode::OK, 0, file.size),
     };
-    let body = if method == Method::HEAD {
+    let body = if *method == Method::HEAD {
         Body::empty()
     } else {
         match open_at(&file.path, start).await {
@@ -178,7 +330,7 @@ async fn answer(
         );
     }
     match resp.body(body) {
-        Ok(r) => with_validators(r, &file),
+        Ok(r) => with_validators(r, file),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }

@@ -17,15 +17,15 @@ const SITE_USER: &str = "site-puller";
 const SITE_PASSWORD: &str = "site-pull-secret-0a1b2c3d";
 
 /// The lab, a mirrored site registry, and an inventory pointed at it.
-struct Lab {
+pub(crate) struct Lab {
     _upstream: Registry,
     site: Registry,
-    dir: tempfile::TempDir,
-    inventory: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) inventory: PathBuf,
 }
 
 impl Lab {
-    fn new() -> Lab {
+    pub(crate) fn new() -> Lab {
         let upstream = Registry::plain();
         let site = Registry::tls_basic(SITE_USER, SITE_PASSWORD);
         let dir = tempfile::tempdir().unwrap();
@@ -64,11 +64,11 @@ impl Lab {
         }
     }
 
-    fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.dir.path().join("run")
     }
 
-    fn install(&self, extra: &[&str]) -> Output {
+    pub(crate) fn install(&self, extra: &[&str]) -> Output {
         let run = self.run_dir();
         let mut args = vec![
             "install",
@@ -81,7 +81,7 @@ impl Lab {
         command(&args).output().unwrap()
     }
 
-    fn edit(&self, file: &str, from: &str, to: &str) {
+    pub(crate) fn edit(&self, file: &str, from: &str, to: &str) {
         let path = self.inventory.join(file);
         let text = fs_err::read_to_string(&path).unwrap();
         assert!(text.contains(from), "{file} has no {from}");
@@ -109,8 +109,10 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn exit3(o: &Output) -> String {
-    assert_eq!(o.status.code(), Some(3), "{o:?}");
+/// `bootstrap install --until iso` (the boot stage needs the lab site's BMCs): exit 0, stdout.
+fn until_iso(lab: &Lab) -> String {
+    let o = lab.install(&["--until", "iso"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -153,7 +155,7 @@ fn iso_file(iso: &Path, path: &str, scratch: &Path) -> String {
 fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
     let lab = Lab::new();
     let run = lab.run_dir();
-    let stdout = exit3(&lab.install(&[]));
+    let stdout = until_iso(&lab);
     assert_eq!(
         actions(&stdout),
         pairs(&[
@@ -161,12 +163,7 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
             ("render", "ran"),
             ("tools", "ran"),
             ("iso", "ran"),
-            ("boot", "not"),
         ])
-    );
-    assert!(
-        stdout.contains("stopped before boot: not built yet"),
-        "{stdout}"
     );
     let iso = run.join("iso/work/agent.x86_64.iso");
     let files = iso_files(&iso);
@@ -216,7 +213,7 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
         .windows(release.len())
         .any(|w| w == release.as_bytes()));
 
-    let again = exit3(&lab.install(&[]));
+    let again = until_iso(&lab);
     assert_eq!(
         actions(&again),
         pairs(&[
@@ -224,7 +221,6 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
             ("render", "skipped"),
             ("tools", "skipped"),
             ("iso", "skipped"),
-            ("boot", "not"),
         ])
     );
 
@@ -233,7 +229,7 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
         "mac: aa:bb:cc:00:00:02",
         "mac: aa:bb:cc:00:00:22",
     );
-    let mac = exit3(&lab.install(&[]));
+    let mac = until_iso(&lab);
     assert_eq!(
         actions(&mac),
         pairs(&[
@@ -241,12 +237,11 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
             ("render", "ran"),
             ("tools", "skipped"),
             ("iso", "ran"),
-            ("boot", "not"),
         ])
     );
 
     lab.edit("site.yaml", "version: 4.18.3", "version: 4.18.2");
-    let changed = exit3(&lab.install(&[]));
+    let changed = until_iso(&lab);
     let ran: Vec<(String, String)> = actions(&changed)
         .into_iter()
         .filter(|(s, _)| s == "tools" || s == "iso")
@@ -316,7 +311,7 @@ fn kill_9_during_iso_then_rerun_completes() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!run.join("iso").exists(), "a half-made iso/ is visible");
-    let stdout = exit3(&lab.install(&[]));
+    let stdout = until_iso(&lab);
     let iso: Vec<(String, String)> = actions(&stdout)
         .into_iter()
         .filter(|(s, _)| s == "tools" || s == "iso")
@@ -372,4 +367,53 @@ fn kill_9_during_iso_then_rerun_completes() {
     assert!(log.contains("bootstrap did not pin it"), "{log}");
     // The last good ISO is kept: a failed stage never replaces its previous outputs.
     assert!(run.join("iso/work/agent.x86_64.iso").exists());
+}
+
+/// `boot.isoURL`: before any BMC is touched, the site's URL must serve the ISO the iso stage
+/// made. A file of the same length with one byte changed is refused naming both sha256s, and no
+/// BMC is contacted; the right ISO passes and the stage goes on to the BMCs (none run here, so
+/// they are unreachable, named per node).
+#[test]
+fn an_iso_url_is_checked_byte_for_byte_before_any_bmc() {
+    let lab = Lab::new();
+    until_iso(&lab);
+    let run = lab.run_dir();
+    let iso = run.join("iso/work/agent.x86_64.iso");
+    let other_dir = lab.dir.path().join("other");
+    fs_err::create_dir_all(&other_dir).unwrap();
+    let other = other_dir.join("agent.x86_64.iso");
+    let mut bytes = fs_err::read(&iso).unwrap();
+    bytes[40_000] ^= 0xff;
+    fs_err::write(&other, &bytes).unwrap();
+    let (_wrong, wrong_url) = crate::serve::start(&other);
+    lab.edit(
+        "site.yaml",
+        "  isoServer:\n    listen: 127.0.0.1:0",
+        &format!("  isoURL: {wrong_url}"),
+    );
+    let o = lab.install(&["--until", "boot"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("boot.isoURL") && err.contains("sha256"),
+        "{err}"
+    );
+    let log = fs_err::read_to_string(run.join("logs/boot.log")).unwrap();
+    assert!(!log.contains("/redfish/"), "a BMC was contacted:\n{log}");
+
+    let (_right, right_url) = crate::serve::start(&iso);
+    lab.edit("site.yaml", &wrong_url, &right_url);
+    let o = lab.install(&["--until", "boot"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("3 of 3 nodes failed to boot"), "{err}");
+    assert!(
+        err.contains("master-0 (BMC https://127.0.0.1:8001"),
+        "{err}"
+    );
+    let log = fs_err::read_to_string(run.join("logs/boot.log")).unwrap();
+    assert!(
+        log.contains(&format!("the BMCs fetch the ISO from {right_url}")),
+        "{log}"
+    );
 }

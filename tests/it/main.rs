@@ -8,6 +8,7 @@
 mod support;
 
 mod agent_validate;
+mod boot_lab;
 mod challenges;
 mod cli;
 mod harness;
@@ -17,10 +18,12 @@ mod install_lab;
 mod installer_parity;
 mod inventory;
 mod lab_seed;
+mod lab_site;
 mod mirror;
 mod model;
 mod openshift;
 mod records;
+mod redfish;
 mod release_extract;
 mod render;
 mod resilience;
@@ -29,3 +32,4 @@ mod serve;
 mod tampered;
 mod token_refresh;
 mod trust;
+mod wait;

@@ -9,7 +9,7 @@ use std::process::{Child, Stdio};
 use crate::support;
 
 /// The server process, killed when the test ends however it ends.
-struct Server(Child);
+pub(crate) struct Server(pub(crate) Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -19,18 +19,25 @@ impl Drop for Server {
 }
 
 /// Starts `bootstrap serve iso FILE --bind 127.0.0.1:0`; the child and the URL it printed.
-fn start(file: &std::path::Path) -> (Server, String) {
-    let mut child = support::run::command(&[
+pub(crate) fn start(file: &std::path::Path) -> (Server, String) {
+    start_with(file, &[], Stdio::null())
+}
+
+/// [`start`] with more arguments, its stderr (the access log) going to `stderr`.
+fn start_with(file: &std::path::Path, extra: &[&str], stderr: Stdio) -> (Server, String) {
+    let mut args = vec![
         "serve",
         "iso",
         file.to_str().unwrap(),
         "--bind",
         "127.0.0.1:0",
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
+    ];
+    args.extend_from_slice(extra);
+    let mut child = support::run::command(&args)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let child = Server(child);
     let mut line = String::new();
@@ -137,4 +144,90 @@ fn the_iso_server_answers_as_bmc_virtual_media_need() {
         .unwrap()
         .success());
     assert!(server.0.wait().unwrap().success());
+}
+
+/// Over TLS with the site's certificate, as a BMC on an untrusted network would fetch it: curl
+/// (the peer) verifies the chain against the CA, HEAD gives the exact length and the validators,
+/// a range gives exactly those bytes, and every answer is in the access log on stderr.
+#[test]
+fn the_iso_server_speaks_tls_and_logs_every_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = support::tls::TestPki::generate(&dir.path().join("pki")).unwrap();
+    let file = dir.path().join("agent.x86_64.iso");
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    fs_err::write(&file, &bytes).unwrap();
+    let log_path = dir.path().join("stderr.log");
+    let (mut server, url) = start_with(
+        &file,
+        &[
+            "--tls-cert",
+            pki.server_cert_path.to_str().unwrap(),
+            "--tls-key",
+            pki.server_key_path.to_str().unwrap(),
+        ],
+        fs_err::File::create(&log_path)
+            .unwrap()
+            .into_parts()
+            .0
+            .into(),
+    );
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let curl = |extra: &[&str]| {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--fail", "--cacert", pki.ca_path.to_str().unwrap()])
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "curl {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let head = String::from_utf8(curl(&["-I"]))
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}", bytes.len())),
+        "{head}"
+    );
+    assert!(head.contains("accept-ranges: bytes"), "{head}");
+    assert!(head.contains("etag: \"sha256-"), "{head}");
+    let part = curl(&["-r", "1000-1999"]);
+    assert_eq!(part, &bytes[1000..2000]);
+    assert_eq!(curl(&[]), bytes);
+    // Without the CA the certificate is refused: nothing is served to a client that cannot
+    // tell this server from another.
+    let untrusted = std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null"])
+        .arg(&url)
+        .status()
+        .unwrap();
+    assert!(!untrusted.success());
+    let pid = server.0.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(server.0.wait().unwrap().success());
+    let log = fs_err::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("HEAD /agent.x86_64.iso -> 200 (0 bytes)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("GET /agent.x86_64.iso range bytes=1000-1999 -> 206 (1000 bytes)"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "GET /agent.x86_64.iso -> 200 ({} bytes)",
+            bytes.len()
+        )),
+        "{log}"
+    );
 }

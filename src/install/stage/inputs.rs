@@ -113,8 +113,10 @@ pub fn validate_inputs(dir: &Path) -> Result<Inputs> {
     let (mut inputs, inv) = render_inputs(dir)?;
     if let Some(inv) = inv {
         for (i, node) in inv.nodes.nodes.iter().enumerate() {
-            let at = format!("nodes[{i}].bmc.credentials");
-            inputs.secret(&at, &inv, &node.bmc.credentials)?;
+            if let Some(credentials) = &node.bmc.credentials {
+                let at = format!("nodes[{i}].bmc.credentials");
+                inputs.secret(&at, &inv, credentials)?;
+            }
             if let Some(ca) = &node.bmc.ca {
                 inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
             }
@@ -145,15 +147,20 @@ pub fn inventory_secrets(dir: &Path) -> Vec<String> {
         }
         secrets.push(text.trim().to_string());
     }
+    // Short strings (a user name, "{}") are not secrets and would blank out ordinary words; a
+    // BMC password is one however short (Dell's factory default has six letters).
+    secrets.retain(|s| s.len() >= 8);
     for node in &inv.nodes.nodes {
-        if let Some(text) = read(&node.bmc.credentials) {
+        if let Some(text) = node.bmc.credentials.as_ref().and_then(read) {
             let text = text.trim().to_string();
-            secrets.extend(text.split(':').skip(1).map(str::to_string));
+            if let Some((_, password)) = text.split_once(':') {
+                if password.len() >= 4 {
+                    secrets.push(password.to_string());
+                }
+            }
             secrets.push(text);
         }
     }
-    // Short strings (a user name, "{}") are not secrets and would blank out ordinary words.
-    secrets.retain(|s| s.len() >= 8);
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
     secrets

@@ -5,11 +5,14 @@
 //! folder its outputs go to, and does its work into a staging folder that the runner publishes
 //! whole only when the stage succeeded.
 
+mod boot;
 mod inputs;
 mod iso;
 mod render;
+mod served;
 mod tools;
 mod validate;
+pub mod wait;
 
 pub use inputs::Inputs;
 
@@ -34,9 +37,9 @@ pub enum Stage {
     Tools,
     /// The agent ISO and the files the later stages read, under `RUN/iso/`.
     Iso,
-    /// Nodes booted from the ISO through their BMCs (not built yet).
+    /// Nodes booted from the ISO through their BMCs; per node results under `RUN/boot/`.
     Boot,
-    /// Waiting for the installation to complete (not built yet).
+    /// Waiting for the installation to complete, under `RUN/wait/`.
     Wait,
     /// Host preparation (not built yet).
     Prep,
@@ -74,7 +77,9 @@ impl Stage {
             Stage::Render => Some(&render::Render),
             Stage::Tools => Some(&tools::Tools),
             Stage::Iso => Some(&iso::Iso),
-            Stage::Boot | Stage::Wait | Stage::Prep | Stage::Handoff => None,
+            Stage::Boot => Some(&boot::Boot),
+            Stage::Wait => Some(&wait::Wait),
+            Stage::Prep | Stage::Handoff => None,
         }
     }
 }
@@ -113,6 +118,45 @@ pub struct StageContext {
     pub cancel: Arc<AtomicBool>,
     /// `--installer PATH`, when given.
     pub installer: Option<PathBuf>,
+    /// `--reboot NODE`: nodes the boot stage resets again although an earlier run did.
+    pub reboot: Vec<String>,
+    /// The wait stage's limits.
+    pub wait_limits: WaitLimits,
+    /// The run's progress (stderr): stages that work on every node at once make their live
+    /// lines with [`crate::output::NodeLines`].
+    pub progress: crate::output::Progress,
+    /// The ISO server the boot stage started, kept for the rest of the run (the BMCs read the
+    /// ISO while their nodes boot and install).
+    pub iso_server: Arc<tokio::sync::Mutex<Option<ServedIso>>>,
+}
+
+/// The ISO being served by this process.
+#[derive(Debug)]
+pub struct ServedIso {
+    /// The ISO's sha256.
+    pub sha256: String,
+    /// What the boot stage recorded about it.
+    pub source: served::IsoSource,
+    /// The server.
+    pub running: crate::serve::Running,
+}
+
+/// How long the wait stage waits, as `openshift-install agent wait-for` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitLimits {
+    /// For bootstrap to complete (default 60 minutes).
+    pub bootstrap: std::time::Duration,
+    /// Then for the install to complete (default 90 minutes).
+    pub install: std::time::Duration,
+}
+
+impl Default for WaitLimits {
+    fn default() -> Self {
+        WaitLimits {
+            bootstrap: std::time::Duration::from_secs(60 * 60),
+            install: std::time::Duration::from_secs(90 * 60),
+        }
+    }
 }
 
 impl StageContext {
@@ -138,6 +182,12 @@ pub trait StageWork: Sync {
     /// [`StageWork::output_dir`]); returns a one-line detail for the status table. An error's
     /// first line becomes the failure's detail; the log holds the rest.
     fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String>;
+
+    /// Why the stage must run although its inputs and outputs are unchanged (the boot stage
+    /// with `--reboot NODE`), or `None`.
+    fn must_run(&self, _cx: &StageContext) -> Option<String> {
+        None
+    }
 
     /// Every secret the stage may meet (the pull secret, BMC passwords), so its log can never
     /// show them even if a message quoted one.

@@ -39,6 +39,7 @@ pub fn validate(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
     v.nodes();
     v.control_plane();
     v.vips_and_rendezvous();
+    v.boot();
     v.problems.sort_by(|a, b| {
         (a.0, a.1.location.map(|l| (l.line, l.column)))
             .cmp(&(b.0, b.1.location.map(|l| (l.line, l.column))))

@@ -71,7 +71,7 @@ impl Validator<'_> {
     fn bmc(&mut self, n: usize, node: &Node, seen: &mut HashMap<String, usize>) {
         let p = format!("nodes[{n}].bmc");
         let b = &node.bmc;
-        match bmc_host(&b.address) {
+        match bmc_host(&b.address, b.credentials.is_some()) {
             Ok(key) => {
                 if let Some(first) = seen.insert(key, n) {
                     self.node(
@@ -85,13 +85,20 @@ impl Validator<'_> {
             }
             Err(m) => self.node(format!("{p}.address"), m),
         }
-        self.secret_ref(
-            InventoryFile::Nodes,
-            &format!("{p}.credentials"),
-            &b.credentials,
-        );
+        if let Some(credentials) = &b.credentials {
+            self.secret_ref(
+                InventoryFile::Nodes,
+                &format!("{p}.credentials"),
+                credentials,
+            );
+        }
+        let plain = b.address.starts_with("http://");
+        if plain && (b.ca.is_some() || b.fingerprint.is_some() || b.insecure_skip_tls_verify) {
+            self.node(&p, "ca, fingerprint and insecureSkipTLSVerify are for https:// BMCs; this address is plain HTTP");
+        }
         match (&b.ca, &b.fingerprint) {
             (Some(_), Some(_)) => self.node(&p, "set ca or fingerprint, not both: one way of trusting the BMC's certificate"),
+            _ if b.insecure_skip_tls_verify && (b.ca.is_some() || b.fingerprint.is_some()) => self.node(&p, "insecureSkipTLSVerify: true turns off what ca or fingerprint sets; keep one of them"),
             (Some(ca), None) => self.file_ref(InventoryFile::Nodes, &format!("{p}.ca"), &ca.file, checks::pem_bundle),
             (None, Some(fp)) if !is_fingerprint(fp) => self.node(
                 format!("{p}.fingerprint"),
@@ -377,11 +384,14 @@ fn ifname_problem(name: &str) -> Option<String> {
 
 /// The BMC address's identity (scheme-less, host lower-cased) for duplicate checks, or why it is
 /// refused.
-fn bmc_host(address: &str) -> Result<String, String> {
-    if let Some(rest) = address.strip_prefix("http://") {
+/// A plain-HTTP address is refused when the BMC has credentials (they would cross in clear);
+/// without credentials (an emulator in a lab) it is allowed.
+fn bmc_host(address: &str, has_credentials: bool) -> Result<String, String> {
+    let plain = address.strip_prefix("http://");
+    if let (Some(rest), true) = (plain, has_credentials) {
         return Err(format!("{} is plain HTTP: BMC credentials would cross the network in clear; use https://{rest} (Redfish over TLS)", quote(address)));
     }
-    let Some(rest) = address.strip_prefix("https://") else {
+    let Some(rest) = address.strip_prefix("https://").or(plain) else {
         return Err(format!(
             "{} is not a Redfish address; write https://HOST[:PORT][/redfish/v1/Systems/ID]",
             quote(address)

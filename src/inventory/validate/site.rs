@@ -12,6 +12,74 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
 impl Validator<'_> {
+    /// `boot`: one way for the BMCs to reach the ISO, an address to serve it on, TLS files
+    /// that exist, a sensible parallelism.
+    pub(super) fn boot(&mut self) {
+        let b = &self.inv.site.boot;
+        let site = InventoryFile::Site;
+        match (&b.iso_server, &b.iso_url) {
+            (Some(_), Some(_)) => self.site(
+                "boot",
+                "set isoServer (bootstrap serves the ISO) or isoURL (the site serves it), not both",
+            ),
+            (None, None) => self.finding(
+                site,
+                "boot",
+                checks::Finding::warning("neither boot.isoServer nor boot.isoURL: the boot stage needs one (isoServer: {listen: ADDRESS:PORT} on the BMC network)"),
+            ),
+            _ => {}
+        }
+        if let Some(server) = &b.iso_server {
+            if server.listen.parse::<std::net::SocketAddr>().is_err() {
+                self.site(
+                    "boot.isoServer.listen",
+                    format!("{} is not ADDRESS:PORT; write this machine's address on the BMC network, e.g. 10.30.0.5:8080 ([v6]:8080 for IPv6)", quote(&server.listen)),
+                );
+            }
+            if let Some(host) = &server.advertise {
+                if host.is_empty() || host.contains(['/', ' ', '@']) {
+                    self.site(
+                        "boot.isoServer.advertise",
+                        format!("{} is not a host name or address", quote(host)),
+                    );
+                }
+            }
+            if let Some(tls) = &server.tls {
+                self.file_ref(
+                    site,
+                    "boot.isoServer.tls.certificate",
+                    &tls.certificate.file,
+                    checks::pem_bundle,
+                );
+                self.file_ref(site, "boot.isoServer.tls.key", &tls.key.file, |_| Ok(()));
+            }
+        }
+        if let Some(url) = &b.iso_url {
+            let ok = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"))
+                .is_some_and(|rest| {
+                    rest.split('/')
+                        .next()
+                        .is_some_and(|h| !h.is_empty() && !h.contains('@'))
+                });
+            if !ok {
+                self.site(
+                    "boot.isoURL",
+                    format!("{} is not an http(s) URL without credentials; write e.g. http://10.30.0.5:8080/agent.x86_64.iso", quote(url)),
+                );
+            }
+        }
+        if let Some(n) = b.parallel {
+            if !(1..=64).contains(&n) {
+                self.site(
+                    "boot.parallel",
+                    format!("{n}: boot between 1 and 64 nodes at once"),
+                );
+            }
+        }
+    }
+
     pub(super) fn cluster_identity(&mut self) {
         let c = &self.inv.site.cluster;
         let site = InventoryFile::Site;

@@ -12,7 +12,7 @@ mod blobs;
 mod client;
 mod error;
 mod send;
-mod tls;
+pub(crate) mod tls;
 mod token;
 mod transport;
 mod upload;

@@ -41,25 +41,34 @@ pub(super) fn verified_config(
     extra: Vec<CertificateDer<'static>>,
 ) -> anyhow::Result<rustls::ClientConfig> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let inner = if extra.is_empty() {
-        rustls_platform_verifier::Verifier::new(provider.clone())
-    } else {
-        rustls_platform_verifier::Verifier::new_with_extra_roots(extra.clone(), provider.clone())
-    }
-    .map_err(|e| anyhow::anyhow!("loading the system's TLS roots: {e}"))?;
-    let verifier = BundleVerifier {
-        inner: Arc::new(inner),
-        pinned: extra,
-    };
+    let verifier = bundle_verifier(extra, provider.clone())?;
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| anyhow::anyhow!("setting up TLS: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     // reqwest sets these itself on a configuration it builds; ours must say them.
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The verifier of [`verified_config`] alone (the Redfish client trusts a BMC's inventory CA
+/// with it, in a configuration of its own).
+pub(crate) fn bundle_verifier(
+    extra: Vec<CertificateDer<'static>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> anyhow::Result<Arc<dyn ServerCertVerifier>> {
+    let inner = if extra.is_empty() {
+        rustls_platform_verifier::Verifier::new(provider)
+    } else {
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra.clone(), provider)
+    }
+    .map_err(|e| anyhow::anyhow!("loading the system's TLS roots: {e}"))?;
+    Ok(Arc::new(BundleVerifier {
+        inner: Arc::new(inner),
+        pinned: extra,
+    }))
 }
 
 /// The platform's verifier, and the one exception of the module doc.

@@ -73,3 +73,141 @@ pub fn site_inventory(dir: &Path, site: &Registry, record: &Path, version: &str)
     .unwrap();
     inventory
 }
+
+/// The lab inventory's three BMCs (127.0.0.1:8001..8003) moved to `ports`, and the TLS ones
+/// verified against the lab CA that `bootstrap lab up` writes to secrets/bmc-ca.pem instead of
+/// the shipped opt-out, as on a site. Returns the BMC base URLs, in node order.
+pub fn site_bmcs(inventory: &Path, ports: &[u16]) -> Vec<String> {
+    let path = inventory.join("nodes.yaml");
+    let mut text = fs_err::read_to_string(&path).unwrap();
+    let mut bases = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let from = format!("127.0.0.1:{}/", 8001 + i);
+        let at = text
+            .find(&from)
+            .unwrap_or_else(|| panic!("nodes.yaml has no BMC at {from}"));
+        let scheme = if text[..at].ends_with("https://") {
+            "https"
+        } else {
+            "http"
+        };
+        text = text.replacen(&from, &format!("127.0.0.1:{port}/"), 1);
+        bases.push(format!("{scheme}://127.0.0.1:{port}"));
+    }
+    let text = text.replace(
+        "    insecureSkipTLSVerify: true",
+        "    ca:\n      file: secrets/bmc-ca.pem",
+    );
+    fs_err::write(&path, text).unwrap();
+    bases
+}
+
+/// The lab venv (sushy-tools) that scripts/install-deps.sh makes; tests tell `bootstrap` where
+/// it is, as their HOME is a private one.
+pub fn venv() -> String {
+    std::env::var("BOOTSTRAP_LAB_VENV").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/bootstrap/lab-venv",
+            std::env::var("HOME").unwrap()
+        )
+    })
+}
+
+/// `bootstrap ARGS` told where the lab venv is.
+pub fn run_lab(args: &[&str]) -> std::process::Output {
+    super::run::command(args)
+        .env("BOOTSTRAP_LAB_VENV", venv())
+        .output()
+        .unwrap()
+}
+
+/// Three free ports on 127.0.0.1 (free when this returns: each test binds them soon after).
+pub fn free_ports() -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..3)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// A lab site brought up by a test (`bootstrap lab up`), taken down when the test ends however
+/// it ends.
+pub struct SiteLab {
+    /// Its state dir.
+    pub state: PathBuf,
+    /// The inventory it was brought up from.
+    pub inv: PathBuf,
+}
+
+impl SiteLab {
+    /// `lab up --inventory INV --state STATE EXTRA... --output json`: the guard and the status.
+    pub fn up(inv: &Path, state: &Path, extra: &[&str]) -> (SiteLab, serde_json::Value) {
+        let mut args = vec![
+            "lab",
+            "up",
+            "--inventory",
+            inv.to_str().unwrap(),
+            "--state",
+            state.to_str().unwrap(),
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let o = run_lab(&args);
+        let lab = SiteLab {
+            state: state.to_path_buf(),
+            inv: inv.to_path_buf(),
+        };
+        let status = serde_json::from_str(&super::run::ok(&o)).unwrap();
+        (lab, status)
+    }
+
+    /// `lab status --output json`.
+    pub fn status(&self) -> serde_json::Value {
+        self.json("status")
+    }
+
+    /// `lab down --output json`.
+    pub fn down(&self) -> serde_json::Value {
+        self.json("down")
+    }
+
+    fn json(&self, command: &str) -> serde_json::Value {
+        let o = run_lab(&[
+            "lab",
+            command,
+            "--state",
+            self.state.to_str().unwrap(),
+            "--output",
+            "json",
+        ]);
+        serde_json::from_str(&super::run::ok(&o)).unwrap()
+    }
+
+    /// `STATE/site.json`.
+    pub fn record(&self) -> bootstrap::lab::site::SiteRecord {
+        bootstrap::lab::site::SiteRecord::read(&self.state).unwrap()
+    }
+
+    /// Each node's reset count, as its emulator logged the resets.
+    pub fn resets(&self) -> Vec<(String, u64)> {
+        self.status()["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                (
+                    n["node"].as_str().unwrap().to_string(),
+                    n["resets"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for SiteLab {
+    fn drop(&mut self) {
+        let _ = run_lab(&["lab", "down", "--state", self.state.to_str().unwrap()]);
+    }
+}

@@ -1,0 +1,533 @@
+//! The boot stage: every node started from the agent ISO through its BMC, in parallel (at most
+//! `boot.parallel` at once), with one live line per node: connected -> checked -> media inserted
+//! -> boot set -> reset -> powered on.
+//!
+//! The BMCs fetch the ISO themselves, so first the ISO is made reachable ([`super::served`]:
+//! served by bootstrap, or the site's URL checked byte for byte) before any BMC is touched.
+//!
+//! Before it changes anything on a node, the stage checks the node is the one the inventory
+//! means: every MAC address the inventory gives it must be among those its BMC's
+//! `EthernetInterfaces` report, and its `UUID` must be `bmc.systemUUID` when that is given. A
+//! mismatch (the classic wrong cable, wrong server) stops that node, naming both sides.
+//!
+//! A node is reset at most once: the reset is entered in `RUN/ledger/boot/NODE.json` *before*
+//! it is sent, and a later run (a rerun after a failure or a kill) only reads such a node's
+//! state and leaves it alone, unless `--reboot NODE` asks for it again. A failed node does not
+//! stop the others; the stage fails naming every failed node with its BMC's own message. Each
+//! node's result (what was checked and done, the BMC calls as method, path and status) is
+//! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
+
+use super::served::{iso_source, IsoSource, BOOT_FILE, ISO_PATH};
+use super::{Inputs, StageContext, StageWork};
+use crate::install::log::StageLog;
+use crate::install::rundir::{BOOT_DIR, ISO_DIR, LEDGER_DIR};
+use crate::inventory::model::Node;
+use crate::inventory::{self, Inventory};
+use crate::output::NodeLines;
+use crate::redfish::{self, Client, Credentials, Endpoint, Trust};
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Nodes booted at once when the inventory does not say.
+const DEFAULT_PARALLEL: u32 = 8;
+
+/// The boot stage.
+pub struct Boot;
+
+impl StageWork for Boot {
+    fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
+        let mut inputs = Inputs::default();
+        inputs.run_files(&cx.run, ISO_DIR)?;
+        if let Ok(inv) = inventory::load(&cx.inventory) {
+            for (i, node) in inv.nodes.nodes.iter().enumerate() {
+                let b = &node.bmc;
+                let at = format!("nodes[{i}]");
+                inputs.setting(&format!("{at}.hostname"), &node.hostname);
+                inputs.setting(&format!("{at}.bmc.address"), &b.address);
+                inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
+                inputs.setting(
+                    &format!("{at}.bmc.systemUUID"),
+                    b.system_uuid.as_deref().unwrap_or(""),
+                );
+                inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+                if let Some(c) = &b.credentials {
+                    inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
+                }
+                if let Some(ca) = &b.ca {
+                    inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+                }
+            }
+            let boot = &inv.site.boot;
+            inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
+            let server = boot.iso_server.as_ref();
+            inputs.setting(
+                "boot.isoServer.listen",
+                server.map_or("", |s| s.listen.as_str()),
+            );
+            inputs.setting(
+                "boot.isoServer.advertise",
+                server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
+            );
+            if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
+                inputs.file(
+                    format!("inventory:{}", tls.certificate.file),
+                    &inv.resolve(&tls.certificate.file),
+                )?;
+            }
+        }
+        Ok(inputs)
+    }
+
+    fn output_dir(&self) -> Option<&'static str> {
+        Some(BOOT_DIR)
+    }
+
+    fn must_run(&self, cx: &StageContext) -> Option<String> {
+        (!cx.reboot.is_empty()).then(|| format!("--reboot {}", cx.reboot.join(", ")))
+    }
+
+    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+        let inv = inventory::load(&cx.inventory)
+            .map_err(|e| anyhow!("{e}"))
+            .context("loading the inventory")?;
+        check_reboot_names(&inv, &cx.reboot)?;
+        fs_err::create_dir_all(out)?;
+        let plans = plan(&inv, &cx.reboot)?;
+        let handle = tokio::runtime::Handle::current();
+        let iso = cx.run.join(ISO_PATH);
+        let source = handle.block_on(iso_source(cx, &inv, &iso))?;
+        log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
+        let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
+        let lines = NodeLines::new("boot", &names);
+        let parallel = inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize;
+        let ledger_dir = cx.run.join(&format!("{LEDGER_DIR}/{BOOT_DIR}"));
+        let results = handle.block_on(boot_all(
+            plans,
+            &source,
+            &ledger_dir,
+            &lines,
+            parallel,
+            cx.cancel.clone(),
+        ));
+        lines.finish();
+        let mut failed = Vec::new();
+        for r in &results {
+            for call in &r.calls {
+                let status = call
+                    .status
+                    .map_or("no answer".to_string(), |s| s.to_string());
+                log.line(&format!(
+                    "{}: {} {} -> {status}",
+                    r.node, call.method, call.path
+                ))?;
+            }
+            log.line(&format!("{}: {}", r.node, r.outcome))?;
+            let bytes = serde_json::to_vec_pretty(r)?;
+            crate::fs::write_atomic(&out.join(format!("{}.json", r.node)), &bytes)?;
+            if let Some(e) = &r.error {
+                failed.push(format!("{} (BMC {}): {e}", r.node, r.bmc));
+            }
+        }
+        crate::fs::write_atomic(&out.join(BOOT_FILE), &serde_json::to_vec_pretty(&source)?)?;
+        if !failed.is_empty() {
+            bail!(
+                "{} of {} nodes failed to boot: {}; the others went on (logs/boot.log has each node's steps and BMC calls)",
+                failed.len(),
+                results.len(),
+                failed.join("; ")
+            );
+        }
+        let booted = results.iter().filter(|r| r.reset.is_some()).count();
+        let earlier = results.len() - booted;
+        let unverified: Vec<&str> = results
+            .iter()
+            .filter(|r| r.trust.starts_with("NOT VERIFIED"))
+            .map(|r| r.node.as_str())
+            .collect();
+        let warning = match unverified.is_empty() {
+            true => String::new(),
+            false => format!("; BMC TLS NOT VERIFIED for {}", unverified.join(", ")),
+        };
+        let detail = match earlier {
+            0 => format!("{booted} {} booted from {}", nodes(booted), source.url),
+            _ => format!(
+                "{booted} {} booted, {earlier} booted earlier and left alone, from {}",
+                nodes(booted),
+                source.url
+            ),
+        };
+        Ok(detail + &warning)
+    }
+
+    fn secrets(&self, cx: &StageContext) -> Vec<String> {
+        super::inputs::inventory_secrets(&cx.inventory)
+    }
+}
+
+fn nodes(n: usize) -> &'static str {
+    if n == 1 {
+        "node"
+    } else {
+        "nodes"
+    }
+}
+
+/// `--reboot` names only nodes of the inventory.
+fn check_reboot_names(inv: &Inventory, reboot: &[String]) -> Result<()> {
+    let known: BTreeSet<&str> = inv
+        .nodes
+        .nodes
+        .iter()
+        .map(|n| n.hostname.as_str())
+        .collect();
+    for name in reboot {
+        if !known.contains(name.as_str()) {
+            bail!(
+                "--reboot {name}: no such node in the inventory; the nodes are {}",
+                known.iter().copied().collect::<Vec<_>>().join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The inventory's MAC addresses of a node, lower-cased.
+fn macs(node: &Node) -> Vec<String> {
+    node.nics
+        .iter()
+        .map(|n| n.mac.to_ascii_lowercase())
+        .collect()
+}
+
+/// How the node's BMC certificate is trusted, in words (recorded and shown).
+fn trust_label(node: &Node) -> String {
+    let b = &node.bmc;
+    if b.address.starts_with("http://") {
+        "none (plain HTTP, no credentials)".to_string()
+    } else if b.insecure_skip_tls_verify {
+        "NOT VERIFIED (insecureSkipTLSVerify)".to_string()
+    } else if let Some(ca) = &b.ca {
+        format!("CA {}", ca.file)
+    } else if let Some(fp) = &b.fingerprint {
+        format!("pinned {fp}")
+    } else {
+        "system roots".to_string()
+    }
+}
+
+/// What the stage will do to one node.
+struct NodePlan {
+    name: String,
+    endpoint: Endpoint,
+    macs: Vec<(String, String)>,
+    uuid: Option<String>,
+    reboot: bool,
+    trust: String,
+}
+
+/// Every node's plan; an unreadable credential or CA names the node and field.
+fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
+    inv.nodes
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let b = &node.bmc;
+            let at = format!("nodes[{i}].bmc ({})", node.hostname);
+            let credentials = inventory::bmc_credentials(inv, node)?.map(|c| Credentials {
+                password: c.password.expose().to_string(),
+                user: c.user,
+            });
+            let trust = if b.insecure_skip_tls_verify {
+                Trust::Insecure
+            } else if let Some(ca) = &b.ca {
+                let path = inv.resolve(&ca.file);
+                Trust::Ca(fs_err::read(&path).with_context(|| {
+                    format!("{at}.ca: reading the BMC's CA (lab: `bootstrap lab up` writes it)")
+                })?)
+            } else if let Some(fp) = &b.fingerprint {
+                Trust::Fingerprint(redfish::parse_fingerprint(fp).ok_or_else(|| {
+                    anyhow!("{at}.fingerprint: not a SHA-256 fingerprint (32 hex bytes)")
+                })?)
+            } else {
+                Trust::System
+            };
+            Ok(NodePlan {
+                name: node.hostname.clone(),
+                endpoint: Endpoint {
+                    address: b.address.clone(),
+                    credentials,
+                    trust,
+                },
+                macs: node
+                    .nics
+                    .iter()
+                    .map(|n| (n.name.clone(), n.mac.to_ascii_lowercase()))
+                    .collect(),
+                uuid: b.system_uuid.clone(),
+                reboot: reboot.contains(&node.hostname),
+                trust: trust_label(node),
+            })
+        })
+        .collect()
+}
+
+/// A node's entry in the ledger: what was sent to it, kept across runs and attempts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ledger {
+    /// When the reset was about to be sent (written before it is).
+    reset_requested_at: Option<String>,
+    /// Which reset, once the BMC accepted it.
+    reset: Option<String>,
+    /// When the BMC accepted it.
+    reset_at: Option<String>,
+    /// The ISO (sha256) it was booted from.
+    iso_sha256: Option<String>,
+    /// How many times bootstrap reset it (1, or more after `--reboot`).
+    resets: u32,
+}
+
+/// One node's result, `RUN/boot/NODE.json`.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeResult {
+    /// The node.
+    pub node: String,
+    /// Its BMC (the address, no credentials).
+    pub bmc: String,
+    /// How its certificate is trusted.
+    pub trust: String,
+    /// `session`, `basic` or `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    /// The system as the BMC describes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<redfish::SystemInfo>,
+    /// The MAC addresses the BMC reports.
+    pub bmc_macs: Vec<String>,
+    /// The image the CD holds after the stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<String>,
+    /// The reset this run sent, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reset: Option<String>,
+    /// How often bootstrap has reset this node in all.
+    pub resets: u32,
+    /// The last step reached, or what was found.
+    pub outcome: String,
+    /// Why it failed, in the BMC's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Every call made to the BMC.
+    pub calls: Vec<redfish::Call>,
+}
+
+async fn boot_all(
+    plans: Vec<NodePlan>,
+    source: &IsoSource,
+    ledger_dir: &Path,
+    lines: &NodeLines,
+    parallel: usize,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<NodeResult> {
+    let gate = Arc::new(tokio::sync::Semaphore::new(parallel));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, plan) in plans.into_iter().enumerate() {
+        let gate = gate.clone();
+        let source = source.clone();
+        let ledger = ledger_dir.join(format!("{}.json", plan.name));
+        let lines = lines.clone();
+        let cancel = cancel.clone();
+        tasks.spawn(async move {
+            let _permit = gate.acquire_owned().await;
+            let mut result = NodeResult {
+                node: plan.name.clone(),
+                bmc: crate::secret::redact_url(&plan.endpoint.address),
+                trust: plan.trust.clone(),
+                ..Default::default()
+            };
+            if cancel.load(std::sync::atomic::Ordering::SeqCst) {
+                result.outcome = "not started: the run was interrupted".to_string();
+                result.error = Some(result.outcome.clone());
+                return (index, result);
+            }
+            if let Err(e) = boot_node(&plan, &source, &ledger, &lines, &mut result).await {
+                let message = format!("{e:#}");
+                lines.set(
+                    &plan.name,
+                    format!("FAILED at {}: {message}", result.outcome),
+                );
+                result.error = Some(message);
+            }
+            (index, result)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(r) => results.push(r),
+            Err(e) => results.push((
+                usize::MAX,
+                NodeResult {
+                    node: "?".to_string(),
+                    error: Some(format!("a node's task failed: {e}")),
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
+/// One node, step by step; `result.outcome` is the last step reached.
+async fn boot_node(
+    plan: &NodePlan,
+    source: &IsoSource,
+    ledger_path: &Path,
+    lines: &NodeLines,
+    result: &mut NodeResult,
+) -> Result<()> {
+    let name = &plan.name;
+    let mut ledger: Ledger = fs_err::read(ledger_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    result.resets = ledger.resets;
+    result.outcome = "connecting".to_string();
+    lines.set(name, "connecting");
+    let client = Client::connect(&plan.endpoint, redfish::Options::default()).await?;
+    let outcome = steps(
+        plan,
+        source,
+        ledger_path,
+        &mut ledger,
+        lines,
+        result,
+        &client,
+    )
+    .await;
+    result.calls = client.calls();
+    client.logout().await;
+    outcome
+}
+
+async fn steps(
+    plan: &NodePlan,
+    source: &IsoSource,
+    ledger_path: &Path,
+    ledger: &mut Ledger,
+    lines: &NodeLines,
+    result: &mut NodeResult,
+    client: &Client,
+) -> Result<()> {
+    let name = &plan.name;
+    result.auth = Some(client.auth_kind().to_string());
+    step(result, lines, name, "connected");
+    let system = client.system().await?;
+    let reported = client.ethernet_macs(&system).await?;
+    result.bmc_macs = reported.clone();
+    result.system = Some(system.clone());
+    check_identity(plan, &system, &reported)?;
+    step(result, lines, name, "checked");
+    if ledger.reset_requested_at.is_some() && !plan.reboot {
+        let power = system
+            .power_state
+            .clone()
+            .unwrap_or_else(|| "unknown".to_string());
+        let when = ledger
+            .reset_at
+            .clone()
+            .or_else(|| ledger.reset_requested_at.clone())
+            .unwrap_or_default();
+        let older = ledger
+            .iso_sha256
+            .as_deref()
+            .is_some_and(|s| s != source.sha256);
+        let mut outcome = format!("booted earlier (reset {when}), power {power}: left alone");
+        if older {
+            outcome.push_str(&format!(
+                "; it booted an older ISO: --reboot {name} boots it from this one"
+            ));
+        } else if ledger.reset.is_none() {
+            outcome.push_str(&format!(
+                "; the reset was sent but not confirmed: check the node, --reboot {name} resets it again"
+            ));
+        }
+        step(result, lines, name, &outcome);
+        return Ok(());
+    }
+    let vm = client.virtual_cd(&system).await?;
+    client.insert_media(&vm, &source.url).await?;
+    result.media = Some(source.url.clone());
+    step(result, lines, name, "media inserted");
+    client.set_boot_once_cd(&system).await?;
+    step(result, lines, name, "boot set");
+    // Entered before it is sent: a run killed in between never resets the node again unasked.
+    ledger.reset_requested_at = Some(crate::install::state::now());
+    ledger.reset = None;
+    ledger.iso_sha256 = Some(source.sha256.clone());
+    write_ledger(ledger_path, ledger)?;
+    let kind = client.reset_for_boot(&system).await?;
+    ledger.reset = Some(kind.to_string());
+    ledger.reset_at = Some(crate::install::state::now());
+    ledger.resets += 1;
+    write_ledger(ledger_path, ledger)?;
+    result.reset = Some(kind.to_string());
+    result.resets = ledger.resets;
+    step(result, lines, name, &format!("reset ({kind})"));
+    client.wait_power_on(&system).await?;
+    if let Ok(now) = client.refresh(&system).await {
+        result.system = Some(now);
+    }
+    step(result, lines, name, "powered on");
+    Ok(())
+}
+
+fn step(result: &mut NodeResult, lines: &NodeLines, name: &str, what: &str) {
+    result.outcome = what.to_string();
+    lines.set(name, what);
+}
+
+/// The system behind the BMC is the inventory's node: its MACs and, when given, its UUID.
+fn check_identity(
+    plan: &NodePlan,
+    system: &redfish::SystemInfo,
+    reported: &[String],
+) -> Result<()> {
+    let missing: Vec<String> = plan
+        .macs
+        .iter()
+        .filter(|(_, mac)| !reported.iter().any(|r| r.eq_ignore_ascii_case(mac)))
+        .map(|(nic, mac)| format!("{mac} ({nic})"))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "the BMC reports MAC {} but the inventory gives {} for this node: wrong cable or wrong server? Nothing was changed on this node; fix nodes.yaml or the cabling",
+            if reported.is_empty() { "none".to_string() } else { reported.join(", ") },
+            missing.join(", ")
+        );
+    }
+    if let (Some(want), Some(got)) = (&plan.uuid, &system.uuid) {
+        if !want.eq_ignore_ascii_case(got) {
+            bail!(
+                "the BMC's system has UUID {got} but the inventory's bmc.systemUUID is {want}: another server answers at this BMC address. Nothing was changed on this node"
+            );
+        }
+    }
+    if plan.uuid.is_some() && system.uuid.is_none() {
+        bail!("the inventory gives bmc.systemUUID but the BMC reports no UUID for {}: remove systemUUID or check the address", system.path);
+    }
+    Ok(())
+}
+
+fn write_ledger(path: &Path, ledger: &Ledger) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs_err::create_dir_all(dir)?;
+    }
+    crate::fs::write_atomic(path, &serde_json::to_vec_pretty(ledger)?)
+}

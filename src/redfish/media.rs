@@ -1,0 +1,216 @@
+//! Virtual media: finding the CD/DVD device by links (the System's own `VirtualMedia`, else its
+//! managers' — iDRAC moved it from `Managers/iDRAC.Embedded.1` to `Systems/System.Embedded.1`
+//! in firmware 6.00.02), and inserting the ISO with the fallbacks BMCs ask for.
+
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use super::error::{BmcReason, RedfishError};
+use super::http::Retry;
+use super::session::odata_id;
+use super::{members, string, strings, Client, SystemInfo, VirtualMedia};
+
+/// How many times an InsertMedia is sent with more parameters before giving up.
+const INSERT_TRIES: usize = 4;
+
+/// How many times the device is read back after an insertion before it is a failure.
+const READ_BACKS: usize = 5;
+
+impl Client {
+    /// The virtual CD/DVD: the first member with CD or DVD in `MediaTypes` of the System's
+    /// `VirtualMedia`, else of each manager's in `Links.ManagedBy`.
+    pub async fn virtual_cd(&self, sys: &SystemInfo) -> Result<VirtualMedia, RedfishError> {
+        let mut searched = Vec::new();
+        if let Some(collection) = &sys.links.virtual_media {
+            searched.push(collection.clone());
+            if let Some(vm) = self.cd_in(collection).await? {
+                return Ok(vm);
+            }
+        }
+        for manager in &sys.links.managers {
+            let (body, _) = self.t.get(manager).await?;
+            let Some(collection) = odata_id(body.get("VirtualMedia")) else {
+                searched.push(format!("{manager} (no VirtualMedia)"));
+                continue;
+            };
+            searched.push(collection.clone());
+            if let Some(vm) = self.cd_in(&collection).await? {
+                return Ok(vm);
+            }
+        }
+        if searched.is_empty() {
+            searched.push(format!(
+                "{} (no VirtualMedia, no Links.ManagedBy)",
+                sys.path
+            ));
+        }
+        Err(RedfishError::NoVirtualCd {
+            bmc: self.t.bmc.clone(),
+            searched,
+        })
+    }
+
+    async fn cd_in(&self, collection: &str) -> Result<Option<VirtualMedia>, RedfishError> {
+        let body = match self.t.get(collection).await {
+            Ok((body, _)) => body,
+            // An advertised but absent collection (some firmware): look elsewhere.
+            Err(RedfishError::Status { status: 404, .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for member in members(&body) {
+            let vm = self.read_media(&member).await?;
+            if vm
+                .media_types
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case("CD") || t.eq_ignore_ascii_case("DVD"))
+            {
+                return Ok(Some(vm));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn read_media(&self, path: &str) -> Result<VirtualMedia, RedfishError> {
+        let (body, etag) = self.t.get(path).await?;
+        let action = |name: &str| {
+            body.pointer(&format!("/Actions/#VirtualMedia.{name}/target"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Ok(VirtualMedia {
+            path: path.to_string(),
+            id: string(&body, "/Id").unwrap_or_default(),
+            media_types: strings(body.get("MediaTypes")).unwrap_or_default(),
+            inserted: body
+                .get("Inserted")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            image: string(&body, "/Image").filter(|i| !i.is_empty()),
+            insert_target: action("InsertMedia"),
+            eject_target: action("EjectMedia"),
+            etag: etag.or_else(|| string(&body, "/@odata.etag")),
+        })
+    }
+
+    /// Inserts `image_url` (the BMC fetches it): nothing to do when it is already inserted;
+    /// ejects another image first; InsertMedia with `Image`, `Inserted`, `WriteProtected`, then
+    /// with `TransferProtocolType` and `TransferMethod: Stream` when the BMC asks for them; a
+    /// PATCH of the device when it has no InsertMedia action. Then reads back `Inserted` and
+    /// `Image`.
+    pub async fn insert_media(
+        &self,
+        vm: &VirtualMedia,
+        image_url: &str,
+    ) -> Result<(), RedfishError> {
+        let now = self.read_media(&vm.path).await?;
+        if now.inserted && now.image.as_deref() == Some(image_url) {
+            return Ok(());
+        }
+        if now.inserted || now.image.is_some() {
+            self.eject(&now).await?;
+        }
+        let now = self.read_media(&vm.path).await?;
+        match &now.insert_target {
+            Some(target) => self.insert_action(target, image_url).await?,
+            None => {
+                let body = json!({"Image": image_url, "Inserted": true, "WriteProtected": true});
+                self.t.patch(&now.path, &body, now.etag.as_deref()).await?;
+            }
+        }
+        // Some BMCs show the insertion a moment after answering; a few reads are allowed.
+        let mut after = self.read_media(&vm.path).await?;
+        for _ in 1..READ_BACKS {
+            if after.inserted && after.image.as_deref() == Some(image_url) {
+                return Ok(());
+            }
+            tokio::time::sleep(self.t.opts.poll).await;
+            after = self.read_media(&vm.path).await?;
+        }
+        if after.inserted && after.image.as_deref() == Some(image_url) {
+            return Ok(());
+        }
+        Err(RedfishError::ReadBack {
+            bmc: self.t.bmc.clone(),
+            path: vm.path.clone(),
+            what: format!("inserting {image_url}"),
+            expected: format!("Inserted true, Image {image_url}"),
+            actual: format!(
+                "Inserted {}, Image {}",
+                after.inserted,
+                after.image.as_deref().unwrap_or("(none)")
+            ),
+        })
+    }
+
+    /// InsertMedia, adding what the BMC says is missing: `TransferProtocolType` (from the URL's
+    /// scheme) when a 400 names it or says ActionParameterMissing, `TransferMethod: Stream`
+    /// when one names TransferMethod or the BMC still refuses with the protocol given.
+    async fn insert_action(&self, target: &str, image_url: &str) -> Result<(), RedfishError> {
+        let mut body = Map::new();
+        body.insert("Image".into(), json!(image_url));
+        body.insert("Inserted".into(), json!(true));
+        body.insert("WriteProtected".into(), json!(true));
+        let protocol = if image_url.starts_with("https://") {
+            "HTTPS"
+        } else {
+            "HTTP"
+        };
+        for _ in 0..INSERT_TRIES {
+            let payload = Value::Object(body.clone());
+            let answer = self
+                .t
+                .request(Method::POST, target, Some(&payload), None, Retry::Transient)
+                .await?;
+            if answer.status != 400 {
+                let answer = self.t.check(&Method::POST, target, answer)?;
+                if answer.status == 202 {
+                    // Follow the task like any action.
+                    self.t.follow_task(target, "POST", answer).await?;
+                }
+                return Ok(());
+            }
+            let reason = BmcReason::of(&answer.body);
+            let has_protocol = body.contains_key("TransferProtocolType");
+            let has_method = body.contains_key("TransferMethod");
+            if !has_protocol
+                && (reason.names("TransferProtocolType") || reason.names("ActionParameterMissing"))
+            {
+                body.insert("TransferProtocolType".into(), json!(protocol));
+            } else if !has_method && (reason.names("TransferMethod") || has_protocol) {
+                body.insert("TransferMethod".into(), json!("Stream"));
+            } else {
+                return self.t.check(&Method::POST, target, answer).map(|_| ());
+            }
+            tracing::info!(bmc = %self.t.bmc, path = target, "InsertMedia refused; retrying with the parameters the BMC asks for");
+        }
+        Err(RedfishError::Unexpected {
+            bmc: self.t.bmc.clone(),
+            path: target.to_string(),
+            what: format!("InsertMedia refused {INSERT_TRIES} times"),
+        })
+    }
+
+    /// EjectMedia with `{}` (or a PATCH without the action); a refusal is forgiven when the
+    /// device reads back empty.
+    async fn eject(&self, vm: &VirtualMedia) -> Result<(), RedfishError> {
+        let result = match &vm.eject_target {
+            Some(target) => self.t.action(target, &json!({}), Retry::Transient).await,
+            None => {
+                let body = json!({"Image": null, "Inserted": false});
+                self.t.patch(&vm.path, &body, vm.etag.as_deref()).await
+            }
+        };
+        match result {
+            Ok(_) => Ok(()),
+            Err(e @ RedfishError::Status { .. }) => {
+                let now = self.read_media(&vm.path).await?;
+                if now.inserted {
+                    Err(e)
+                } else {
+                    Ok(())
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

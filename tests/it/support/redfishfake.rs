@@ -1,0 +1,1034 @@
+//! A Redfish fake with Dell iDRAC's behaviours that the sushy-tools emulator lacks (issue 13 item
+//! 6), each behind a switch: virtual media under the manager (`Managers/iDRAC.Embedded.1/
+//! VirtualMedia/CD`, firmware before 6.00.02) or under the system (`Systems/System.Embedded.1/
+//! VirtualMedia/1`, after), 412 to If-Match on any action POST, InsertMedia answered
+//! `ActionParameterMissing` until `TransferProtocolType` is given, 202 task monitors, a `Boot`
+//! only writable through `@Redfish.Settings` (iDRAC10), a standard boot PATCH refused so that
+//! only the OEM `ImportSystemConfiguration` works, a session service (or none), 409 to `On` when
+//! on and to `ForceRestart` when off, as iDRAC answers, and 5xx on cue.
+//!
+//! It is a hand-written HTTP/1.1 responder (one request per connection, `Connection: close`), over
+//! TLS with a [`TestPki`] or plain, on a tokio runtime of its own thread, like the token server.
+//! Every request is recorded (method, path, how it authenticated, If-Match, body, status) so a
+//! test can prove what was and was not sent.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::tls::TestPki;
+
+const ROOT: &str = "/redfish/v1/";
+const SYSTEMS: &str = "/redfish/v1/Systems";
+/// The system's path, as iDRAC names it.
+pub const SYSTEM: &str = "/redfish/v1/Systems/System.Embedded.1";
+/// The manager's path, as iDRAC names it.
+pub const MANAGER: &str = "/redfish/v1/Managers/iDRAC.Embedded.1";
+/// The system's settings object (`@Redfish.Settings`).
+pub const SETTINGS: &str = "/redfish/v1/Systems/System.Embedded.1/Settings";
+/// The virtual CD on firmware before 6.00.02.
+pub const MANAGER_CD: &str = "/redfish/v1/Managers/iDRAC.Embedded.1/VirtualMedia/CD";
+/// The virtual CD on firmware 6.00.02 and later.
+pub const SYSTEM_CD: &str = "/redfish/v1/Systems/System.Embedded.1/VirtualMedia/1";
+/// The reset action.
+pub const RESET: &str = "/redfish/v1/Systems/System.Embedded.1/Actions/ComputerSystem.Reset";
+/// Dell's OEM import action.
+pub const IMPORT: &str =
+    "/redfish/v1/Managers/iDRAC.Embedded.1/Actions/Oem/EID_674_Manager.ImportSystemConfiguration";
+/// Where sessions are made.
+pub const SESSIONS: &str = "/redfish/v1/SessionService/Sessions";
+const RESET_INFO: &str = "/redfish/v1/Systems/System.Embedded.1/ResetActionInfo";
+const TASKS: &str = "/redfish/v1/TaskService/Tasks/";
+
+/// Where the virtual media live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MediaUnder {
+    /// `Managers/iDRAC.Embedded.1/VirtualMedia` (older firmware).
+    Manager,
+    /// `Systems/System.Embedded.1/VirtualMedia` (newer firmware, iDRAC10).
+    System,
+}
+
+/// The fake's behaviours. [`Default`] is a plain newer iDRAC: media under the system, a session
+/// service, ETags, iDRAC's reset values, powered off, `root`/`calvin`.
+#[derive(Clone, Debug)]
+pub struct Switches {
+    /// Where the virtual media are.
+    pub media_under: MediaUnder,
+    /// A SessionService (else only Basic works).
+    pub session_service: bool,
+    /// ETags on resources (and If-Match checked on PATCH).
+    pub etags: bool,
+    /// The media have the InsertMedia/EjectMedia actions (else only PATCH).
+    pub media_actions: bool,
+    /// InsertMedia answers ActionParameterMissing until TransferProtocolType is given.
+    pub insert_needs_protocol: bool,
+    /// InsertMedia answers a GeneralError naming TransferMethod until it is given.
+    pub insert_needs_method: bool,
+    /// The image inserted at start.
+    pub inserted: Option<String>,
+    /// Boot is read-only on the system and written through `@Redfish.Settings`.
+    pub boot_via_settings: bool,
+    /// A standard boot PATCH is refused; only the OEM import sets it.
+    pub boot_oem_only: bool,
+    /// A boot PATCH is answered 204 and changes nothing (a broken firmware).
+    pub boot_ignored: bool,
+    /// Resets answer 202 with a task monitor.
+    pub reset_task: bool,
+    /// How many times a task monitor answers 202 before it completes.
+    pub task_polls: u32,
+    /// `Retry-After` of the task monitor's 202s, in seconds.
+    pub task_retry_after: Option<u32>,
+    /// The task ends in Exception with this message.
+    pub task_fails: Option<String>,
+    /// `ResetType@Redfish.AllowableValues`; `None`: not advertised.
+    pub reset_allowed: Option<Vec<String>>,
+    /// Advertise the reset values through an ActionInfo instead.
+    pub reset_action_info: bool,
+    /// `(method, path, n)`: the first n such requests answer 500.
+    pub server_errors: Vec<(String, String, u32)>,
+    /// Powered on at start.
+    pub powered_on: bool,
+    /// How many system GETs show PoweringOn after an `On`.
+    pub powering_on_reads: u32,
+    /// Systems in the collection (the second is `System.Embedded.2`).
+    pub systems: u32,
+    /// The BMC user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// The NICs' MACs, as iDRAC writes them (upper case).
+    pub macs: Vec<String>,
+}
+
+impl Default for Switches {
+    fn default() -> Self {
+        Switches {
+            media_under: MediaUnder::System,
+            session_service: true,
+            etags: true,
+            media_actions: true,
+            insert_needs_protocol: false,
+            insert_needs_method: false,
+            inserted: None,
+            boot_via_settings: false,
+            boot_oem_only: false,
+            boot_ignored: false,
+            reset_task: false,
+            task_polls: 0,
+            task_retry_after: None,
+            task_fails: None,
+            reset_allowed: Some(
+                [
+                    "On",
+                    "ForceOff",
+                    "ForceRestart",
+                    "GracefulRestart",
+                    "GracefulShutdown",
+                    "PushPowerButton",
+                    "Nmi",
+                    "PowerCycle",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ),
+            reset_action_info: false,
+            server_errors: Vec::new(),
+            powered_on: false,
+            powering_on_reads: 0,
+            systems: 1,
+            user: "root".to_string(),
+            password: "calvin".to_string(),
+            macs: vec![
+                "B0:7B:25:00:00:01".to_string(),
+                "B0:7B:25:00:00:02".to_string(),
+            ],
+        }
+    }
+}
+
+/// One request the fake answered.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// HTTP method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// An `Authorization: Basic` header came with it.
+    pub basic: bool,
+    /// An `X-Auth-Token` header came with it.
+    pub token: bool,
+    /// Its If-Match header.
+    pub if_match: Option<String>,
+    /// Its JSON body (Null when none).
+    pub body: Value,
+    /// The status answered.
+    pub status: u16,
+}
+
+/// What the fake's system looks like now.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// `PowerState`.
+    pub power: String,
+    /// The CD's `Inserted`.
+    pub inserted: bool,
+    /// The CD's `Image`.
+    pub image: Option<String>,
+    /// The system's `Boot.BootSourceOverrideTarget`.
+    pub boot_target: String,
+    /// The system's `Boot.BootSourceOverrideEnabled`.
+    pub boot_enabled: String,
+    /// The resets done (`ResetType`s).
+    pub resets: Vec<String>,
+    /// Sessions made.
+    pub sessions_created: usize,
+    /// Sessions still open.
+    pub sessions_open: usize,
+}
+
+struct Task {
+    polls_left: u32,
+    effect: Effect,
+}
+
+#[derive(Clone)]
+enum Effect {
+    None,
+    BootCdOnce,
+}
+
+struct State {
+    sw: Switches,
+    generation: u64,
+    power: String,
+    powering_reads: u32,
+    inserted: bool,
+    image: Option<String>,
+    boot: (String, String),
+    pending_boot: Option<(String, String)>,
+    resets: Vec<String>,
+    sessions: HashMap<String, String>,
+    sessions_created: usize,
+    tasks: HashMap<String, Task>,
+    next_id: u64,
+    errors_left: HashMap<(String, String), u32>,
+    requests: Vec<Request>,
+}
+
+/// A running fake on `127.0.0.1:<ephemeral>`; stops on drop.
+pub struct RedfishFake {
+    addr: SocketAddr,
+    tls: bool,
+    state: Arc<Mutex<State>>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RedfishFake {
+    /// Starts the fake with `sw`; over TLS with `pki`'s server certificate when given.
+    pub fn start(sw: Switches, pki: Option<&TestPki>) -> Result<Self> {
+        let acceptor = match pki {
+            Some(p) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(
+                p.rustls_server_config()?,
+            ))),
+            None => None,
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding the fake")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let errors_left = sw
+            .server_errors
+            .iter()
+            .map(|(m, p, n)| ((m.clone(), p.clone()), *n))
+            .collect();
+        let state = Arc::new(Mutex::new(State {
+            power: if sw.powered_on { "On" } else { "Off" }.to_string(),
+            inserted: sw.inserted.is_some(),
+            image: sw.inserted.clone(),
+            sw,
+            generation: 1,
+            powering_reads: 0,
+            boot: ("None".to_string(), "Disabled".to_string()),
+            pending_boot: None,
+            resets: Vec::new(),
+            sessions: HashMap::new(),
+            sessions_created: 0,
+            tasks: HashMap::new(),
+            next_id: 1,
+            errors_left,
+            requests: Vec::new(),
+        }));
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        let served = state.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("redfish-fake-{}", addr.port()))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("redfish fake runtime");
+                rt.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(listener).expect("fake listener");
+                    loop {
+                        tokio::select! {
+                            _ = &mut rx => break,
+                            accepted = listener.accept() => {
+                                let Ok((stream, _)) = accepted else { continue };
+                                let acceptor = acceptor.clone();
+                                let state = served.clone();
+                                tokio::spawn(async move {
+                                    let work = async {
+                                        match acceptor {
+                                            Some(a) => match a.accept(stream).await {
+                                                Ok(tls) => serve(tls, &state).await,
+                                                Err(_) => Ok(()),
+                                            },
+                                            None => serve(stream, &state).await,
+                                        }
+                                    };
+                                    let _ = tokio::time::timeout(Duration::from_secs(30), work).await;
+                                });
+                            }
+                        }
+                    }
+                });
+            })?;
+        Ok(RedfishFake {
+            addr,
+            tls: pki.is_some(),
+            state,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// `https://127.0.0.1:PORT` (or `http://` without TLS).
+    pub fn address(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// `127.0.0.1:PORT`, as the client names the BMC.
+    pub fn host(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// Every request answered so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// How many `method path` requests were answered.
+    pub fn count(&self, method: &str, path: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .count()
+    }
+
+    /// The system's state now.
+    pub fn snapshot(&self) -> Snapshot {
+        let s = self.state.lock().unwrap();
+        Snapshot {
+            power: s.power.clone(),
+            inserted: s.inserted,
+            image: s.image.clone(),
+            boot_target: s.boot.0.clone(),
+            boot_enabled: s.boot.1.clone(),
+            resets: s.resets.clone(),
+            sessions_created: s.sessions_created,
+            sessions_open: s.sessions.len(),
+        }
+    }
+}
+
+impl Drop for RedfishFake {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A parsed request.
+struct Incoming {
+    method: String,
+    path: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+/// An answer: status, extra headers, JSON body (Null: none).
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Value,
+}
+
+fn reply(status: u16, body: Value) -> Reply {
+    Reply {
+        status,
+        headers: Vec::new(),
+        body,
+    }
+}
+
+/// A Redfish error body, as iDRAC writes them.
+fn error(status: u16, message_id: &str, message: &str, related: &[&str]) -> Reply {
+    reply(
+        status,
+        json!({"error": {
+            "code": "Base.1.12.GeneralError",
+            "message": "A general error has occurred. See ExtendedInfo for more information",
+            "@Message.ExtendedInfo": [{
+                "MessageId": message_id,
+                "Message": message,
+                "RelatedProperties": related,
+                "Severity": "Warning",
+                "Resolution": "See the message",
+            }]
+        }}),
+    )
+}
+
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    state: &Mutex<State>,
+) -> std::io::Result<()> {
+    let Some(req) = read_request(&mut stream).await? else {
+        return Ok(());
+    };
+    let answer = {
+        let mut s = state.lock().unwrap();
+        let answer = s.handle(&req);
+        let record = Request {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            basic: req
+                .headers
+                .get("authorization")
+                .is_some_and(|a| a.starts_with("Basic ")),
+            token: req.headers.contains_key("x-auth-token"),
+            if_match: req.headers.get("if-match").cloned(),
+            body: serde_json::from_slice(&req.body).unwrap_or(Value::Null),
+            status: answer.status,
+        };
+        s.requests.push(record);
+        answer
+    };
+    let body = if answer.body.is_null() {
+        String::new()
+    } else {
+        answer.body.to_string()
+    };
+    let mut head = format!(
+        "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        answer.status,
+        body.len()
+    );
+    for (k, v) in &answer.headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.flush().await?;
+    stream.shutdown().await
+}
+
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<Option<Incoming>> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break pos;
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 || buf.len() > 64 * 1024 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or_default().split(' ');
+    let method = first.next().unwrap_or_default().to_string();
+    let path = first.next().unwrap_or_default().to_string();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Ok(Some(Incoming {
+        method,
+        path,
+        headers,
+        body,
+    }))
+}
+
+impl State {
+    fn handle(&mut self, req: &Incoming) -> Reply {
+        let key = (req.method.clone(), req.path.clone());
+        if let Some(left) = self.errors_left.get_mut(&key) {
+            if *left > 0 {
+                *left -= 1;
+                return error(
+                    500,
+                    "Base.1.12.InternalError",
+                    "The request failed due to an internal service error.",
+                    &[],
+                );
+            }
+        }
+        let open = (req.method == "GET" && (req.path == ROOT || req.path == "/redfish/v1"))
+            || (req.method == "POST" && req.path == SESSIONS);
+        if !open && !self.authorized(req) {
+            return error(
+                401,
+                "Base.1.12.NoValidSession",
+                "There is no valid session established with the implementation.",
+                &[],
+            );
+        }
+        if req.method == "POST" && req.headers.contains_key("if-match") {
+            // iDRAC: an action POST carrying If-Match fails the precondition.
+            return error(
+                412,
+                "Base.1.12.PreconditionFailed",
+                "The ETag supplied did not match the ETag required to change this resource.",
+                &[],
+            );
+        }
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        match (req.method.as_str(), req.path.as_str()) {
+            ("GET", ROOT) | ("GET", "/redfish/v1") => reply(200, self.root()),
+            ("POST", SESSIONS) => self.login(&body),
+            ("DELETE", p) if p.starts_with(&format!("{SESSIONS}/")) => self.logout(p),
+            ("GET", SYSTEMS) => reply(200, self.systems()),
+            ("GET", SYSTEM) => self.system(),
+            ("PATCH", SYSTEM) => self.patch_system(req, &body),
+            ("GET", SETTINGS) if self.sw.boot_via_settings => self.settings(),
+            ("PATCH", SETTINGS) if self.sw.boot_via_settings => self.patch_settings(req, &body),
+            ("GET", RESET_INFO) if self.sw.reset_action_info => reply(
+                200,
+                json!({
+                "@odata.id": RESET_INFO, "Id": "ResetActionInfo",
+                "Parameters": [{"Name": "ResetType", "Required": true, "DataType": "String",
+                                "AllowableValues": self.sw.reset_allowed}]}),
+            ),
+            ("POST", RESET) => self.reset(&body),
+            ("GET", "/redfish/v1/Systems/System.Embedded.1/EthernetInterfaces") => {
+                reply(200, self.nics())
+            }
+            ("GET", p)
+                if p.starts_with("/redfish/v1/Systems/System.Embedded.1/EthernetInterfaces/") =>
+            {
+                self.nic(p)
+            }
+            ("GET", MANAGER) => reply(200, self.manager()),
+            ("POST", IMPORT) => self.import(&body),
+            ("GET", p) if p == self.media_collection() => reply(200, self.media_collection_body()),
+            ("GET", p) if self.media_paths().contains(&p.to_string()) => self.media(p),
+            ("PATCH", p) if p == self.cd_path() && !self.sw.media_actions => {
+                self.patch_media(req, &body)
+            }
+            ("POST", p)
+                if p == format!("{}/Actions/VirtualMedia.InsertMedia", self.cd_path())
+                    && self.sw.media_actions =>
+            {
+                self.insert(&body)
+            }
+            ("POST", p)
+                if p == format!("{}/Actions/VirtualMedia.EjectMedia", self.cd_path())
+                    && self.sw.media_actions =>
+            {
+                self.eject(&req.body)
+            }
+            ("GET", p) if p.starts_with(TASKS) => self.task(p),
+            _ => error(
+                404,
+                "Base.1.12.ResourceMissingAtURI",
+                &format!("The resource at the URI {} was not found.", req.path),
+                &[],
+            ),
+        }
+    }
+
+    fn authorized(&self, req: &Incoming) -> bool {
+        if let Some(token) = req.headers.get("x-auth-token") {
+            return self.sessions.values().any(|t| t == token);
+        }
+        let expected = base64::engine::general_purpose::STANDARD
+            .encode(format!("{}:{}", self.sw.user, self.sw.password));
+        req.headers.get("authorization") == Some(&format!("Basic {expected}"))
+    }
+
+    fn etag(&self) -> Option<String> {
+        self.sw.etags.then(|| format!("W/\"{}\"", self.generation))
+    }
+
+    fn with_etag(&self, mut r: Reply) -> Reply {
+        if let Some(tag) = self.etag() {
+            r.headers.push(("ETag", tag));
+        }
+        r
+    }
+
+    /// 412 when an If-Match is given and is not the current ETag.
+    fn stale(&self, req: &Incoming) -> Option<Reply> {
+        let given = req.headers.get("if-match")?;
+        (self.etag().as_ref() != Some(given)).then(|| {
+            error(
+                412,
+                "Base.1.12.PreconditionFailed",
+                "The ETag supplied did not match the ETag required to change this resource.",
+                &[],
+            )
+        })
+    }
+
+    fn changed(&mut self) {
+        self.generation += 1;
+    }
+
+    fn root(&self) -> Value {
+        let mut root = json!({
+            "@odata.id": ROOT, "Id": "RootService", "RedfishVersion": "1.17.0",
+            "Systems": {"@odata.id": SYSTEMS},
+            "Managers": {"@odata.id": "/redfish/v1/Managers"},
+            "Links": {},
+        });
+        if self.sw.session_service {
+            root["SessionService"] = json!({"@odata.id": "/redfish/v1/SessionService"});
+            root["Links"]["Sessions"] = json!({"@odata.id": SESSIONS});
+        }
+        root
+    }
+
+    fn login(&mut self, body: &Value) -> Reply {
+        if !self.sw.session_service {
+            return error(
+                404,
+                "Base.1.12.ResourceMissingAtURI",
+                "The resource at the URI was not found.",
+                &[],
+            );
+        }
+        if body["UserName"] != self.sw.user.as_str()
+            || body["Password"] != self.sw.password.as_str()
+        {
+            return error(401, "Base.1.12.InsufficientPrivilege", "Unable to complete the operation because an invalid username and/or password is entered, and therefore authentication failed.", &[]);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let token = format!("token-{id}-{:x}", self.generation * 7919 + id);
+        let path = format!("{SESSIONS}/{id}");
+        self.sessions.insert(path.clone(), token.clone());
+        self.sessions_created += 1;
+        Reply {
+            status: 201,
+            headers: vec![("X-Auth-Token", token), ("Location", path.clone())],
+            body: json!({"@odata.id": path, "Id": id.to_string(), "UserName": self.sw.user}),
+        }
+    }
+
+    fn logout(&mut self, path: &str) -> Reply {
+        match self.sessions.remove(path) {
+            Some(_) => reply(204, Value::Null),
+            None => error(
+                404,
+                "Base.1.12.ResourceMissingAtURI",
+                "No such session.",
+                &[],
+            ),
+        }
+    }
+
+    fn systems(&self) -> Value {
+        let members: Vec<Value> = (1..=self.sw.systems)
+            .map(|n| json!({"@odata.id": format!("{SYSTEMS}/System.Embedded.{n}")}))
+            .collect();
+        json!({"@odata.id": SYSTEMS, "Members": members, "Members@odata.count": members.len()})
+    }
+
+    fn system(&mut self) -> Reply {
+        if self.power == "PoweringOn" {
+            if self.powering_reads == 0 {
+                self.power = "On".to_string();
+            } else {
+                self.powering_reads -= 1;
+            }
+        }
+        let mut reset = json!({"target": RESET});
+        if self.sw.reset_action_info {
+            reset["@Redfish.ActionInfo"] = json!(RESET_INFO);
+        } else if let Some(allowed) = &self.sw.reset_allowed {
+            reset["ResetType@Redfish.AllowableValues"] = json!(allowed);
+        }
+        let mut sys = json!({
+            "@odata.id": SYSTEM, "Id": "System.Embedded.1", "Name": "System",
+            "Manufacturer": "Dell Inc.", "Model": "PowerEdge XE9680", "SerialNumber": "CN7016321A0042",
+            "UUID": "4c4c4544-0042-3010-8036-c4c04f333233",
+            "PowerState": self.power,
+            "Boot": {
+                "BootSourceOverrideTarget": self.boot.0,
+                "BootSourceOverrideEnabled": self.boot.1,
+                "BootSourceOverrideMode": "UEFI",
+                "BootSourceOverrideTarget@Redfish.AllowableValues": ["None", "Pxe", "Floppy", "Cd", "Hdd", "BiosSetup", "Utilities", "UefiTarget", "SDCard", "UefiHttp"],
+            },
+            "EthernetInterfaces": {"@odata.id": format!("{SYSTEM}/EthernetInterfaces")},
+            "Links": {"ManagedBy": [{"@odata.id": MANAGER}]},
+            "Actions": {"#ComputerSystem.Reset": reset},
+        });
+        if self.sw.media_under == MediaUnder::System {
+            sys["VirtualMedia"] = json!({"@odata.id": format!("{SYSTEM}/VirtualMedia")});
+        }
+        if self.sw.boot_via_settings {
+            sys["@Redfish.Settings"] = json!({
+                "@odata.type": "#Settings.v1_3_5.Settings",
+                "SettingsObject": {"@odata.id": SETTINGS},
+                "SupportedApplyTimes": ["OnReset"],
+            });
+        }
+        self.with_etag(reply(200, sys))
+    }
+
+    fn patch_system(&mut self, req: &Incoming, body: &Value) -> Reply {
+        if let Some(r) = self.stale(req) {
+            return r;
+        }
+        let Some(boot) = body.get("Boot") else {
+            return reply(200, Value::Null);
+        };
+        if self.sw.boot_via_settings {
+            return error(400, "Base.1.12.PropertyNotWritable", "The property Boot is a read only property and cannot be assigned a value. Use the Settings resource of the system.", &["#/Boot"]);
+        }
+        if self.sw.boot_oem_only {
+            return error(400, "Base.1.12.PropertyValueNotInList", "The value Cd for the property BootSourceOverrideTarget is not in the list of acceptable values.", &["#/Boot/BootSourceOverrideTarget"]);
+        }
+        if !self.sw.boot_ignored {
+            self.boot = boot_of(boot, &self.boot);
+            self.changed();
+        }
+        reply(204, Value::Null)
+    }
+
+    fn settings(&self) -> Reply {
+        let (t, e) = self
+            .pending_boot
+            .clone()
+            .unwrap_or_else(|| self.boot.clone());
+        self.with_etag(reply(
+            200,
+            json!({
+                "@odata.id": SETTINGS, "Id": "Settings",
+                "Boot": {"BootSourceOverrideTarget": t, "BootSourceOverrideEnabled": e},
+            }),
+        ))
+    }
+
+    fn patch_settings(&mut self, req: &Incoming, body: &Value) -> Reply {
+        if let Some(r) = self.stale(req) {
+            return r;
+        }
+        if let Some(boot) = body.get("Boot") {
+            let base = self
+                .pending_boot
+                .clone()
+                .unwrap_or_else(|| self.boot.clone());
+            self.pending_boot = Some(boot_of(boot, &base));
+            self.changed();
+        }
+        reply(202, Value::Null)
+    }
+
+    fn reset(&mut self, body: &Value) -> Reply {
+        let Some(kind) = body.get("ResetType").and_then(Value::as_str) else {
+            return error(400, "Base.1.12.ActionParameterMissing", "The action ComputerSystem.Reset requires the parameter ResetType to be present in the request body.", &["#/ResetType"]);
+        };
+        if let Some(allowed) = &self.sw.reset_allowed {
+            if !allowed.iter().any(|a| a == kind) {
+                return error(400, "Base.1.12.ActionParameterValueNotInList", &format!("The value {kind} for the parameter ResetType is not in the list of acceptable values."), &["#/ResetType"]);
+            }
+        }
+        let on = self.power != "Off";
+        match kind {
+            "On" | "ForceOn" if on => {
+                return error(
+                    409,
+                    "IDRAC.2.9.PSU501",
+                    "Unable to perform the operation because the server is already powered ON.",
+                    &[],
+                )
+            }
+            "ForceRestart" | "GracefulRestart" | "PowerCycle" if !on => {
+                return error(
+                    409,
+                    "IDRAC.2.9.PSU502",
+                    "Unable to perform the operation because the server is powered OFF.",
+                    &[],
+                )
+            }
+            _ => {}
+        }
+        self.resets.push(kind.to_string());
+        if matches!(
+            kind,
+            "On" | "ForceOn" | "ForceRestart" | "GracefulRestart" | "PowerCycle"
+        ) {
+            if self.sw.powering_on_reads > 0 && !on {
+                self.power = "PoweringOn".to_string();
+                self.powering_reads = self.sw.powering_on_reads;
+            } else {
+                self.power = "On".to_string();
+            }
+            if let Some(pending) = self.pending_boot.take() {
+                self.boot = pending;
+            }
+        }
+        self.changed();
+        if self.sw.reset_task {
+            return self.new_task(Effect::None);
+        }
+        reply(204, Value::Null)
+    }
+
+    fn new_task(&mut self, effect: Effect) -> Reply {
+        let id = format!("JID_{:012}", self.next_id);
+        self.next_id += 1;
+        self.tasks.insert(
+            id.clone(),
+            Task {
+                polls_left: self.sw.task_polls,
+                effect,
+            },
+        );
+        let path = format!("{TASKS}{id}");
+        Reply {
+            status: 202,
+            headers: vec![("Location", path)],
+            body: Value::Null,
+        }
+    }
+
+    fn task(&mut self, path: &str) -> Reply {
+        let id = path.trim_start_matches(TASKS).to_string();
+        let retry_after = self.sw.task_retry_after;
+        let fails = self.sw.task_fails.clone();
+        let Some(task) = self.tasks.get_mut(&id) else {
+            return error(404, "Base.1.12.ResourceMissingAtURI", "No such task.", &[]);
+        };
+        if task.polls_left > 0 {
+            task.polls_left -= 1;
+            let mut r = reply(
+                202,
+                json!({"@odata.id": path, "Id": id, "TaskState": "Running", "PercentComplete": 50}),
+            );
+            if let Some(secs) = retry_after {
+                r.headers.push(("Retry-After", secs.to_string()));
+            }
+            return r;
+        }
+        if let Some(message) = fails {
+            return reply(
+                200,
+                json!({"@odata.id": path, "Id": id, "TaskState": "Exception", "TaskStatus": "Critical",
+                "Messages": [{"MessageId": "IDRAC.2.9.SYS051", "Message": message}]}),
+            );
+        }
+        if let Effect::BootCdOnce = task.effect {
+            self.boot = ("Cd".to_string(), "Once".to_string());
+            self.changed();
+        }
+        reply(
+            200,
+            json!({"@odata.id": path, "Id": id, "TaskState": "Completed", "TaskStatus": "OK",
+            "Messages": [{"MessageId": "IDRAC.2.9.SYS053", "Message": "Successfully imported and applied Server Configuration Profile."}]}),
+        )
+    }
+
+    fn nics(&self) -> Value {
+        let members: Vec<Value> = (1..=self.sw.macs.len())
+            .map(|n| json!({"@odata.id": format!("{SYSTEM}/EthernetInterfaces/NIC.Integrated.1-{n}-1")}))
+            .collect();
+        json!({"Members": members})
+    }
+
+    fn nic(&self, path: &str) -> Reply {
+        let n: usize = path
+            .rsplit('/')
+            .next()
+            .and_then(|id| id.trim_start_matches("NIC.Integrated.1-").split('-').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        match self.sw.macs.get(n.wrapping_sub(1)) {
+            Some(mac) => reply(
+                200,
+                json!({"@odata.id": path, "MACAddress": mac, "PermanentMACAddress": mac}),
+            ),
+            None => error(404, "Base.1.12.ResourceMissingAtURI", "No such NIC.", &[]),
+        }
+    }
+
+    fn manager(&self) -> Value {
+        let mut m = json!({
+            "@odata.id": MANAGER, "Id": "iDRAC.Embedded.1", "ManagerType": "BMC",
+            "Actions": {"Oem": {"#OemManager.v1_4_0.OemManager#OemManager.ImportSystemConfiguration": {
+                "target": IMPORT,
+                "ShutdownType@Redfish.AllowableValues": ["Graceful", "Forced", "NoReboot"],
+            }}},
+        });
+        if self.sw.media_under == MediaUnder::Manager {
+            m["VirtualMedia"] = json!({"@odata.id": format!("{MANAGER}/VirtualMedia")});
+        }
+        m
+    }
+
+    fn import(&mut self, body: &Value) -> Reply {
+        let buffer = body["ImportBuffer"].as_str().unwrap_or_default();
+        let wanted = "<SystemConfiguration><Component FQDD=\"iDRAC.Embedded.1\"><Attribute Name=\"ServerBoot.1#BootOnce\">Enabled</Attribute><Attribute Name=\"ServerBoot.1#FirstBootDevice\">VCD-DVD</Attribute></Component></SystemConfiguration>";
+        if buffer != wanted || body["ShareParameters"]["Target"] != "ALL" {
+            return error(400, "IDRAC.2.9.SYS041", "Unable to import the Server Configuration Profile because the ImportBuffer is invalid.", &["#/ImportBuffer"]);
+        }
+        self.new_task(Effect::BootCdOnce)
+    }
+
+    fn media_collection(&self) -> String {
+        match self.sw.media_under {
+            MediaUnder::Manager => format!("{MANAGER}/VirtualMedia"),
+            MediaUnder::System => format!("{SYSTEM}/VirtualMedia"),
+        }
+    }
+
+    /// The devices in iDRAC's order: older firmware lists RemovableDisk then CD, newer 1 (CD,
+    /// DVD) then 2 (USBStick).
+    fn media_paths(&self) -> Vec<String> {
+        let c = self.media_collection();
+        match self.sw.media_under {
+            MediaUnder::Manager => vec![format!("{c}/RemovableDisk"), format!("{c}/CD")],
+            MediaUnder::System => vec![format!("{c}/2"), format!("{c}/1")],
+        }
+    }
+
+    fn cd_path(&self) -> String {
+        match self.sw.media_under {
+            MediaUnder::Manager => MANAGER_CD.to_string(),
+            MediaUnder::System => SYSTEM_CD.to_string(),
+        }
+    }
+
+    fn media_collection_body(&self) -> Value {
+        let members: Vec<Value> = self
+            .media_paths()
+            .iter()
+            .map(|p| json!({"@odata.id": p}))
+            .collect();
+        json!({"@odata.id": self.media_collection(), "Members": members})
+    }
+
+    fn media(&self, path: &str) -> Reply {
+        let cd = path == self.cd_path();
+        let mut m = json!({
+            "@odata.id": path, "Id": path.rsplit('/').next(),
+            "MediaTypes": if cd { json!(["CD", "DVD"]) } else { json!(["USBStick"]) },
+            "Inserted": cd && self.inserted,
+            "Image": if cd { json!(self.image) } else { Value::Null },
+            "WriteProtected": true,
+            "ConnectedVia": if cd && self.inserted { "URI" } else { "NotConnected" },
+        });
+        if self.sw.media_actions {
+            m["Actions"] = json!({
+                "#VirtualMedia.InsertMedia": {"target": format!("{path}/Actions/VirtualMedia.InsertMedia")},
+                "#VirtualMedia.EjectMedia": {"target": format!("{path}/Actions/VirtualMedia.EjectMedia")},
+            });
+        }
+        self.with_etag(reply(200, m))
+    }
+
+    fn insert(&mut self, body: &Value) -> Reply {
+        let Some(image) = body.get("Image").and_then(Value::as_str) else {
+            return error(400, "Base.1.12.ActionParameterMissing", "The action VirtualMedia.InsertMedia requires the parameter Image to be present in the request body.", &["#/Image"]);
+        };
+        if self.sw.insert_needs_protocol && body.get("TransferProtocolType").is_none() {
+            return error(400, "Base.1.12.ActionParameterMissing", "The action VirtualMedia.InsertMedia requires the parameter TransferProtocolType to be present in the request body.", &["#/TransferProtocolType"]);
+        }
+        if self.sw.insert_needs_method && body.get("TransferMethod").is_none() {
+            return reply(
+                400,
+                json!({"error": {"code": "Base.1.12.GeneralError", "message": "The parameter TransferMethod is required."}}),
+            );
+        }
+        if self.inserted {
+            return error(400, "IDRAC.2.9.VRM0012", "The requested operation cannot be performed because the virtual media is already in use.", &[]);
+        }
+        self.inserted = true;
+        self.image = Some(image.to_string());
+        self.changed();
+        reply(204, Value::Null)
+    }
+
+    fn eject(&mut self, raw: &[u8]) -> Reply {
+        // iDRAC wants a JSON body, `{}`.
+        if !serde_json::from_slice::<Value>(raw).is_ok_and(|v| v.is_object()) {
+            return error(400, "Base.1.12.MalformedJSON", "The request body submitted was malformed JSON and could not be parsed by the receiving service.", &[]);
+        }
+        if !self.inserted {
+            return error(
+                400,
+                "IDRAC.2.9.VRM0009",
+                "No Virtual Media devices are currently connected.",
+                &[],
+            );
+        }
+        self.inserted = false;
+        self.image = None;
+        self.changed();
+        reply(204, Value::Null)
+    }
+
+    fn patch_media(&mut self, req: &Incoming, body: &Value) -> Reply {
+        if let Some(r) = self.stale(req) {
+            return r;
+        }
+        if let Some(inserted) = body.get("Inserted").and_then(Value::as_bool) {
+            self.inserted = inserted;
+        }
+        if let Some(image) = body.get("Image") {
+            self.image = image.as_str().map(str::to_string);
+        }
+        self.changed();
+        reply(204, Value::Null)
+    }
+}
+
+fn boot_of(boot: &Value, base: &(String, String)) -> (String, String) {
+    let get = |k: &str, d: &str| boot.get(k).and_then(Value::as_str).unwrap_or(d).to_string();
+    (
+        get("BootSourceOverrideTarget", &base.0),
+        get("BootSourceOverrideEnabled", &base.1),
+    )
+}
