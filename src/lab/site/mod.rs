@@ -14,6 +14,7 @@ pub mod pki;
 pub mod process;
 pub mod rendezvous;
 pub mod simulator;
+pub mod sshd;
 pub mod site_run;
 mod status;
 pub mod watcher;
