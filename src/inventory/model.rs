@@ -38,6 +38,9 @@ pub struct Site {
     /// How the BMCs reach the agent ISO (the boot stage).
     #[serde(default)]
     pub boot: Boot,
+    /// How the prep stage reaches the booted nodes over SSH, and what it runs there.
+    #[serde(default)]
+    pub prep: Prep,
 }
 
 /// `boot`: how the BMCs fetch the agent ISO. Either bootstrap serves it itself (`isoServer`, the
@@ -260,6 +263,10 @@ pub struct NodeList {
     pub api_version: String,
     /// [`NODES_KIND`].
     pub kind: String,
+    /// Node classes by name (`gpu-h200`): hardware expectations that nodes share
+    /// (`nodes[].class`).
+    #[serde(default)]
+    pub classes: BTreeMap<String, NodeClass>,
     /// The nodes.
     pub nodes: Vec<Node>,
 }
@@ -289,6 +296,20 @@ pub struct Node {
     /// Node labels (applied after install, e.g. `nvidia.com/gpu.present: "true"`).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The node class (`classes` of nodes.yaml) whose expectations apply.
+    #[serde(default)]
+    pub class: Option<String>,
+    /// The GPUs this node must have; overrides its class's.
+    #[serde(default)]
+    pub gpus: Option<Gpus>,
+    /// The node's SSH host key(s), pinned (OpenSSH public key lines, `ssh-ed25519 AAAA...`);
+    /// without them the first contact learns the key into `RUN/known_hosts`.
+    #[serde(default)]
+    pub host_keys: Vec<String>,
+    /// Where the prep stage connects (an address or host name); default: the node's first
+    /// address in a machine network, without its prefix.
+    #[serde(default)]
+    pub ssh_address: Option<String>,
 }
 
 /// A node's role, as agent-config.yaml names it.
@@ -390,6 +411,9 @@ pub struct Nic {
     /// MTU, when not the default.
     #[serde(default)]
     pub mtu: Option<u32>,
+    /// The kernel driver that must drive it (`mlx5_core`, `ice`), checked by the prep stage.
+    #[serde(default)]
+    pub driver: Option<String>,
 }
 
 /// `bonds[]`.
@@ -428,4 +452,191 @@ pub struct Address {
     pub interface: String,
     /// `IP/prefix`.
     pub ip: String,
+}
+
+/// `classes.NAME` of nodes.yaml: what every node of the class must have.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeClass {
+    /// The GPUs each node carries.
+    #[serde(default)]
+    pub gpus: Option<Gpus>,
+    /// Kernel modules that must be loaded (`mlx5_core`, `nvidia`).
+    #[serde(default)]
+    pub expect_modules: Vec<String>,
+    /// Kernel modules that must not be loaded.
+    #[serde(default)]
+    pub forbid_modules: Vec<String>,
+}
+
+/// `gpus`: a GPU model and how many a node carries.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Gpus {
+    /// A known model ([`GPU_MODELS`]: `H200`, `H100`, ...) or any name with `pciId`.
+    pub model: String,
+    /// How many.
+    pub count: u32,
+    /// The PCI `vendor:device` id (`10de:2335`), for a model not in [`GPU_MODELS`] (or to
+    /// override it).
+    #[serde(default)]
+    pub pci_id: Option<String>,
+    /// The PCI addresses they sit at (`0000:18:00.0`), when known: a missing GPU is then named.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+}
+
+/// GPU models known by name, with their PCI `vendor:device` id (REFERENCE section 9).
+pub const GPU_MODELS: [(&str, &str); 5] = [
+    ("H200", "10de:2335"),
+    ("H100", "10de:2330"),
+    ("A100", "10de:20b2"),
+    ("L40S", "10de:26b9"),
+    ("L40", "10de:26b5"),
+];
+
+/// The PCI `vendor:device` id of a known GPU model (case-insensitive), or None.
+pub fn gpu_pci_id(model: &str) -> Option<&'static str> {
+    GPU_MODELS
+        .iter()
+        .find(|(m, _)| m.eq_ignore_ascii_case(model))
+        .map(|(_, id)| *id)
+}
+
+impl Gpus {
+    /// The `vendor:device` id to count: `pciId` when given, else the model's.
+    pub fn pci_id(&self) -> Option<String> {
+        self.pci_id
+            .clone()
+            .or_else(|| gpu_pci_id(&self.model).map(str::to_string))
+            .map(|id| id.to_ascii_lowercase())
+    }
+}
+
+/// `prep` of site.yaml: how the prep stage reaches the nodes and what it runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Prep {
+    /// The SSH connection.
+    #[serde(default)]
+    pub ssh: PrepSsh,
+    /// Playbooks run after the hardware checks, in order (relative to the inventory
+    /// directory unless absolute).
+    #[serde(default)]
+    pub playbooks: Vec<String>,
+    /// How many nodes are worked on at once (default 10).
+    #[serde(default)]
+    pub forks: Option<u32>,
+    /// The largest clock difference to this machine a node may have (default `2s`).
+    #[serde(default)]
+    pub max_clock_skew: Option<String>,
+}
+
+/// `prep.ssh`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrepSsh {
+    /// The login user (default `core`).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// The private key, by reference (a file; never read into logs). Or `agent: true`.
+    #[serde(default)]
+    pub private_key: Option<FileRef>,
+    /// Authenticate with the keys of the running ssh-agent (`SSH_AUTH_SOCK`).
+    #[serde(default)]
+    pub agent: bool,
+    /// The nodes' SSH port (default 22).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// A jump host between this machine and the nodes.
+    #[serde(default)]
+    pub bastion: Option<Bastion>,
+    /// How long a connection may take to open (default `10s`).
+    #[serde(default)]
+    pub connect_timeout: Option<String>,
+    /// How long one command may run (default `5m`).
+    #[serde(default)]
+    pub command_timeout: Option<String>,
+}
+
+/// `prep.ssh.bastion`: the jump host.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Bastion {
+    /// Its address or host name.
+    pub address: String,
+    /// Its SSH port (default 22).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// The login user there (default: `prep.ssh.user`).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Its host key(s), pinned (OpenSSH public key lines).
+    #[serde(default)]
+    pub host_keys: Vec<String>,
+}
+
+/// `prep.ssh.user`'s default.
+pub const DEFAULT_SSH_USER: &str = "core";
+/// `prep.forks`' default.
+pub const DEFAULT_FORKS: u32 = 10;
+
+/// A duration of the inventory (`10s`, `5m`, `500ms`), or its default when absent or invalid
+/// (validation reports an invalid one).
+fn duration_or(value: &Option<String>, default: std::time::Duration) -> std::time::Duration {
+    value
+        .as_deref()
+        .and_then(|v| crate::cli::parse_duration_ms(v).ok())
+        .unwrap_or(default)
+}
+
+impl Prep {
+    /// `forks`, default 10.
+    pub fn forks(&self) -> u32 {
+        self.forks.unwrap_or(DEFAULT_FORKS)
+    }
+
+    /// `maxClockSkew`, default 2 s.
+    pub fn max_clock_skew(&self) -> std::time::Duration {
+        duration_or(&self.max_clock_skew, std::time::Duration::from_secs(2))
+    }
+}
+
+impl PrepSsh {
+    /// `user`, default `core`.
+    pub fn user(&self) -> &str {
+        self.user.as_deref().unwrap_or(DEFAULT_SSH_USER)
+    }
+
+    /// `port`, default 22.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(22)
+    }
+
+    /// `connectTimeout`, default 10 s.
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        duration_or(&self.connect_timeout, std::time::Duration::from_secs(10))
+    }
+
+    /// `commandTimeout`, default 5 min.
+    pub fn command_timeout(&self) -> std::time::Duration {
+        duration_or(&self.command_timeout, std::time::Duration::from_secs(300))
+    }
+}
+
+fn is_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// A PCI `vendor:device` id: `10de:2335`.
+pub fn is_pci_id(s: &str) -> bool {
+    s.split_once(':')
+        .is_some_and(|(v, d)| is_hex(v, 4) && is_hex(d, 4))
+}
+
+/// A PCI address `DOMAIN:BUS:DEVICE.FUNCTION`: `0000:18:00.0`.
+pub fn is_pci_address(s: &str) -> bool {
+    let parts: Vec<&str> = s.split([':', '.']).collect();
+    matches!(parts.as_slice(), [d, b, dev, f]
+        if is_hex(d, 4) && is_hex(b, 2) && is_hex(dev, 2) && matches!(*f, "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7"))
 }

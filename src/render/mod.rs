@@ -6,7 +6,7 @@
 //! rules, and only then written, each atomically (install-config.yaml mode 0600: it holds the
 //! pull secret). Output is deterministic and emitted by [`crate::yaml::to_string`].
 
-mod files;
+pub(crate) mod files;
 
 use crate::installer::install_config::ImageSource;
 use crate::inventory::model::Node;

@@ -177,6 +177,15 @@ fn cases() -> Vec<Case> {
         case("address-prefix", E, N, "ip: 10.20.0.12/24", "ip: 10.20.0.12/16", Some(("nodes[1].addresses[0].ip", "differs from the machine network"))),
         case("label-value", E, N, "nvidia.com/gpu.product: NVIDIA-H200", "nvidia.com/gpu.product: NVIDIA H200", Some(("nodes[3].labels.nvidia.com/gpu.product", "not a label value"))),
         case("label-key", E, N, "nvidia.com/gpu.product: NVIDIA-H200", "nvidia..com/gpu.product: NVIDIA-H200", Some(("nodes[3].labels.nvidia..com/gpu.product", "not a DNS name"))),
+        // prep: hardware expectations, host keys, SSH
+        case("gpu-model-unknown", E, N, "  role: worker\n", "  role: worker\n  gpus: {model: H300, count: 8}\n", Some(("nodes[3].gpus.model", "not a known GPU model (H200, H100, A100, L40S, L40)"))),
+        case("gpu-model-by-pci-id", E, N, "  role: worker\n", "  role: worker\n  gpus: {model: B200, count: 8, pciId: 10de:2901}\n", None),
+        case("gpu-class-unknown", E, N, "  role: worker\n", "  role: worker\n  class: xe9680\n", Some(("nodes[3].class", "not a class of nodes.yaml (classes: none"))),
+        case("host-key-bad", E, N, "  role: worker\n", "  role: worker\n  hostKeys: [\"ssh-ed25519 AAAAnotakey\"]\n", Some(("nodes[3].hostKeys[0]", "not an OpenSSH public key"))),
+        case("nic-driver", E, N, "    mac: b8:3f:d2:20:00:00\n", "    mac: b8:3f:d2:20:00:00\n    driver: mlx5 core\n", Some(("nodes[0].nics[0].driver", "not a kernel driver name"))),
+        case("ssh-key-and-agent", E, S, "boot:\n", "prep:\n  ssh:\n    agent: true\n    privateKey: {file: secrets/id_ed25519.pub}\nboot:\n", Some(("prep.ssh", "not both"))),
+        case("ssh-timeout", E, S, "boot:\n", "prep:\n  ssh:\n    agent: true\n    commandTimeout: 5 minutes\nboot:\n", Some(("prep.ssh.commandTimeout", "not a duration"))),
+        case("prep-playbook-missing", E, S, "boot:\n", "prep:\n  playbooks: [playbooks/site.yml]\nboot:\n", Some(("prep.playbooks[0]", "site.yml cannot be read"))),
     ]
 }
 
@@ -400,5 +409,26 @@ fn every_problem_is_reported_at_once() {
             paths.iter().any(|p| p == want),
             "{want} missing from {paths:?}"
         );
+    }
+}
+
+/// `prep.ssh.privateKey`: a key file group or others can read is refused as OpenSSH refuses
+/// it, with its line and column and the chmod that fixes it; mode 600 passes.
+#[cfg(unix)]
+#[test]
+fn a_private_key_readable_by_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let c = case("key-mode", E, S, "boot:\n", "prep:\n  ssh:\n    privateKey: {file: secrets/id_ed25519}\nboot:\n", None);
+    let dir = mutated(&c, tmp.path());
+    let key = dir.join("secrets/id_ed25519");
+    fs_err::write(&key, "not read by validation\n").unwrap();
+    for (mode, error) in [(0o644, true), (0o600, false)] {
+        fs_err::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
+        let inv = inventory::load(&dir).unwrap();
+        let text = inventory::render_inventory_problems(&dir, &inventory::validate(&inv));
+        let want = format!("{}/site.yaml:52:24: prep.ssh.privateKey.file: {} is readable by group or others (mode 0644); OpenSSH refuses such a key: chmod 600", dir.display(), key.display());
+        assert_eq!(text.contains(&want), error, "mode {mode:o}:\n{text}\nwant: {want}");
+        assert_eq!(text.is_empty(), !error, "{text}");
     }
 }

@@ -11,6 +11,7 @@ mod agent_validate;
 mod boot_lab;
 mod challenges;
 mod cli;
+mod facts;
 mod harness;
 mod hostile;
 mod install;

@@ -11,6 +11,7 @@
 
 mod cross;
 mod nodes;
+mod prep;
 mod site;
 
 use super::model::{Role, SecretRef, VlanInterface};
@@ -40,6 +41,8 @@ pub fn validate(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
     v.control_plane();
     v.vips_and_rendezvous();
     v.boot();
+    v.prep_site();
+    v.prep_nodes();
     v.problems.sort_by(|a, b| {
         (a.0, a.1.location.map(|l| (l.line, l.column)))
             .cmp(&(b.0, b.1.location.map(|l| (l.line, l.column))))
