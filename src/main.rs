@@ -52,6 +52,7 @@ fn main() -> ExitCode {
             Command::Validate(args) => commands::validate::run(args, &printer),
             Command::Render(args) => commands::render::run(args, &printer),
             Command::Install(args) => commands::install::run(args, &printer).await,
+            Command::Prep(args) => commands::prep::run(args, &printer).await,
         }
     });
     match result {

@@ -62,6 +62,9 @@ pub enum Command {
     /// tools, iso, boot, wait, prep, handoff) in a run directory that a rerun resumes; `bootstrap
     /// install status --run DIR` shows where it stands.
     Install(InstallArgs),
+    /// Host prep over SSH: connect to every node, check its hardware against the inventory and
+    /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
+    Prep(PrepArgs),
 }
 
 /// How to reach registries: credentials and trust.
@@ -500,6 +503,55 @@ pub struct InstallStatusArgs {
     /// The run directory.
     #[arg(long, value_name = "RUN")]
     pub run: PathBuf,
+}
+
+/// `bootstrap prep`.
+#[derive(Debug, Args)]
+pub struct PrepArgs {
+    /// Playbooks to run, in order (default: the inventory's prep.playbooks).
+    #[arg(value_name = "PLAYBOOK")]
+    pub playbooks: Vec<PathBuf>,
+
+    /// The site inventory directory: its nodes are the hosts, their hardware is checked.
+    #[arg(long, value_name = "DIR", required_unless_present = "ansible_inventory")]
+    pub inventory: Option<PathBuf>,
+
+    /// An Ansible inventory file (INI or YAML) naming the hosts instead; no hardware checks.
+    #[arg(short = 'i', long = "ansible-inventory", value_name = "FILE", conflicts_with = "inventory")]
+    pub ansible_inventory: Option<PathBuf>,
+
+    /// The run directory (the install's): known_hosts, prep/ (facts, verdicts, the Ansible
+    /// inventory for ansible-playbook).
+    #[arg(long, value_name = "RUN")]
+    pub run: PathBuf,
+
+    /// Hosts worked on at once (default: prep.forks, else 10).
+    #[arg(short = 'f', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub forks: Option<u32>,
+
+    /// Report what would change; change nothing.
+    #[arg(short = 'C', long)]
+    pub check: bool,
+
+    /// Show the changes of copy, template and lineinfile as unified diffs.
+    #[arg(short = 'D', long)]
+    pub diff: bool,
+
+    /// Only these hosts (an Ansible host pattern: names, groups, `a:b`, `!x`).
+    #[arg(short = 'l', long, value_name = "PATTERN")]
+    pub limit: Option<String>,
+
+    /// An extra variable, over every other: KEY=VALUE (a string) or a JSON object (repeatable).
+    #[arg(short = 'e', long = "extra-vars", value_name = "KEY=VALUE")]
+    pub extra_vars: Vec<String>,
+
+    /// Skip the hardware facts and checks; run the playbooks only.
+    #[arg(long)]
+    pub skip_checks: bool,
+
+    /// How long to keep trying a node that does not answer (it may be rebooting), e.g. `10m`.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::cli::parse_duration)]
+    pub reachable_within: std::time::Duration,
 }
 
 /// A duration as engineers write it: a whole number with `s`, `m` or `h` (`90m`, `2h`, `30s`).

@@ -5,6 +5,7 @@
 pub mod install;
 pub mod lab;
 pub mod mirror;
+pub mod prep;
 pub mod model;
 pub mod release;
 pub mod render;

@@ -17,9 +17,11 @@ use std::time::Duration;
 
 pub mod checks;
 pub mod facts;
+pub mod hosts;
 pub mod known_hosts;
 pub mod modules;
 pub mod playbook;
+pub mod prep;
 pub mod ssh;
 
 /// One command for a host: a POSIX shell command line (the remote side's `sh -c`).

@@ -9,6 +9,8 @@
 //! RUN/tools/            tools: openshift-install, oc (pinned to the release), tools.json
 //! RUN/iso/              iso: work/ (agent.x86_64.iso, rendezvousIP, auth/, the state file), iso.json
 //! RUN/boot/             boot: NODE.json per node (checks, steps, BMC calls), boot.json
+//! RUN/prep/             prep: facts/NODE.json, NODE.json (verdicts), prep.json, ansible-inventory.yaml
+//! RUN/known_hosts       the nodes' SSH host keys learned on first contact (OpenSSH format)
 //! RUN/ledger/boot/      each node's resets, written before a reset is sent; kept across attempts
 //! RUN/logs/iso-access.log  every answer of the ISO server (peer, method, path, range, status)
 //! RUN/cache/            the installer's cache (XDG_CACHE_HOME), kept across runs
@@ -26,6 +28,8 @@ pub const TOOLS_DIR: &str = "tools";
 /// The iso stage's folder: work/ (the installer's directory: the ISO, rendezvousIP, auth/, the
 /// state file) and iso.json.
 pub const ISO_DIR: &str = "iso";
+/// The prep stage's folder: facts, verdicts, the Ansible inventory.
+pub const PREP_DIR: &str = "prep";
 /// The boot stage's folder: NODE.json per node, boot.json (where the ISO was served).
 pub const BOOT_DIR: &str = "boot";
 /// What stages did to the outside world that must outlive a failed attempt (a stage's own

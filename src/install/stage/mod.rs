@@ -8,6 +8,7 @@
 mod boot;
 mod inputs;
 mod iso;
+mod prep;
 mod render;
 mod served;
 mod tools;
@@ -41,7 +42,7 @@ pub enum Stage {
     Boot,
     /// Waiting for the installation to complete, under `RUN/wait/`.
     Wait,
-    /// Host preparation (not built yet).
+    /// Host preparation over SSH: facts, checks, playbooks.
     Prep,
     /// The hand-off to Argo CD (not built yet).
     Handoff,
@@ -79,7 +80,8 @@ impl Stage {
             Stage::Iso => Some(&iso::Iso),
             Stage::Boot => Some(&boot::Boot),
             Stage::Wait => Some(&wait::Wait),
-            Stage::Prep | Stage::Handoff => None,
+            Stage::Prep => Some(&prep::Prep),
+            Stage::Handoff => None,
         }
     }
 }

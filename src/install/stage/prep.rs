@@ -1,0 +1,124 @@
+//! The prep stage: host prep over SSH once the install is complete ([`crate::hostprep::prep`],
+//! as `bootstrap prep` runs it): every node reached as `prep.ssh` says (host keys learned into
+//! `RUN/known_hosts` on first contact, refused if they change), its hardware facts read and
+//! checked against the inventory, then the inventory's `prep.playbooks`. One live line per
+//! node; the task lines, every finding and each playbook's recap go to `logs/prep.log`.
+//!
+//! Outputs (`RUN/prep/`): `facts/NODE.json`, `NODE.json` (the node's verdict), `prep.json`,
+//! `ansible-inventory.yaml` and `pinned_known_hosts`. The stage fails when a node is
+//! unreachable, has a hardware problem or fails a playbook, naming each such node.
+
+use super::wait::WAIT_DIR;
+use super::{Inputs, StageContext, StageWork};
+use crate::hostprep::prep::{self, PrepOptions, PrepRun};
+use crate::hostprep::hosts;
+use crate::install::log::StageLog;
+use crate::install::rundir::PREP_DIR;
+use crate::inventory;
+use crate::output::NodeLines;
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a node that does not answer is tried again: after the install the machine-config
+/// daemon may still be rebooting nodes one by one.
+const REACHABLE_WITHIN: Duration = Duration::from_secs(15 * 60);
+
+/// The prep stage.
+pub struct Prep;
+
+impl StageWork for Prep {
+    fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
+        let mut inputs = Inputs::default();
+        inputs.run_files(&cx.run, WAIT_DIR)?;
+        for file in ["site.yaml", "nodes.yaml"] {
+            inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
+        }
+        if let Ok(inv) = inventory::load(&cx.inventory) {
+            if let Some(key) = &inv.site.prep.ssh.private_key {
+                inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
+            }
+            for p in &inv.site.prep.playbooks {
+                inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
+            }
+        }
+        Ok(inputs)
+    }
+
+    fn output_dir(&self) -> Option<&'static str> {
+        Some(PREP_DIR)
+    }
+
+    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+        let inv = inventory::load(&cx.inventory)
+            .map_err(|e| anyhow!("{e}"))
+            .context("loading the inventory")?;
+        let paths: Vec<_> = inv.site.prep.playbooks.iter().map(|p| inv.resolve(p)).collect();
+        let playbooks = prep::load_playbooks(&paths).map_err(|e| anyhow!("{e}"))?;
+        let hosts = hosts::site_hosts(&inv, cx.run.root(), REACHABLE_WITHIN)?;
+        let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+        let lines = NodeLines::new("prep", &names);
+        let opts = PrepOptions {
+            forks: inv.site.prep.forks() as usize,
+            check: false,
+            diff: false,
+            limit: None,
+            extra_vars: Default::default(),
+            command_timeout: inv.site.prep.ssh.command_timeout(),
+            reachable_within: REACHABLE_WITHIN,
+        };
+        let what = PrepRun { hosts, inventory: Some(&inv), playbooks: &playbooks };
+        let task_lines = std::sync::Mutex::new(Vec::new());
+        let report = tokio::runtime::Handle::current().block_on(prep::run(what, &opts, out, &|e| {
+            if let prep::PrepEvent::Play(ev) = &e {
+                if let Some(line) = prep::event_line(ev) {
+                    task_lines.lock().expect("task lines").push(line);
+                }
+            }
+            prep::show(&lines, e);
+        }));
+        lines.finish();
+        for line in task_lines.into_inner().expect("task lines") {
+            log.line(&line)?;
+        }
+        let report = report?;
+        log.line(&report.to_string())?;
+        let failed = report.failed();
+        if !failed.is_empty() {
+            let named: Vec<String> = failed.iter().map(|n| failure(n)).collect();
+            bail!(
+                "{} of {} nodes did not pass prep: {} (logs/prep.log has every finding and task; RUN/.staging/prep/NODE.json each verdict)",
+                failed.len(),
+                report.nodes.len(),
+                named.join("; ")
+            );
+        }
+        Ok(format!(
+            "{} nodes reachable, hardware as the inventory says, {} playbook{} passed",
+            report.nodes.len(),
+            playbooks.len(),
+            if playbooks.len() == 1 { "" } else { "s" }
+        ))
+    }
+
+    fn secrets(&self, cx: &StageContext) -> Vec<String> {
+        super::inputs::inventory_secrets(&cx.inventory)
+    }
+}
+
+/// A failed node in one phrase: unreachable (why), its first problem, or its failed playbooks.
+fn failure(n: &prep::NodeVerdict) -> String {
+    if let Some(e) = &n.error {
+        return format!("{} unreachable ({e})", n.node);
+    }
+    let mut why: Vec<String> = n.findings.iter().take(2).cloned().collect();
+    if n.findings.len() > 2 {
+        why.push(format!("{} more", n.findings.len() - 2));
+    }
+    for (pb, r) in &n.playbooks {
+        if r.failed > 0 || r.unreachable > 0 {
+            why.push(format!("{} failed {} task(s) of {pb}", n.node, r.failed + r.unreachable));
+        }
+    }
+    why.join(", ")
+}
