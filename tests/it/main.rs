@@ -22,6 +22,7 @@ mod lab_seed;
 mod lab_site;
 mod mirror;
 mod model;
+mod modules;
 mod openshift;
 mod records;
 mod redfish;

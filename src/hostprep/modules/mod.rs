@@ -10,6 +10,17 @@ use serde_json::{Map, Value};
 
 use super::Remote;
 
+pub mod args;
+mod command;
+mod files;
+mod hostfs;
+mod kernel;
+mod lineinfile;
+mod service;
+mod wait_for;
+
+pub use hostfs::FileKind;
+
 /// The modules run on a host, by their short names.
 pub const REMOTE: &[&str] = &[
     "command",
@@ -91,4 +102,82 @@ pub enum ModuleError {
     /// The host could not run the command.
     #[error(transparent)]
     Remote(#[from] super::RemoteError),
+}
+
+/// Why a module stopped: bad arguments or an unreachable host ([`ModuleError`]), or a step on
+/// the host that failed (the task fails with this message).
+#[derive(Debug)]
+pub(crate) enum Fault {
+    Error(ModuleError),
+    Failed(String),
+}
+
+impl From<ModuleError> for Fault {
+    fn from(e: ModuleError) -> Self {
+        Fault::Error(e)
+    }
+}
+
+impl From<super::RemoteError> for Fault {
+    fn from(e: super::RemoteError) -> Self {
+        Fault::Error(ModuleError::Remote(e))
+    }
+}
+
+impl ModuleResult {
+    /// A failed result with `msg`.
+    pub fn failed(msg: impl Into<String>) -> Self {
+        ModuleResult { failed: true, msg: Some(msg.into()), ..Default::default() }
+    }
+}
+
+/// The argument table of a module in [`REMOTE`] (by its canonical name or alias).
+fn spec(module: &str) -> Option<&'static args::Spec> {
+    Some(match module {
+        "command" => &command::COMMAND,
+        "shell" => &command::SHELL,
+        "copy" => &files::COPY,
+        "template" => &files::TEMPLATE,
+        "file" => &files::FILE,
+        "stat" => &files::STAT,
+        "lineinfile" => &lineinfile::SPEC,
+        "systemd_service" | "systemd" => &service::SYSTEMD,
+        "service" => &service::SERVICE,
+        "sysctl" => &kernel::SYSCTL,
+        "modprobe" => &kernel::MODPROBE,
+        "wait_for" => &wait_for::SPEC,
+        _ => return None,
+    })
+}
+
+/// Static check before any host is touched: unknown argument names, wrong types, missing
+/// required ones, bad choices (values that are still templates pass). The error names the
+/// argument and lists the accepted ones.
+pub fn check_args(module: &str, args: &Map<String, Value>) -> Result<(), String> {
+    let spec = spec(module).ok_or_else(|| format!("`{module}` is not a module run on a host (those are: {})", REMOTE.join(", ")))?;
+    spec.resolve(args, true).map(|_| ())
+}
+
+/// Runs `module` (a name from [`REMOTE`]) with its templated `args` on `ctx.remote`.
+pub async fn run(module: &str, args: &Map<String, Value>, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, ModuleError> {
+    let spec = spec(module).ok_or_else(|| ModuleError::Args(format!("`{module}` is not a module run on a host")))?;
+    let a = spec.resolve(args, false).map_err(ModuleError::Args)?;
+    let done = match module {
+        "command" => command::run(&a, false, ctx).await,
+        "shell" => command::run(&a, true, ctx).await,
+        "copy" => files::copy(&a, ctx).await,
+        "template" => files::template(&a, ctx).await,
+        "file" => files::file(&a, ctx).await,
+        "stat" => files::stat(&a, ctx).await,
+        "lineinfile" => lineinfile::run(&a, ctx).await,
+        "sysctl" => kernel::sysctl(&a, ctx).await,
+        "modprobe" => kernel::modprobe(&a, ctx).await,
+        "wait_for" => wait_for::run(&a, ctx).await,
+        _ => service::run(&a, ctx).await,
+    };
+    match done {
+        Ok(result) => Ok(result),
+        Err(Fault::Failed(msg)) => Ok(ModuleResult::failed(msg)),
+        Err(Fault::Error(e)) => Err(e),
+    }
 }

@@ -22,6 +22,7 @@ pub mod faultproxy;
 pub mod images;
 pub mod labsite;
 pub mod layers;
+pub mod modules;
 pub mod redfishfake;
 pub mod registry;
 pub mod reglog;
