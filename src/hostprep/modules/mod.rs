@@ -92,3 +92,39 @@ pub enum ModuleError {
     #[error(transparent)]
     Remote(#[from] super::RemoteError),
 }
+
+// TEMPORARY: replaced by the modules helper's. Just `command` and `shell`, so the playbook
+// engine can be tested before the modules land.
+
+/// Runs `module` on the host (TEMPORARY: command and shell only).
+pub async fn run(module: &str, args: &Map<String, Value>, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, ModuleError> {
+    let raw = args.get("_raw_params").or_else(|| args.get("cmd")).and_then(Value::as_str).unwrap_or("");
+    let command = match module {
+        "shell" => raw.to_string(),
+        "command" => raw.to_string(),
+        other => return Err(ModuleError::Args(format!("{other}: not available yet"))),
+    };
+    if ctx.check {
+        return Ok(ModuleResult { skipped: true, msg: Some("skipped in check mode".into()), ..ModuleResult::default() });
+    }
+    let command = super::with_become(&command, ctx.become_, ctx.user);
+    let out = ctx.remote.exec(super::Exec::new(&command).with_timeout(ctx.timeout)).await?;
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
+    let mut data = Map::new();
+    data.insert("rc".into(), Value::from(out.status.unwrap_or(-1)));
+    data.insert("stdout_lines".into(), Value::from(stdout.lines().collect::<Vec<_>>()));
+    data.insert("stderr_lines".into(), Value::from(stderr.lines().collect::<Vec<_>>()));
+    data.insert("stdout".into(), Value::from(stdout));
+    data.insert("stderr".into(), Value::from(stderr));
+    let failed = !out.success();
+    Ok(ModuleResult { changed: true, failed, msg: failed.then(|| "non-zero return code".into()), data, ..ModuleResult::default() })
+}
+
+/// Checks a module's arguments (TEMPORARY: command and shell only).
+pub fn check_args(module: &str, args: &Map<String, Value>) -> Result<(), String> {
+    let accepted = ["_raw_params", "cmd", "chdir", "creates", "removes"];
+    match args.keys().find(|k| !accepted.contains(&k.as_str())) {
+        Some(k) => Err(format!("{module} takes no argument '{k}'; it takes: {}", accepted[1..].join(", "))),
+        None => Ok(()),
+    }
+}
