@@ -22,6 +22,7 @@ mod lab_site;
 mod mirror;
 mod model;
 mod openshift;
+mod playbook;
 mod records;
 mod redfish;
 mod release_extract;

@@ -63,8 +63,9 @@ pub fn parse(text: &str) -> Result<Vec<Play>, Vec<Problem>> {
         let loc = e.location().and_then(Location::from_yaml);
         vec![Problem::new(loc, "", format!("not valid YAML: {}", one_line(&e.to_string())))]
     };
-    let value: Value = serde_saphyr::from_str(text).map_err(yaml_problem)?;
+    let mut value: Value = serde_saphyr::from_str(text).map_err(yaml_problem)?;
     let index = index_text(text).map_err(yaml_problem)?.unwrap_or_default();
+    pyyaml_booleans(&mut value, &index, "");
     let mut loader = Loader { index, problems: Vec::new() };
     let plays = loader.plays(&value);
     if loader.problems.is_empty() {
@@ -72,6 +73,34 @@ pub fn parse(text: &str) -> Result<Vec<Play>, Vec<Problem>> {
     } else {
         loader.problems.sort_by_key(|p| p.location);
         Err(loader.problems)
+    }
+}
+
+/// Plain `y`, `n` (and other words YAML readers differ on) read as booleans here are strings
+/// to ansible-playbook (PyYAML: only true/false/yes/no/on/off): put their text back.
+fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
+    match value {
+        Value::Bool(_) => {
+            let plain = index.get(path).and_then(|e| e.plain.clone());
+            if let Some(text) = plain {
+                let word = text.to_ascii_lowercase();
+                if !matches!(word.as_str(), "true" | "false" | "yes" | "no" | "on" | "off") {
+                    *value = Value::String(text);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter_mut().enumerate() {
+                pyyaml_booleans(v, index, &format!("{path}[{i}]"));
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                pyyaml_booleans(v, index, &child);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -516,5 +545,36 @@ fn set_fact_args(args: &Map<String, Value>) -> Result<(), String> {
         Some(k) => Err(format!("set_fact: '{k}' is not a variable name (letters, digits, _)")),
         None if args.is_empty() => Err("set_fact needs at least one name: value".into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_y_and_n_stay_strings_as_in_ansible() {
+        let plays = parse("- hosts: all\n  tasks:\n    - debug: {msg: n}\n      loop_control: {loop_var: n}\n      loop: [y, yes]\n").unwrap();
+        let t = &plays[0].tasks[0];
+        assert_eq!(t.loop_var, "n");
+        assert_eq!(t.args["msg"], Value::from("n"));
+        assert_eq!(t.loop_, Some(serde_json::json!(["y", true])));
+        assert_eq!(t.name, "debug");
+        assert_eq!(plays[0].name, "all");
+    }
+
+    #[test]
+    fn free_form_commands_and_args_merge() {
+        let plays = parse("- hosts: all\n  tasks:\n    - shell: echo hi\n      args: {chdir: /tmp}\n").unwrap();
+        let args = &plays[0].tasks[0].args;
+        assert_eq!(args["_raw_params"], Value::from("echo hi"));
+        assert_eq!(args["chdir"], Value::from("/tmp"));
+    }
+
+    #[test]
+    fn notify_must_name_a_handler() {
+        let problems = parse("- hosts: all\n  tasks:\n    - command: 'true'\n      notify: restrat\n  handlers:\n    - name: restart\n      command: 'true'\n").unwrap_err();
+        let text = crate::yaml::render_problems("f", &problems);
+        assert_eq!(text, "f:4:15: plays[0].tasks[0].notify: notify 'restrat' names no handler of this play (handlers: restart)");
     }
 }
