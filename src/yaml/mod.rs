@@ -17,7 +17,7 @@ mod scalar;
 
 pub use emit::to_string;
 pub use index::Header;
-pub(crate) use index::Index;
+pub(crate) use index::{index as index_text, Index};
 pub use load::{
     io_reason, load_file, parse, read_text, Document, LoadError, Loaded, Positions, Schema,
 };

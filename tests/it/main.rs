@@ -24,6 +24,7 @@ mod mirror;
 mod model;
 mod modules;
 mod openshift;
+mod playbook;
 mod records;
 mod redfish;
 mod release_extract;
