@@ -6,7 +6,7 @@
 
 use super::Printer;
 use crate::cli::PrepArgs;
-use crate::hostprep::prep::{self, PrepEvent, PrepOptions, PrepRun};
+use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::hostprep::{hosts, playbook};
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Context, Result};
