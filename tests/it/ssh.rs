@@ -217,6 +217,29 @@ async fn the_host_key_is_learned_on_first_contact_where_ssh_keygen_finds_it() {
     );
     let blob = n.sshd.host_key.split_whitespace().nth(1).unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains(blob));
+    // OpenSSH's client trusts the node by the file we wrote, and by nothing else.
+    let ssh = Command::new("ssh")
+        .args([
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+        ])
+        .arg("-o")
+        .arg(format!("UserKnownHostsFile={}", file.display()))
+        .arg("-i")
+        .arg(&n.key)
+        .args(["-p", &n.port.to_string(), "root@127.0.0.1", "echo trusted"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&ssh.stdout).trim(),
+        "trusted",
+        "{}",
+        String::from_utf8_lossy(&ssh.stderr)
+    );
     // A second host on the same file finds it known and adds nothing.
     let again = SshHost::new(
         endpoint("node-1", n.port),
@@ -448,4 +471,48 @@ async fn a_command_cut_by_a_lost_connection_is_unreachable_and_not_rerun() {
     );
     assert!(host.exec(Exec::new("true")).await.unwrap().success());
     assert_eq!(fs_err::read_to_string(&marker).unwrap(), "run\n");
+}
+
+#[tokio::test]
+async fn wait_reachable_retries_until_the_node_answers() {
+    let mut n = node();
+    n.sshd.stop();
+    let (dir, port) = (n.dir.path().join("node"), n.port);
+    // Down for good: the wait ends at its limit, saying how often it tried.
+    let err = n
+        .host
+        .wait_reachable(Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RemoteError::Unreachable { .. }), "{err:?}");
+    assert!(err.to_string().contains("attempts in"), "{err}");
+    let public = fs_err::read_to_string(n.key.with_extension("pub")).unwrap();
+    let boot = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        sshd(&dir, port, public.trim())
+    });
+    n.host
+        .wait_reachable(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let _booted = boot.join().unwrap();
+    assert!(n.host.exec(Exec::new("true")).await.unwrap().success());
+    // A refused host key is final: one connection, not retried for the minute it is given.
+    let log = n.dir.path().join("node/sshd.log");
+    let connections = || {
+        fs_err::read_to_string(&log)
+            .unwrap()
+            .matches("Connection from")
+            .count()
+    };
+    let before = connections();
+    let mut pinned = endpoint("node-1", n.port);
+    pinned.pinned = vec![client_key(n.dir.path(), "other").1];
+    let refused = SshHost::new(pinned, config(n.dir.path(), KeySource::File(n.key.clone())));
+    let err = refused
+        .wait_reachable(Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RemoteError::HostKey { .. }), "{err:?}");
+    assert_eq!(connections(), before + 1, "a refused host key was retried");
 }
