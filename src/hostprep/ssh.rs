@@ -280,6 +280,9 @@ impl SshHost {
             }
         };
         let Ok(collected) = tokio::time::timeout(exec.timeout, work).await else {
+            // Best effort: OpenSSH delivers `signal` requests only in privilege-separated
+            // sessions (not a root login's, nor through sudo to a root process); closing the
+            // channel leaves the command running without its pipes.
             let _ = write.signal(russh::Sig::KILL).await;
             let _ = write.close().await;
             return Err(RemoteError::Timeout {

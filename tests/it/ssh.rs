@@ -168,24 +168,21 @@ async fn output_past_the_cap_is_counted_as_truncated() {
 #[tokio::test]
 async fn a_command_past_its_timeout_is_abandoned_and_the_host_stays_usable() {
     let n = node();
-    let slow = Exec::new("sleep 30").with_timeout(Duration::from_millis(300));
+    let slow = Exec::new("sleep 30.123").with_timeout(Duration::from_millis(300));
     match n.host.exec(slow).await {
         Err(RemoteError::Timeout { host, command, .. }) => {
             assert!(
-                host.contains("node-1") && command == "sleep 30",
+                host.contains("node-1") && command == "sleep 30.123",
                 "{host} {command}"
             );
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
-    assert_eq!(
-        n.host
-            .exec(Exec::new("echo still"))
-            .await
-            .unwrap()
-            .stdout_text(),
-        "still"
-    );
+    // The connection stays usable. (The abandoned command is sent a KILL `signal` request and
+    // its channel closed; OpenSSH honours signal requests only in privilege-separated sessions,
+    // which a root login is not, so here it runs on: not asserted.)
+    let still = n.host.exec(Exec::new("echo still")).await.unwrap();
+    assert_eq!(still.stdout_text(), "still");
 }
 
 #[tokio::test]
