@@ -32,6 +32,7 @@ mod render;
 mod resilience;
 mod resume;
 mod serve;
+mod ssh;
 mod tampered;
 mod token_refresh;
 mod trust;
