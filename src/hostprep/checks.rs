@@ -80,9 +80,19 @@ pub struct Finding {
 impl fmt::Display for Finding {
     /// `NODE: [warning: ]PROBLEM; fix: FIX`, one line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let warning = if self.severity == Severity::Warning { "warning: " } else { "" };
+        let warning = if self.severity == Severity::Warning {
+            "warning: "
+        } else {
+            ""
+        };
         let one_line = |s: &str| s.replace(['\n', '\r'], " ");
-        write!(f, "{}: {warning}{}; fix: {}", self.node, one_line(&self.problem), one_line(&self.fix))
+        write!(
+            f,
+            "{}: {warning}{}; fix: {}",
+            self.node,
+            one_line(&self.problem),
+            one_line(&self.fix)
+        )
     }
 }
 
@@ -123,7 +133,12 @@ pub fn expectations(inv: &Inventory, node: &Node) -> Expectations {
             .collect(),
         root_device: node.root_device.device_name.clone(),
         role: role.to_string(),
-        irdma_blacklisted: inv.site.day1.blacklist_irdma.iter().any(|r| r.name() == role),
+        irdma_blacklisted: inv
+            .site
+            .day1
+            .blacklist_irdma
+            .iter()
+            .any(|r| r.name() == role),
         expect_modules: class.map(|c| c.expect_modules.clone()).unwrap_or_default(),
         forbid_modules: class.map(|c| c.forbid_modules.clone()).unwrap_or_default(),
         ntp: inv.site.networks.ntp.clone(),
@@ -135,7 +150,12 @@ pub fn expectations(inv: &Inventory, node: &Node) -> Expectations {
 /// over either.
 fn carries_address(node: &Node, nic: &str) -> bool {
     let mut over: BTreeSet<&str> = BTreeSet::from([nic]);
-    over.extend(node.bonds.iter().filter(|b| b.members.iter().any(|m| m == nic)).map(|b| b.name.as_str()));
+    over.extend(
+        node.bonds
+            .iter()
+            .filter(|b| b.members.iter().any(|m| m == nic))
+            .map(|b| b.name.as_str()),
+    );
     let vlans: Vec<String> = node
         .vlans
         .iter()
@@ -147,14 +167,23 @@ fn carries_address(node: &Node, nic: &str) -> bool {
         .collect();
     node.addresses.iter().any(|a| {
         over.contains(a.interface.as_str())
-            || vlans.iter().any(|v| if v.ends_with('.') { a.interface.starts_with(v.as_str()) } else { a.interface == *v })
+            || vlans.iter().any(|v| {
+                if v.ends_with('.') {
+                    a.interface.starts_with(v.as_str())
+                } else {
+                    a.interface == *v
+                }
+            })
     })
 }
 
 /// Every problem of `facts` against `expect`, in a fixed order: GPUs, NICs, root device,
 /// modules, time.
 pub fn check(node: &Node, expect: &Expectations, facts: &Facts) -> Vec<Finding> {
-    let mut c = Checker { node: &node.hostname, findings: Vec::new() };
+    let mut c = Checker {
+        node: &node.hostname,
+        findings: Vec::new(),
+    };
     if let Some(g) = &expect.gpus {
         c.gpus(g, facts);
     }
@@ -173,8 +202,20 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    fn push(&mut self, severity: Severity, device: Option<String>, problem: String, fix: impl Into<String>) {
-        self.findings.push(Finding { node: self.node.to_string(), device, problem, fix: fix.into(), severity });
+    fn push(
+        &mut self,
+        severity: Severity,
+        device: Option<String>,
+        problem: String,
+        fix: impl Into<String>,
+    ) {
+        self.findings.push(Finding {
+            node: self.node.to_string(),
+            device,
+            problem,
+            fix: fix.into(),
+            severity,
+        });
     }
 
     fn gpus(&mut self, g: &GpuExpectation, facts: &Facts) {
@@ -187,47 +228,119 @@ impl Checker<'_> {
             .collect();
         let (n, want, model) = (found.len(), g.count as usize, &g.model);
         if n < want {
-            let missing: Vec<&str> = g.addresses.iter().map(String::as_str).filter(|a| !found.contains(a)).collect();
+            let missing: Vec<&str> = g
+                .addresses
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !found.contains(a))
+                .collect();
             let (problem, device) = if missing.is_empty() {
-                (format!("{n} of {want} {model} found ({})", list(&found)), None)
+                (
+                    format!("{n} of {want} {model} found ({})", list(&found)),
+                    None,
+                )
             } else {
-                (format!("{n} of {want} {model} found, missing {}", missing.join(", ")), Some(missing.join(",")))
+                (
+                    format!(
+                        "{n} of {want} {model} found, missing {}",
+                        missing.join(", ")
+                    ),
+                    Some(missing.join(",")),
+                )
             };
             self.push(Severity::Error, device, problem, format!("reseat or replace the missing {model} (PCI {id}); the BMC's hardware log and `dmesg` on the node show a GPU that fell off the bus"));
         } else if n > want {
-            self.push(Severity::Warning, None, format!("{n} {model} found, {want} expected ({})", list(&found)), "correct gpus.count in nodes.yaml (the node's or its class's)");
+            self.push(
+                Severity::Warning,
+                None,
+                format!("{n} {model} found, {want} expected ({})", list(&found)),
+                "correct gpus.count in nodes.yaml (the node's or its class's)",
+            );
         }
     }
 
     fn nics(&mut self, nics: &[NicExpectation], facts: &Facts) {
         for want in nics {
-            let seen = facts.nics.iter().find(|n| n.permanent_mac.as_deref() == Some(&want.mac))
-                .or_else(|| facts.nics.iter().find(|n| n.mac.as_deref() == Some(&want.mac)));
+            let seen = facts
+                .nics
+                .iter()
+                .find(|n| n.permanent_mac.as_deref() == Some(&want.mac))
+                .or_else(|| {
+                    facts
+                        .nics
+                        .iter()
+                        .find(|n| n.mac.as_deref() == Some(&want.mac))
+                });
             let label = format!("NIC {} ({})", want.name, want.mac);
             let Some(seen) = seen else {
-                let macs: Vec<String> = facts.nics.iter().filter(|n| n.pci_address.is_some()).map(|n| format!("{} {}", n.name, n.permanent_mac.as_ref().or(n.mac.as_ref()).map_or("-", String::as_str))).collect();
+                let macs: Vec<String> = facts
+                    .nics
+                    .iter()
+                    .filter(|n| n.pci_address.is_some())
+                    .map(|n| {
+                        format!(
+                            "{} {}",
+                            n.name,
+                            n.permanent_mac
+                                .as_ref()
+                                .or(n.mac.as_ref())
+                                .map_or("-", String::as_str)
+                        )
+                    })
+                    .collect();
                 self.push(Severity::Error, Some(want.name.clone()), format!("{label} not found; the node's NICs: {}", list(&macs)), "correct nics[].mac in nodes.yaml, or check that the card is seated and enabled in the BIOS");
                 continue;
             };
             if let Some(driver) = &want.driver {
                 if seen.driver.as_deref() != Some(driver.as_str()) {
                     let actual = seen.driver.as_deref().unwrap_or("no driver");
-                    self.push(Severity::Error, Some(seen.name.clone()), format!("{label} is driven by {actual}, not {driver}"), format!("check which card sits at {} (lspci -k), or correct nics[].driver", seen.pci_address.as_deref().unwrap_or(&seen.name)));
+                    self.push(
+                        Severity::Error,
+                        Some(seen.name.clone()),
+                        format!("{label} is driven by {actual}, not {driver}"),
+                        format!(
+                            "check which card sits at {} (lspci -k), or correct nics[].driver",
+                            seen.pci_address.as_deref().unwrap_or(&seen.name)
+                        ),
+                    );
                 }
             }
             let down = seen.carrier == Some(false) || seen.operstate.as_deref() == Some("down");
             if want.carries_address && down {
-                self.push(Severity::Error, Some(seen.name.clone()), format!("{label} has no link (operstate {}) and carries an address", seen.operstate.as_deref().unwrap_or("unknown")), "check the cable and the switch port (and the port's VLANs and LACP)");
+                self.push(
+                    Severity::Error,
+                    Some(seen.name.clone()),
+                    format!(
+                        "{label} has no link (operstate {}) and carries an address",
+                        seen.operstate.as_deref().unwrap_or("unknown")
+                    ),
+                    "check the cable and the switch port (and the port's VLANs and LACP)",
+                );
             }
         }
     }
 
     fn root_device(&mut self, root: &str, facts: &Facts) {
-        let present = facts.disks.iter().any(|d| d.by_path.iter().any(|p| p == root) || root.strip_prefix("/dev/") == Some(d.name.as_str()));
+        let present = facts.disks.iter().any(|d| {
+            d.by_path.iter().any(|p| p == root)
+                || root.strip_prefix("/dev/") == Some(d.name.as_str())
+        });
         if !present {
-            let mut names: Vec<&str> = facts.disks.iter().flat_map(|d| d.by_path.iter().map(String::as_str)).collect();
+            let mut names: Vec<&str> = facts
+                .disks
+                .iter()
+                .flat_map(|d| d.by_path.iter().map(String::as_str))
+                .collect();
             names.sort();
-            self.push(Severity::Error, Some(root.to_string()), format!("root device {root} not found; by-path names: {}", list(&names)), "correct rootDevice.deviceName in nodes.yaml to the install disk's by-path name");
+            self.push(
+                Severity::Error,
+                Some(root.to_string()),
+                format!(
+                    "root device {root} not found; by-path names: {}",
+                    list(&names)
+                ),
+                "correct rootDevice.deviceName in nodes.yaml to the install disk's by-path name",
+            );
         }
     }
 
@@ -284,7 +397,12 @@ impl Checker<'_> {
     /// The site's NTP sources given as addresses must be among chrony's (chronyc -n shows
     /// addresses, so host names cannot be compared and are not).
     fn ntp_sources(&mut self, ntp: &[String], facts: &Facts) {
-        let have: Vec<&str> = facts.time.sources.iter().map(|s| s.address.as_str()).collect();
+        let have: Vec<&str> = facts
+            .time
+            .sources
+            .iter()
+            .map(|s| s.address.as_str())
+            .collect();
         for source in ntp.iter().filter(|s| s.parse::<std::net::IpAddr>().is_ok()) {
             if !have.contains(&source.as_str()) {
                 self.push(Severity::Warning, Some(source.clone()), format!("NTP source {source} (networks.ntp) is not among chrony's sources ({})", list(&have)), "the node's chrony.conf lacks it: agent-config's additionalNTPSources carries networks.ntp at install; add it with a chrony MachineConfig");
@@ -297,6 +415,10 @@ fn list<S: AsRef<str>>(items: &[S]) -> String {
     if items.is_empty() {
         "none".to_string()
     } else {
-        items.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", ")
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }

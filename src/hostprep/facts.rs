@@ -4,7 +4,7 @@
 //! tab-separated records that [`parse`] reads; [`gather`] runs it over any [`Remote`] and
 //! measures the node's clock against this machine's.
 //!
-//! Record lines are `KIND<TAB>ID<TAB>KEY<TAB>VALUE` (`pci	0000:18:00.0	vendor	0x10de`), the
+//! Record lines are `KIND<TAB>ID<TAB>KEY<TAB>VALUE` (`pci`, `0000:18:00.0`, `vendor`, `0x10de`), the
 //! last line `end` (a cut-off output is refused, not read as a node with fewer devices).
 
 use super::{Exec, Remote, RemoteError};
@@ -138,7 +138,10 @@ pub struct Clock {
 impl Facts {
     /// The facts without what varies per run (the clock): what golden files compare.
     pub fn stable(&self) -> Facts {
-        Facts { clock: None, ..self.clone() }
+        Facts {
+            clock: None,
+            ..self.clone()
+        }
     }
 
     /// Pretty JSON, as `RUN/prep/facts/NODE.json` holds it.
@@ -207,12 +210,19 @@ pub async fn gather(remote: &dyn Remote) -> Result<Facts, RemoteError> {
     let before = now_ns();
     let out = remote.exec(exec).await?;
     let after = now_ns();
-    let other = |detail: String| RemoteError::Other { host: remote.name().to_string(), detail };
+    let other = |detail: String| RemoteError::Other {
+        host: remote.name().to_string(),
+        detail,
+    };
     if !out.success() || out.truncated {
         return Err(other(format!(
             "reading hardware facts failed (exit status {:?}{}): {}",
             out.status,
-            if out.truncated { ", output cut off" } else { "" },
+            if out.truncated {
+                ", output cut off"
+            } else {
+                ""
+            },
             out.stderr_text()
         )));
     }
@@ -245,9 +255,13 @@ pub fn parse(text: &str) -> Result<Facts, String> {
         }
         let f: Vec<&str> = line.splitn(4, '\t').collect();
         let [kind, id, key, value] = f[..] else {
-            return Err(format!("line {}: not a record (KIND, ID, KEY, VALUE separated by tabs): {line:?}", i + 1));
+            return Err(format!(
+                "line {}: not a record (KIND, ID, KEY, VALUE separated by tabs): {line:?}",
+                i + 1
+            ));
         };
-        p.record(kind, id, key, value).map_err(|e| format!("line {}: {e}", i + 1))?;
+        p.record(kind, id, key, value)
+            .map_err(|e| format!("line {}: {e}", i + 1))?;
     }
     if !ended {
         return Err("the output ends before its `end` line (cut off?)".into());
@@ -270,13 +284,38 @@ impl Parsed {
     fn record(&mut self, kind: &str, id: &str, key: &str, value: &str) -> Result<(), String> {
         match kind {
             "host" => self.host(key, value),
-            "pci" => pci_field(self.pci.entry(id.to_string()).or_insert_with(|| PciDevice { address: id.to_string(), ..Default::default() }), key, value),
+            "pci" => pci_field(
+                self.pci.entry(id.to_string()).or_insert_with(|| PciDevice {
+                    address: id.to_string(),
+                    ..Default::default()
+                }),
+                key,
+                value,
+            ),
             "module" => {
                 self.facts.modules.push(id.to_string());
                 Ok(())
             }
-            "net" => net_field(self.nics.entry(id.to_string()).or_insert_with(|| NetInterface { name: id.to_string(), ..Default::default() }), key, value),
-            "block" => block_field(self.disks.entry(id.to_string()).or_insert_with(|| BlockDevice { name: id.to_string(), ..Default::default() }), key, value),
+            "net" => net_field(
+                self.nics
+                    .entry(id.to_string())
+                    .or_insert_with(|| NetInterface {
+                        name: id.to_string(),
+                        ..Default::default()
+                    }),
+                key,
+                value,
+            ),
+            "block" => block_field(
+                self.disks
+                    .entry(id.to_string())
+                    .or_insert_with(|| BlockDevice {
+                        name: id.to_string(),
+                        ..Default::default()
+                    }),
+                key,
+                value,
+            ),
             "bypath" => {
                 // Partitions' links resolve to partitions, not to disks: those are not kept.
                 if let Some(d) = self.disks.get_mut(id) {
@@ -314,7 +353,11 @@ impl Parsed {
             "source" => {
                 let f: Vec<&str> = value.split(',').collect();
                 if let [_, state, address, ..] = f[..] {
-                    t.sources.push(TimeSource { address: address.to_string(), state: state.to_string(), selected: state == "*" });
+                    t.sources.push(TimeSource {
+                        address: address.to_string(),
+                        state: state.to_string(),
+                        selected: state == "*",
+                    });
                 }
             }
             "ntpsynchronized" => {
@@ -347,7 +390,10 @@ impl Parsed {
             f.time.synchronized = self.ntp_synchronized;
         }
         if let [first, .., last] = self.clocks[..] {
-            f.clock = Some(Clock { node_ns: (first + last) / 2, skew_ms: None });
+            f.clock = Some(Clock {
+                node_ns: (first + last) / 2,
+                skew_ms: None,
+            });
         }
         Ok(self.facts)
     }
@@ -385,7 +431,9 @@ fn net_field(n: &mut NetInterface, key: &str, value: &str) -> Result<(), String>
         "mtu" => n.mtu = v.parse().ok(),
         "driver" => n.driver = Some(v.to_string()),
         // The device link names a PCI function for a PCI NIC; virtio and others are not PCI.
-        "device" => n.pci_address = crate::inventory::model::is_pci_address(v).then(|| v.to_string()),
+        "device" => {
+            n.pci_address = crate::inventory::model::is_pci_address(v).then(|| v.to_string())
+        }
         _ => return Err(format!("unknown NIC field {key:?}")),
     }
     Ok(())
@@ -396,7 +444,12 @@ fn block_field(d: &mut BlockDevice, key: &str, value: &str) -> Result<(), String
     let text = || (!v.is_empty()).then(|| v.to_string());
     match key {
         "-" => {}
-        "size" => d.size_bytes = v.parse::<u64>().map_err(|_| format!("size {v:?} is not a number of sectors"))?.saturating_mul(512),
+        "size" => {
+            d.size_bytes = v
+                .parse::<u64>()
+                .map_err(|_| format!("size {v:?} is not a number of sectors"))?
+                .saturating_mul(512)
+        }
         "rotational" => d.rotational = Some(v == "1"),
         "model" => d.model = text(),
         "serial" => d.serial = text(),

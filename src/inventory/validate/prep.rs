@@ -18,32 +18,57 @@ impl Validator<'_> {
             self.login_user("prep.ssh.user", user);
         }
         match (&ssh.private_key, ssh.agent) {
-            (Some(_), true) => self.site("prep.ssh", "set privateKey (a key file) or agent: true (the ssh-agent's keys), not both"),
+            (Some(_), true) => self.site(
+                "prep.ssh",
+                "set privateKey (a key file) or agent: true (the ssh-agent's keys), not both",
+            ),
             (Some(key), false) => self.private_key(&key.file),
             (None, _) => {}
         }
         if ssh.port == Some(0) {
-            self.site("prep.ssh.port", "port 0 cannot be connected to; the nodes' sshd listens on 22");
+            self.site(
+                "prep.ssh.port",
+                "port 0 cannot be connected to; the nodes' sshd listens on 22",
+            );
         }
-        for (field, value) in [("connectTimeout", &ssh.connect_timeout), ("commandTimeout", &ssh.command_timeout)] {
+        for (field, value) in [
+            ("connectTimeout", &ssh.connect_timeout),
+            ("commandTimeout", &ssh.command_timeout),
+        ] {
             self.duration(&format!("prep.ssh.{field}"), value);
         }
         self.duration("prep.maxClockSkew", &prep.max_clock_skew);
         if let Some(b) = &ssh.bastion {
             if !is_host(&b.address) {
-                self.site("prep.ssh.bastion.address", format!("{} is neither an IP address nor a DNS name", quote(&b.address)));
+                self.site(
+                    "prep.ssh.bastion.address",
+                    format!(
+                        "{} is neither an IP address nor a DNS name",
+                        quote(&b.address)
+                    ),
+                );
             }
             if b.port == Some(0) {
-                self.site("prep.ssh.bastion.port", "port 0 cannot be connected to; sshd listens on 22");
+                self.site(
+                    "prep.ssh.bastion.port",
+                    "port 0 cannot be connected to; sshd listens on 22",
+                );
             }
             if let Some(user) = &b.user {
                 self.login_user("prep.ssh.bastion.user", user);
             }
-            self.host_keys(InventoryFile::Site, "prep.ssh.bastion.hostKeys", &b.host_keys);
+            self.host_keys(
+                InventoryFile::Site,
+                "prep.ssh.bastion.hostKeys",
+                &b.host_keys,
+            );
         }
         if let Some(forks) = prep.forks {
             if !(1..=256).contains(&forks) {
-                self.site("prep.forks", format!("{forks}: work on between 1 and 256 nodes at once"));
+                self.site(
+                    "prep.forks",
+                    format!("{forks}: work on between 1 and 256 nodes at once"),
+                );
             }
         }
         for (i, playbook) in prep.playbooks.iter().enumerate() {
@@ -56,9 +81,17 @@ impl Validator<'_> {
     fn login_user(&mut self, path: &str, user: &str) {
         let ok = !user.is_empty()
             && !user.starts_with('-')
-            && user.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+            && user
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
         if !ok {
-            self.site(path, format!("{} is not a login name; RHCOS nodes log in as core", quote(user)));
+            self.site(
+                path,
+                format!(
+                    "{} is not a login name; RHCOS nodes log in as core",
+                    quote(user)
+                ),
+            );
         }
     }
 
@@ -102,10 +135,16 @@ impl Validator<'_> {
             if let Some(g) = &class.gpus {
                 self.gpus(&format!("{p}.gpus"), g);
             }
-            for (field, list) in [("expectModules", &class.expect_modules), ("forbidModules", &class.forbid_modules)] {
+            for (field, list) in [
+                ("expectModules", &class.expect_modules),
+                ("forbidModules", &class.forbid_modules),
+            ] {
                 for (i, m) in list.iter().enumerate() {
                     if !is_module_name(m) {
-                        self.node(format!("{p}.{field}[{i}]"), format!("{} is not a kernel module name (e.g. mlx5_core)", quote(m)));
+                        self.node(
+                            format!("{p}.{field}[{i}]"),
+                            format!("{} is not a kernel module name (e.g. mlx5_core)", quote(m)),
+                        );
                     }
                 }
             }
@@ -115,14 +154,28 @@ impl Validator<'_> {
             if let Some(class) = &node.class {
                 if !inv.nodes.classes.contains_key(class) {
                     let known: Vec<&str> = inv.nodes.classes.keys().map(String::as_str).collect();
-                    let known = if known.is_empty() { "none; define it under classes".to_string() } else { known.join(", ") };
-                    self.node(format!("{p}.class"), format!("{} is not a class of nodes.yaml (classes: {known})", quote(class)));
+                    let known = if known.is_empty() {
+                        "none; define it under classes".to_string()
+                    } else {
+                        known.join(", ")
+                    };
+                    self.node(
+                        format!("{p}.class"),
+                        format!(
+                            "{} is not a class of nodes.yaml (classes: {known})",
+                            quote(class)
+                        ),
+                    );
                 }
             }
             if let Some(g) = &node.gpus {
                 self.gpus(&format!("{p}.gpus"), g);
             }
-            self.host_keys(InventoryFile::Nodes, &format!("{p}.hostKeys"), &node.host_keys);
+            self.host_keys(
+                InventoryFile::Nodes,
+                &format!("{p}.hostKeys"),
+                &node.host_keys,
+            );
             if let Some(a) = &node.ssh_address {
                 if !is_host(a) {
                     self.node(format!("{p}.sshAddress"), format!("{} is neither an IP address nor a DNS name (write it without a prefix or port)", quote(a)));
@@ -130,7 +183,13 @@ impl Validator<'_> {
             }
             for (i, nic) in node.nics.iter().enumerate() {
                 if let Some(d) = nic.driver.as_deref().filter(|d| !is_module_name(d)) {
-                    self.node(format!("{p}.nics[{i}].driver"), format!("{} is not a kernel driver name (e.g. mlx5_core, ice)", quote(d)));
+                    self.node(
+                        format!("{p}.nics[{i}].driver"),
+                        format!(
+                            "{} is not a kernel driver name (e.g. mlx5_core, ice)",
+                            quote(d)
+                        ),
+                    );
                 }
             }
         }
@@ -147,7 +206,10 @@ impl Validator<'_> {
             None => {}
         }
         if g.count > 64 {
-            self.node(format!("{p}.count"), format!("{}: a node carries at most 64 GPUs", g.count));
+            self.node(
+                format!("{p}.count"),
+                format!("{}: a node carries at most 64 GPUs", g.count),
+            );
         }
         for (i, a) in g.addresses.iter().enumerate() {
             if !is_pci_address(a) {
@@ -155,7 +217,14 @@ impl Validator<'_> {
             }
         }
         if !g.addresses.is_empty() && g.addresses.len() != g.count as usize {
-            self.node(format!("{p}.addresses"), format!("{} addresses for a count of {}; list one per GPU", g.addresses.len(), g.count));
+            self.node(
+                format!("{p}.addresses"),
+                format!(
+                    "{} addresses for a count of {}; list one per GPU",
+                    g.addresses.len(),
+                    g.count
+                ),
+            );
         }
     }
 }
@@ -179,7 +248,10 @@ fn is_host(s: &str) -> bool {
 
 /// A kernel module or driver name: letters, digits, `_` and `-`.
 pub(crate) fn is_module_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// A key as messages show it: its first 40 characters.
