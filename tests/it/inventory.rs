@@ -411,24 +411,3 @@ fn every_problem_is_reported_at_once() {
         );
     }
 }
-
-/// `prep.ssh.privateKey`: a key file group or others can read is refused as OpenSSH refuses
-/// it, with its line and column and the chmod that fixes it; mode 600 passes.
-#[cfg(unix)]
-#[test]
-fn a_private_key_readable_by_others_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
-    let tmp = tempfile::tempdir().unwrap();
-    let c = case("key-mode", E, S, "boot:\n", "prep:\n  ssh:\n    privateKey: {file: secrets/id_ed25519}\nboot:\n", None);
-    let dir = mutated(&c, tmp.path());
-    let key = dir.join("secrets/id_ed25519");
-    fs_err::write(&key, "not read by validation\n").unwrap();
-    for (mode, error) in [(0o644, true), (0o600, false)] {
-        fs_err::set_permissions(&key, std::fs::Permissions::from_mode(mode)).unwrap();
-        let inv = inventory::load(&dir).unwrap();
-        let text = inventory::render_inventory_problems(&dir, &inventory::validate(&inv));
-        let want = format!("{}/site.yaml:52:24: prep.ssh.privateKey.file: {} is readable by group or others (mode 0644); OpenSSH refuses such a key: chmod 600", dir.display(), key.display());
-        assert_eq!(text.contains(&want), error, "mode {mode:o}:\n{text}\nwant: {want}");
-        assert_eq!(text.is_empty(), !error, "{text}");
-    }
-}

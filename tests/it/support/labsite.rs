@@ -64,6 +64,7 @@ pub fn site_inventory(dir: &Path, site: &Registry, record: &Path, version: &str)
         }
     }
     lines.push("day1:\n  blacklistIrdma: [master]".into());
+    lab_prep(&inventory, &mut lines);
     fs_err::write(inventory.join("site.yaml"), lines.join("\n") + "\n").unwrap();
     fs_err::create_dir_all(inventory.join("manifests")).unwrap();
     fs_err::write(
@@ -129,6 +130,22 @@ pub fn free_ports() -> Vec<u16> {
     held.iter()
         .map(|l| l.local_addr().unwrap().port())
         .collect()
+}
+
+/// The lab inventory's prep as a rehearsal runs it: the shipped playbooks (by their paths in
+/// this checkout) and the lab's private key made private, as OpenSSH wants it (git checks it
+/// out readable by all).
+pub fn lab_prep(inventory: &Path, site_lines: &mut Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    let key = inventory.join("secrets/id_ed25519");
+    fs_err::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let at = site_lines
+        .iter()
+        .position(|l| l == "prep:")
+        .expect("the lab site.yaml has a prep section");
+    let playbooks = ["handshake.yml", "gpu-node.yml"]
+        .map(|p| format!("    - {}", super::run::repo("playbooks").join(p).display()));
+    site_lines.insert(at + 1, format!("  playbooks:\n{}", playbooks.join("\n")));
 }
 
 /// A lab site brought up by a test (`bootstrap lab up`), taken down when the test ends however
