@@ -179,8 +179,7 @@ fn diff_has(r: &ModuleResult, lines: &[&str]) {
     }
 }
 
-/// `command`: creates/removes decide, check mode skips, argv words reach the program as they
-/// are (no shell), stdin and chdir, a failing command fails.
+/// `command`: creates/removes decide, check mode skips; then [`command_words_and_io`].
 pub async fn exercise_command(remote: &dyn Remote, user: &str, dir: &Path) {
     let c = Call {
         remote,
@@ -229,6 +228,12 @@ pub async fn exercise_command(remote: &dyn Remote, user: &str, dir: &Path) {
         .await,
         "removes (second)",
     );
+    command_words_and_io(c, dir).await;
+}
+
+/// `command`'s words reach the program as they are (no shell), stdin and chdir, a failing
+/// command fails.
+async fn command_words_and_io(c: Call<'_>, dir: &Path) {
     let argv = c
         .run(
             "command",
