@@ -19,8 +19,6 @@ mod lineinfile;
 mod service;
 mod wait_for;
 
-pub use hostfs::FileKind;
-
 /// The modules run on a host, by their short names.
 pub const REMOTE: &[&str] = &[
     "command",
