@@ -13,7 +13,9 @@ use tokio::io::AsyncWriteExt;
 use crate::support::modules::*;
 
 fn local() -> Local {
-    Local { name: "local".into() }
+    Local {
+        name: "local".into(),
+    }
 }
 
 /// A [`StubPath`] whose `bin` holds `name` with `script`.
@@ -22,7 +24,10 @@ fn stub(dir: &Path, name: &str, script: &str) -> StubPath {
     fs_err::create_dir_all(&bin).unwrap();
     fs_err::write(bin.join(name), script).unwrap();
     fs_err::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
-    StubPath { local: local(), bin }
+    StubPath {
+        local: local(),
+        bin,
+    }
 }
 
 #[tokio::test]
@@ -70,7 +75,11 @@ async fn stat_reports_without_changing() {
 #[tokio::test]
 async fn systemd_service_against_a_standin_systemctl() {
     let dir = tempfile::tempdir().unwrap();
-    let remote = stub(dir.path(), "systemctl", &systemctl_standin(&dir.path().join("systemd")));
+    let remote = stub(
+        dir.path(),
+        "systemctl",
+        &systemctl_standin(&dir.path().join("systemd")),
+    );
     exercise_systemd_service(&remote, "root", dir.path()).await;
 }
 
@@ -98,7 +107,14 @@ async fn wait_for_paths_ports_and_timeouts() {
             let _ = conn.write_all(b"HELLO bootstrap-lab\n").await;
         }
     });
-    exercise_wait_for(&local(), "root", dir.path(), port, "^HELLO bootstrap-[a-z]+").await;
+    exercise_wait_for(
+        &local(),
+        "root",
+        dir.path(),
+        port,
+        "^HELLO bootstrap-[a-z]+",
+    )
+    .await;
     server.abort();
 }
 
@@ -106,13 +122,20 @@ async fn wait_for_paths_ports_and_timeouts() {
 fn arguments_are_checked_before_any_host_is_touched() {
     let args = |v: serde_json::Value| v.as_object().unwrap().clone();
     let e = modules::check_args("copy", &args(json!({"dest": "/x", "conten": "a"}))).unwrap_err();
-    assert!(e.contains("`conten`") && e.contains("accepted: src, content, dest"), "{e}");
+    assert!(
+        e.contains("`conten`") && e.contains("accepted: src, content, dest"),
+        "{e}"
+    );
     let e = modules::check_args("file", &args(json!({"path": "/x", "state": "hard"}))).unwrap_err();
     assert!(e.contains("`hard`") && e.contains("`directory`"), "{e}");
     let e = modules::check_args("command", &args(json!({"chdir": "/"}))).unwrap_err();
     assert!(e.contains("one of `_raw_params`, `cmd`, `argv`"), "{e}");
     let e = modules::check_args("wait_for", &args(json!({"port": "twenty"}))).unwrap_err();
     assert!(e.contains("`port` must be a whole number"), "{e}");
-    assert!(modules::check_args("service", &args(json!({"name": "x", "enabled": "{{ on }}"}))).is_ok());
+    assert!(modules::check_args(
+        "service",
+        &args(json!({"name": "x", "enabled": "{{ on }}"}))
+    )
+    .is_ok());
     assert!(modules::check_args("debug", &args(json!({}))).is_err());
 }

@@ -37,12 +37,21 @@ pub struct Arg {
 impl Arg {
     /// An optional argument without choices or aliases.
     pub const fn opt(name: &'static str, kind: Kind) -> Arg {
-        Arg { name, kind, required: false, choices: &[], aliases: &[] }
+        Arg {
+            name,
+            kind,
+            required: false,
+            choices: &[],
+            aliases: &[],
+        }
     }
 
     /// The same argument, required.
     pub const fn req(self) -> Arg {
-        Arg { required: true, ..self }
+        Arg {
+            required: true,
+            ..self
+        }
     }
 
     /// The same argument, limited to `choices`.
@@ -79,7 +88,8 @@ pub struct Args {
 
 /// Whether `v` is a template the engine has not rendered yet (the static check lets it pass).
 fn is_template(v: &Value) -> bool {
-    v.as_str().is_some_and(|s| s.contains("{{") || s.contains("{%"))
+    v.as_str()
+        .is_some_and(|s| s.contains("{{") || s.contains("{%"))
 }
 
 impl Spec {
@@ -90,52 +100,97 @@ impl Spec {
         for (key, value) in given {
             let arg = self.find(key)?;
             if values.contains_key(arg.name) {
-                return Err(format!("{}: `{key}` and another spelling of `{}` both given; keep one", self.module, arg.name));
+                return Err(format!(
+                    "{}: `{key}` and another spelling of `{}` both given; keep one",
+                    self.module, arg.name
+                ));
             }
-            let value = if statically && is_template(value) { value.clone() } else { self.typed(arg, key, value)? };
+            let value = if statically && is_template(value) {
+                value.clone()
+            } else {
+                self.typed(arg, key, value)?
+            };
             values.insert(arg.name.to_string(), value);
         }
         for arg in self.args.iter().filter(|a| a.required) {
             if !values.contains_key(arg.name) {
-                return Err(format!("{}: missing required argument `{}` (accepted: {})", self.module, arg.name, self.names()));
+                return Err(format!(
+                    "{}: missing required argument `{}` (accepted: {})",
+                    self.module,
+                    arg.name,
+                    self.names()
+                ));
             }
         }
         for group in self.one_required {
             if !group.iter().any(|n| values.contains_key(*n)) {
-                return Err(format!("{}: one of {} is required", self.module, list(group)));
+                return Err(format!(
+                    "{}: one of {} is required",
+                    self.module,
+                    list(group)
+                ));
             }
         }
         for group in self.exclusive {
             if group.iter().filter(|n| values.contains_key(**n)).count() > 1 {
-                return Err(format!("{}: {} exclude each other; give one", self.module, list(group)));
+                return Err(format!(
+                    "{}: {} exclude each other; give one",
+                    self.module,
+                    list(group)
+                ));
             }
         }
         Ok(Args { values })
     }
 
     fn find(&self, key: &str) -> Result<&Arg, String> {
-        self.args.iter().find(|a| a.name == key || a.aliases.contains(&key)).ok_or_else(|| {
-            format!("{}: unsupported argument `{key}` (accepted: {})", self.module, self.names())
-        })
+        self.args
+            .iter()
+            .find(|a| a.name == key || a.aliases.contains(&key))
+            .ok_or_else(|| {
+                format!(
+                    "{}: unsupported argument `{key}` (accepted: {})",
+                    self.module,
+                    self.names()
+                )
+            })
     }
 
     fn names(&self) -> String {
-        let names: Vec<&str> = self.args.iter().map(|a| a.name).filter(|n| !n.starts_with('_')).collect();
+        let names: Vec<&str> = self
+            .args
+            .iter()
+            .map(|a| a.name)
+            .filter(|n| !n.starts_with('_'))
+            .collect();
         names.join(", ")
     }
 
     fn typed(&self, arg: &Arg, key: &str, value: &Value) -> Result<Value, String> {
-        let wrong = |what: &str| format!("{}: argument `{key}` must be {what}, not {value}", self.module);
+        let wrong = |what: &str| {
+            format!(
+                "{}: argument `{key}` must be {what}, not {value}",
+                self.module
+            )
+        };
         let typed = match arg.kind {
             Kind::Str => Value::String(text(value).ok_or_else(|| wrong("a string"))?),
-            Kind::Bool => Value::Bool(boolean(value).ok_or_else(|| wrong("a boolean (true/false)"))?),
+            Kind::Bool => {
+                Value::Bool(boolean(value).ok_or_else(|| wrong("a boolean (true/false)"))?)
+            }
             Kind::Int => Value::from(integer(value).ok_or_else(|| wrong("a whole number"))?),
             Kind::List => Value::Array(strings(value).ok_or_else(|| wrong("a list of strings"))?),
-            Kind::Mode => Value::from(mode(value).ok_or_else(|| wrong("an octal mode such as '0644'"))?),
+            Kind::Mode => {
+                Value::from(mode(value).ok_or_else(|| wrong("an octal mode such as '0644'"))?)
+            }
         };
         if let (false, Some(s)) = (arg.choices.is_empty(), typed.as_str()) {
             if !arg.choices.contains(&s) {
-                return Err(format!("{}: argument `{key}` is `{s}`; choose one of {}", self.module, list(arg.choices)));
+                return Err(format!(
+                    "{}: argument `{key}` is `{s}`; choose one of {}",
+                    self.module,
+                    list(arg.choices)
+                ));
             }
         }
         Ok(typed)
@@ -143,7 +198,11 @@ impl Spec {
 }
 
 fn list(names: &[&str]) -> String {
-    names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -181,7 +240,10 @@ fn integer(v: &Value) -> Option<i64> {
 }
 
 fn strings(v: &Value) -> Option<Vec<Value>> {
-    v.as_array()?.iter().map(|x| text(x).map(Value::String)).collect()
+    v.as_array()?
+        .iter()
+        .map(|x| text(x).map(Value::String))
+        .collect()
 }
 
 /// A mode as its number: an int is taken as the number itself (as Ansible does: YAML 1.1
@@ -203,23 +265,37 @@ impl Args {
 
     /// A boolean argument, or its default.
     pub fn bool(&self, name: &str, default: bool) -> bool {
-        self.values.get(name).and_then(Value::as_bool).unwrap_or(default)
+        self.values
+            .get(name)
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
     }
 
     /// An integer argument, or its default.
     pub fn int(&self, name: &str, default: i64) -> i64 {
-        self.values.get(name).and_then(Value::as_i64).unwrap_or(default)
+        self.values
+            .get(name)
+            .and_then(Value::as_i64)
+            .unwrap_or(default)
     }
 
     /// A mode argument, if given.
     pub fn mode(&self, name: &str) -> Option<u32> {
-        self.values.get(name).and_then(Value::as_u64).map(|m| m as u32)
+        self.values
+            .get(name)
+            .and_then(Value::as_u64)
+            .map(|m| m as u32)
     }
 
     /// A list-of-strings argument, if given.
     pub fn list(&self, name: &str) -> Option<Vec<String>> {
         let items = self.values.get(name)?.as_array()?;
-        Some(items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        Some(
+            items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+        )
     }
 
     /// Whether the argument was given.
@@ -253,27 +329,55 @@ mod tests {
 
     #[test]
     fn aliases_types_and_modes_resolve() {
-        let a = SPEC.resolve(&map(json!({"dest": "/x", "force": "yes", "mode": "0640"})), false).unwrap();
+        let a = SPEC
+            .resolve(
+                &map(json!({"dest": "/x", "force": "yes", "mode": "0640"})),
+                false,
+            )
+            .unwrap();
         assert_eq!(a.str("path"), Some("/x"));
         assert!(a.bool("force", false));
         assert_eq!(a.mode("mode"), Some(0o640));
-        let a = SPEC.resolve(&map(json!({"path": "/x", "mode": 420})), false).unwrap();
+        let a = SPEC
+            .resolve(&map(json!({"path": "/x", "mode": 420})), false)
+            .unwrap();
         assert_eq!(a.mode("mode"), Some(0o644));
     }
 
     #[test]
     fn errors_name_the_argument_and_the_accepted_ones() {
-        let e = SPEC.resolve(&map(json!({"path": "/x", "colour": 1})), false).unwrap_err();
-        assert!(e.contains("`colour`") && e.contains("accepted: path, state, force"), "{e}");
-        let e = SPEC.resolve(&map(json!({"state": "present"})), false).unwrap_err();
+        let e = SPEC
+            .resolve(&map(json!({"path": "/x", "colour": 1})), false)
+            .unwrap_err();
+        assert!(
+            e.contains("`colour`") && e.contains("accepted: path, state, force"),
+            "{e}"
+        );
+        let e = SPEC
+            .resolve(&map(json!({"state": "present"})), false)
+            .unwrap_err();
         assert!(e.contains("missing required argument `path`"), "{e}");
-        let e = SPEC.resolve(&map(json!({"path": "/x", "state": "gone"})), false).unwrap_err();
-        assert!(e.contains("`gone`") && e.contains("`present`, `absent`"), "{e}");
-        let e = SPEC.resolve(&map(json!({"path": "/x", "force": "maybe"})), false).unwrap_err();
+        let e = SPEC
+            .resolve(&map(json!({"path": "/x", "state": "gone"})), false)
+            .unwrap_err();
+        assert!(
+            e.contains("`gone`") && e.contains("`present`, `absent`"),
+            "{e}"
+        );
+        let e = SPEC
+            .resolve(&map(json!({"path": "/x", "force": "maybe"})), false)
+            .unwrap_err();
         assert!(e.contains("`force` must be a boolean"), "{e}");
-        let e = SPEC.resolve(&map(json!({"path": "/x", "src": "a", "content": "b"})), false).unwrap_err();
+        let e = SPEC
+            .resolve(
+                &map(json!({"path": "/x", "src": "a", "content": "b"})),
+                false,
+            )
+            .unwrap_err();
         assert!(e.contains("exclude each other"), "{e}");
-        let e = SPEC.resolve(&map(json!({"path": "/x", "mode": "u+rw"})), false).unwrap_err();
+        let e = SPEC
+            .resolve(&map(json!({"path": "/x", "mode": "u+rw"})), false)
+            .unwrap_err();
         assert!(e.contains("octal mode"), "{e}");
     }
 

@@ -27,7 +27,14 @@ const COMMON: [Arg; 9] = [
 pub const COMMAND: Spec = Spec {
     module: "command",
     args: &[
-        COMMON[0], COMMON[1], COMMON[2], COMMON[3], COMMON[4], COMMON[5], COMMON[6], COMMON[7],
+        COMMON[0],
+        COMMON[1],
+        COMMON[2],
+        COMMON[3],
+        COMMON[4],
+        COMMON[5],
+        COMMON[6],
+        COMMON[7],
         Arg::opt("argv", Kind::List),
     ],
     one_required: &[&["_raw_params", "cmd", "argv"]],
@@ -52,57 +59,109 @@ pub async fn run(a: &Args, shell: bool, ctx: &ModuleCtx<'_>) -> Result<ModuleRes
         Some(raw) => Some(free_form(raw, &mut opts)?),
         None => a.str("cmd").map(str::to_string),
     };
-    let opt = |name: &str| a.str(name).map(str::to_string).or_else(|| opts.get(name).and_then(Value::as_str).map(str::to_string));
-    let (script, cmd_value) = if shell {
-        let line = line.unwrap_or_default();
-        let exe = opt("executable").unwrap_or_else(|| "/bin/sh".into());
-        (format!("exec {} -c {}", sh_quote(&exe), sh_quote(&line)), Value::from(line))
-    } else {
-        let argv = match (a.list("argv"), line) {
-            (Some(argv), _) => argv,
-            (None, line) => split_words(&line.unwrap_or_default()).map_err(Fault::Failed)?,
-        };
-        if argv.is_empty() {
-            return Err(Fault::Failed("no command given".into()));
-        }
-        let words: Vec<String> = argv.iter().map(|w| sh_quote(w)).collect();
-        (format!("exec {}", words.join(" ")), Value::from(argv))
+    let opt = |name: &str| {
+        a.str(name)
+            .map(str::to_string)
+            .or_else(|| opts.get(name).and_then(Value::as_str).map(str::to_string))
     };
+    let (script, cmd_value) = command_line(a, shell, line, opt("executable"))?;
     if let Some(done) = guard(ctx, opt("creates"), opt("removes")).await? {
         return Ok(done);
     }
     if ctx.check {
         let decided = opt("creates").is_some() || opt("removes").is_some();
         let msg = Some("Command would have run if not in check mode".to_string());
-        return Ok(ModuleResult { changed: decided, skipped: !decided, msg, ..Default::default() });
+        return Ok(ModuleResult {
+            changed: decided,
+            skipped: !decided,
+            msg,
+            ..Default::default()
+        });
     }
     let script = match opt("chdir") {
         Some(dir) => format!("cd -- {} && {script}", sh_quote(&dir)),
         None => script,
     };
-    let stdin = opt("stdin").map(|s| if a.bool("stdin_add_newline", true) { s + "\n" } else { s });
-    execute(ctx, &script, stdin, cmd_value, a.bool("strip_empty_ends", true)).await
+    let stdin = opt("stdin").map(|s| {
+        if a.bool("stdin_add_newline", true) {
+            s + "\n"
+        } else {
+            s
+        }
+    });
+    execute(
+        ctx,
+        &script,
+        stdin,
+        cmd_value,
+        a.bool("strip_empty_ends", true),
+    )
+    .await
+}
+
+/// The script that runs the command, and the result's `cmd` (the line for `shell`, the words
+/// for `command`).
+fn command_line(
+    a: &Args,
+    shell: bool,
+    line: Option<String>,
+    executable: Option<String>,
+) -> Result<(String, Value), Fault> {
+    if shell {
+        let line = line.unwrap_or_default();
+        let exe = executable.unwrap_or_else(|| "/bin/sh".into());
+        let script = format!("exec {} -c {}", sh_quote(&exe), sh_quote(&line));
+        return Ok((script, Value::from(line)));
+    }
+    let argv = match (a.list("argv"), line) {
+        (Some(argv), _) => argv,
+        (None, line) => split_words(&line.unwrap_or_default()).map_err(Fault::Failed)?,
+    };
+    let Some(program) = argv.first() else {
+        return Err(Fault::Failed("no command given".into()));
+    };
+    // Quoted in full, so that a first word such as `A=1` is a program name, not an assignment.
+    let mut words = vec![format!("'{}'", program.replace('\'', r"'\''"))];
+    words.extend(argv[1..].iter().map(|w| sh_quote(w)));
+    Ok((format!("exec {}", words.join(" ")), Value::from(argv)))
 }
 
 /// `creates`/`removes`: `Some(result)` when they say the command does not run.
-async fn guard(ctx: &ModuleCtx<'_>, creates: Option<String>, removes: Option<String>) -> Result<Option<ModuleResult>, Fault> {
+async fn guard(
+    ctx: &ModuleCtx<'_>,
+    creates: Option<String>,
+    removes: Option<String>,
+) -> Result<Option<ModuleResult>, Fault> {
     let verb = if ctx.check { "Would not" } else { "Did not" };
     for (pattern, wants_present) in [(creates, true), (removes, false)] {
         let Some(pattern) = pattern else { continue };
-        let probe = format!("set -- {}; [ -e \"$1\" ] || [ -L \"$1\" ]", glob_quote(&pattern));
+        let probe = format!(
+            "set -- {}; [ -e \"$1\" ] || [ -L \"$1\" ]",
+            glob_quote(&pattern)
+        );
         let present = sh(ctx, &probe, None).await?.success();
         if present == wants_present {
             let (what, stdout) = if wants_present {
-                (format!("since '{pattern}' exists"), format!("skipped, since {pattern} exists"))
+                (
+                    format!("since '{pattern}' exists"),
+                    format!("skipped, since {pattern} exists"),
+                )
             } else {
-                (format!("since '{pattern}' does not exist"), format!("skipped, since {pattern} does not exist"))
+                (
+                    format!("since '{pattern}' does not exist"),
+                    format!("skipped, since {pattern} does not exist"),
+                )
             };
             let mut data = Map::new();
             data.insert("rc".into(), Value::from(0));
             data.insert("stdout".into(), Value::from(stdout.clone()));
             data.insert("stdout_lines".into(), Value::from(vec![stdout]));
             let msg = Some(format!("{verb} run command {what}"));
-            return Ok(Some(ModuleResult { msg, data, ..Default::default() }));
+            return Ok(Some(ModuleResult {
+                msg,
+                data,
+                ..Default::default()
+            }));
         }
     }
     Ok(None)
@@ -121,27 +180,48 @@ async fn execute(
     let rc = out.status.unwrap_or(-1);
     let text = |b: &[u8]| {
         let s = String::from_utf8_lossy(b).into_owned();
-        if strip { s.trim_end_matches(['\n', '\r']).to_string() } else { s }
+        if strip {
+            s.trim_end_matches(['\n', '\r']).to_string()
+        } else {
+            s
+        }
     };
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     let mut data = Map::new();
     data.insert("cmd".into(), cmd);
     data.insert("rc".into(), Value::from(rc));
-    data.insert("stdout_lines".into(), Value::from(stdout.lines().collect::<Vec<_>>()));
-    data.insert("stderr_lines".into(), Value::from(stderr.lines().collect::<Vec<_>>()));
+    data.insert(
+        "stdout_lines".into(),
+        Value::from(stdout.lines().collect::<Vec<_>>()),
+    );
+    data.insert(
+        "stderr_lines".into(),
+        Value::from(stderr.lines().collect::<Vec<_>>()),
+    );
     data.insert("stdout".into(), Value::from(stdout));
     data.insert("stderr".into(), Value::from(stderr));
     data.insert("start".into(), Value::from(start.1));
     data.insert("end".into(), Value::from(now_text()));
-    data.insert("delta".into(), Value::from(format!("{:.6}", delta.as_secs_f64())));
+    data.insert(
+        "delta".into(),
+        Value::from(format!("{:.6}", delta.as_secs_f64())),
+    );
     let failed = rc != 0;
     let msg = failed.then(|| "non-zero return code".to_string());
-    Ok(ModuleResult { changed: true, failed, msg, data, ..Default::default() })
+    Ok(ModuleResult {
+        changed: true,
+        failed,
+        msg,
+        data,
+        ..Default::default()
+    })
 }
 
 /// Seconds since the epoch, with microseconds (the controller's clock, not the host's).
 fn now_text() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     format!("{}.{:06}", t.as_secs(), t.subsec_micros())
 }
 
@@ -159,7 +239,11 @@ fn free_form(raw: &str, opts: &mut Map<String, Value>) -> Result<String, Fault> 
             _ => rest.push(token.as_str()),
         }
     }
-    Ok(if opts.is_empty() { raw.trim().to_string() } else { rest.join(" ") })
+    Ok(if opts.is_empty() {
+        raw.trim().to_string()
+    } else {
+        rest.join(" ")
+    })
 }
 
 /// Splits on unquoted whitespace, keeping each token as written (quotes included).
@@ -264,7 +348,10 @@ mod tests {
 
     #[test]
     fn words_split_like_shlex() {
-        assert_eq!(split_words(r#"echo 'a b' "c \"d\"" e\ f"#).unwrap(), ["echo", "a b", "c \"d\"", "e f"]);
+        assert_eq!(
+            split_words(r#"echo 'a b' "c \"d\"" e\ f"#).unwrap(),
+            ["echo", "a b", "c \"d\"", "e f"]
+        );
         assert_eq!(split_words("  ''  x ").unwrap(), ["", "x"]);
         assert!(split_words("echo 'oops").is_err());
     }
@@ -277,7 +364,10 @@ mod tests {
         assert_eq!(opts["creates"], "/tmp/x");
         assert_eq!(opts["chdir"], "/a b");
         let mut none = Map::new();
-        assert_eq!(free_form("echo  'x=1'  | cat", &mut none).unwrap(), "echo  'x=1'  | cat");
+        assert_eq!(
+            free_form("echo  'x=1'  | cat", &mut none).unwrap(),
+            "echo  'x=1'  | cat"
+        );
     }
 
     #[test]

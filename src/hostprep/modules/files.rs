@@ -79,7 +79,11 @@ pub const STAT: Spec = Spec {
 };
 
 fn attrs(a: &Args) -> Attrs {
-    Attrs { mode: a.mode("mode"), owner: a.str("owner").map(Into::into), group: a.str("group").map(Into::into) }
+    Attrs {
+        mode: a.mode("mode"),
+        owner: a.str("owner").map(Into::into),
+        group: a.str("group").map(Into::into),
+    }
 }
 
 /// A local file named by a task: absolute, or looked up in `DIR/SUB/` then `DIR/`.
@@ -88,12 +92,25 @@ fn local_file(ctx: &ModuleCtx<'_>, sub: &str, src: &str) -> Result<PathBuf, Faul
     let candidates = if path.is_absolute() {
         vec![path.to_path_buf()]
     } else {
-        vec![ctx.playbook_dir.join(sub).join(path), ctx.playbook_dir.join(path)]
+        vec![
+            ctx.playbook_dir.join(sub).join(path),
+            ctx.playbook_dir.join(path),
+        ]
     };
+    if let Some(f) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(f.clone());
+    }
+    if let Some(d) = candidates.iter().find(|p| p.is_dir()) {
+        let d = d.display();
+        return Err(Fault::Failed(format!(
+            "src `{d}` is a directory; copy one file at a time"
+        )));
+    }
     let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-    candidates.into_iter().find(|p| p.is_file()).ok_or_else(|| {
-        Fault::Failed(format!("could not find src `{src}` (looked for {})", tried.join(", ")))
-    })
+    Err(Fault::Failed(format!(
+        "could not find src `{src}` (looked for {})",
+        tried.join(", ")
+    )))
 }
 
 /// `copy`: `content` or a local `src` file to `dest`.
@@ -114,19 +131,26 @@ pub async fn copy(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
 pub async fn template(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
     let path = local_file(ctx, "templates", a.str("src").unwrap_or_default())?;
     let text = fs_err::read_to_string(&path).map_err(|e| Fault::Failed(e.to_string()))?;
-    let rendered = (ctx.render)(&text).map_err(|e| Fault::Failed(format!("rendering {}: {e}", path.display())))?;
+    let rendered = (ctx.render)(&text)
+        .map_err(|e| Fault::Failed(format!("rendering {}: {e}", path.display())))?;
     put(ctx, a, rendered.as_bytes(), Some(&path)).await
 }
 
 /// Where `dest` resolves: `dest/basename(src)` when it is a directory or ends in `/`.
-async fn resolve_dest(ctx: &ModuleCtx<'_>, dest: &str, src: Option<&Path>) -> Result<(String, Option<FileInfo>), Fault> {
+async fn resolve_dest(
+    ctx: &ModuleCtx<'_>,
+    dest: &str,
+    src: Option<&Path>,
+) -> Result<(String, Option<FileInfo>), Fault> {
     let info = hostfs::stat(ctx, dest, true).await?;
     let is_dir = dest.ends_with('/') || info.as_ref().is_some_and(|i| i.kind == FileKind::Dir);
     if !is_dir {
         return Ok((dest.to_string(), info));
     }
     let name = src.and_then(Path::file_name).ok_or_else(|| {
-        Fault::Failed(format!("dest `{dest}` is a directory; `content` needs a file name in dest"))
+        Fault::Failed(format!(
+            "dest `{dest}` is a directory; `content` needs a file name in dest"
+        ))
     })?;
     if info.is_none() && !ctx.check {
         let out = sh(ctx, &format!("mkdir -p -- {}", sh_quote(dest)), None).await?;
@@ -141,19 +165,31 @@ async fn resolve_dest(ctx: &ModuleCtx<'_>, dest: &str, src: Option<&Path>) -> Re
 
 /// Puts `content` at the task's `dest` (copy and template): unchanged content keeps the file
 /// (its mode and owner still set), changed content is written atomically.
-async fn put(ctx: &ModuleCtx<'_>, a: &Args, content: &[u8], src: Option<&Path>) -> Result<ModuleResult, Fault> {
+async fn put(
+    ctx: &ModuleCtx<'_>,
+    a: &Args,
+    content: &[u8],
+    src: Option<&Path>,
+) -> Result<ModuleResult, Fault> {
     let (dest, info) = resolve_dest(ctx, a.str("dest").unwrap_or_default(), src).await?;
     let want = attrs(a);
     let checksum = hex(&Sha256::digest(content));
     let mut r = ModuleResult::default();
     r.data.insert("dest".into(), Value::from(dest.clone()));
-    r.data.insert("checksum".into(), Value::from(checksum.clone()));
+    r.data
+        .insert("checksum".into(), Value::from(checksum.clone()));
     if let Some(src) = src {
-        r.data.insert("src".into(), Value::from(src.display().to_string()));
+        r.data
+            .insert("src".into(), Value::from(src.display().to_string()));
     }
     let same = match &info {
-        Some(i) if i.kind == FileKind::Dir => return Err(Fault::Failed(format!("dest `{dest}` is a directory"))),
-        Some(_) if !a.bool("force", true) => true,
+        Some(i) if i.kind == FileKind::Dir => {
+            return Err(Fault::Failed(format!("dest `{dest}` is a directory")))
+        }
+        Some(_) if !a.bool("force", true) => {
+            r.msg = Some("file already exists".into());
+            return Ok(r);
+        }
         Some(_) => hostfs::sha256(ctx, &dest).await? == checksum,
         None => false,
     };
@@ -161,18 +197,22 @@ async fn put(ctx: &ModuleCtx<'_>, a: &Args, content: &[u8], src: Option<&Path>) 
         r.changed = fix_attrs(ctx, &dest, i, &want, "").await?;
         return Ok(r);
     }
-    if ctx.diff {
-        let old = if info.is_some() && info.as_ref().is_some_and(|i| i.size as usize <= hostfs::DIFF_MAX) {
-            hostfs::read(ctx, &dest).await?
-        } else {
-            Vec::new()
+    let small = info
+        .as_ref()
+        .is_none_or(|i| i.size as usize <= hostfs::DIFF_MAX);
+    if ctx.diff && small {
+        let old = match info {
+            Some(_) => hostfs::read(ctx, &dest).await?,
+            None => Vec::new(),
         };
-        let after = src.map(|p| p.display().to_string()).unwrap_or_else(|| dest.clone());
+        let after = src.map_or_else(|| dest.clone(), |p| p.display().to_string());
         r.diff = hostfs::text_diff(&old, content, &dest, &after);
     }
     r.changed = true;
     if !ctx.check {
-        if let Some(kept) = hostfs::write_atomic(ctx, &dest, content, &want, a.bool("backup", false)).await? {
+        if let Some(kept) =
+            hostfs::write_atomic(ctx, &dest, content, &want, a.bool("backup", false)).await?
+        {
             r.data.insert("backup_file".into(), Value::from(kept));
         }
     }
@@ -197,15 +237,34 @@ pub async fn file(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
     let want = attrs(a);
     let changed = match state {
         "absent" => absent(ctx, &path, info.is_some()).await?,
-        "directory" => directory(ctx, &path, info.as_ref(), &want, a.bool("recurse", false)).await?,
+        "directory" => {
+            directory(ctx, &path, info.as_ref(), &want, a.bool("recurse", false)).await?
+        }
         "touch" => touch(ctx, &path, info.as_ref(), &want).await?,
         "link" => link(ctx, &path, info.as_ref(), a, &want).await?,
         _ => match &info {
-            None => return Err(Fault::Failed(format!("file ({path}) is absent, cannot continue"))),
+            None => {
+                return Err(Fault::Failed(format!(
+                    "file ({path}) is absent, cannot continue"
+                )))
+            }
+            Some(i) if i.kind != FileKind::File => {
+                let kind = match i.kind {
+                    FileKind::Dir => "directory",
+                    FileKind::Link => "link",
+                    _ => "not a regular file",
+                };
+                return Err(Fault::Failed(format!(
+                    "file ({path}) is {kind}, cannot continue"
+                )));
+            }
             Some(i) => fix_attrs(ctx, &path, i, &want, "").await?,
         },
     };
-    let mut r = ModuleResult { changed, ..Default::default() };
+    let mut r = ModuleResult {
+        changed,
+        ..Default::default()
+    };
     r.data.insert("path".into(), Value::from(path.clone()));
     r.data.insert("state".into(), Value::from(state));
     if !ctx.check && state != "absent" {
@@ -222,21 +281,40 @@ async fn act(ctx: &ModuleCtx<'_>, cmd: &str, doing: &str) -> Result<(), Fault> {
         return Ok(());
     }
     let out = sh(ctx, cmd, None).await?;
-    if out.success() { Ok(()) } else { Err(failed_cmd(doing, &out)) }
+    if out.success() {
+        Ok(())
+    } else {
+        Err(failed_cmd(doing, &out))
+    }
 }
 
 async fn absent(ctx: &ModuleCtx<'_>, path: &str, exists: bool) -> Result<bool, Fault> {
     if exists {
-        act(ctx, &format!("rm -rf -- {}", sh_quote(path)), &format!("removing {path}")).await?;
+        act(
+            ctx,
+            &format!("rm -rf -- {}", sh_quote(path)),
+            &format!("removing {path}"),
+        )
+        .await?;
     }
     Ok(exists)
 }
 
-async fn directory(ctx: &ModuleCtx<'_>, path: &str, info: Option<&FileInfo>, want: &Attrs, recurse: bool) -> Result<bool, Fault> {
+async fn directory(
+    ctx: &ModuleCtx<'_>,
+    path: &str,
+    info: Option<&FileInfo>,
+    want: &Attrs,
+    recurse: bool,
+) -> Result<bool, Fault> {
     let p = sh_quote(path);
     let mut changed = match info {
         Some(i) if i.kind == FileKind::Dir => fix_attrs(ctx, path, i, want, "").await?,
-        Some(_) => return Err(Fault::Failed(format!("{path} already exists as a file, not a directory"))),
+        Some(_) => {
+            return Err(Fault::Failed(format!(
+                "{path} already exists as a file, not a directory"
+            )))
+        }
         None => {
             let mut cmd = format!("mkdir -p -- {p}");
             for c in want.commands(&p, "") {
@@ -270,11 +348,21 @@ async fn recurse_attrs(ctx: &ModuleCtx<'_>, path: &str, want: &Attrs) -> Result<
     if out.stdout.is_empty() {
         return Ok(false);
     }
-    act(ctx, &want.commands(&p, "-R ").join(" && "), &format!("setting mode/owner under {path}")).await?;
+    act(
+        ctx,
+        &want.commands(&p, "-R ").join(" && "),
+        &format!("setting mode/owner under {path}"),
+    )
+    .await?;
     Ok(true)
 }
 
-async fn touch(ctx: &ModuleCtx<'_>, path: &str, info: Option<&FileInfo>, want: &Attrs) -> Result<bool, Fault> {
+async fn touch(
+    ctx: &ModuleCtx<'_>,
+    path: &str,
+    info: Option<&FileInfo>,
+    want: &Attrs,
+) -> Result<bool, Fault> {
     let p = sh_quote(path);
     let mut cmd = format!("touch -- {p}");
     if info.is_none() {
@@ -289,21 +377,47 @@ async fn touch(ctx: &ModuleCtx<'_>, path: &str, info: Option<&FileInfo>, want: &
     Ok(true)
 }
 
-async fn link(ctx: &ModuleCtx<'_>, path: &str, info: Option<&FileInfo>, a: &Args, want: &Attrs) -> Result<bool, Fault> {
-    let src = a.str("src").ok_or_else(|| Fault::Failed("state=link needs `src`".into()))?;
+async fn link(
+    ctx: &ModuleCtx<'_>,
+    path: &str,
+    info: Option<&FileInfo>,
+    a: &Args,
+    want: &Attrs,
+) -> Result<bool, Fault> {
+    let src = a
+        .str("src")
+        .ok_or_else(|| Fault::Failed("state=link needs `src`".into()))?;
     let (p, s) = (sh_quote(path), sh_quote(src));
     if let Some(i) = info {
         if i.kind == FileKind::Link {
             let out = sh(ctx, &format!("readlink -- {p}"), None).await?;
             if out.stdout_text() == src {
-                return fix_attrs(ctx, path, i, &Attrs { mode: None, ..want.clone() }, "-h ").await;
+                return fix_attrs(
+                    ctx,
+                    path,
+                    i,
+                    &Attrs {
+                        mode: None,
+                        ..want.clone()
+                    },
+                    "-h ",
+                )
+                .await;
             }
         } else if !a.bool("force", false) || i.kind == FileKind::Dir {
-            return Err(Fault::Failed(format!("refusing to convert {path} from {:?} to a symlink", i.kind)));
+            return Err(Fault::Failed(format!(
+                "refusing to convert {path} from {:?} to a symlink",
+                i.kind
+            )));
         }
     }
     let mut cmd = format!("t={p}.tmp$$ && ln -s -- {s} \"$t\" && mv -fT -- \"$t\" {p}");
-    for c in (Attrs { mode: None, ..want.clone() }).commands(&p, "-h ") {
+    for c in (Attrs {
+        mode: None,
+        ..want.clone()
+    })
+    .commands(&p, "-h ")
+    {
         cmd = format!("{cmd} && {c}");
     }
     act(ctx, &cmd, &format!("linking {path} to {src}")).await?;
@@ -326,7 +440,10 @@ pub async fn stat(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
         s.insert("gr_name".into(), Value::from(i.group.clone()));
         s.insert("mtime".into(), Value::from(i.mtime));
         if i.kind == FileKind::File && a.bool("get_checksum", true) {
-            s.insert("checksum".into(), Value::from(hostfs::sha256(ctx, path).await?));
+            s.insert(
+                "checksum".into(),
+                Value::from(hostfs::sha256(ctx, path).await?),
+            );
             s.insert("checksum_algorithm".into(), Value::from("sha256"));
         }
     }

@@ -17,9 +17,16 @@ pub async fn sh(ctx: &ModuleCtx<'_>, command: &str, stdin: Option<&[u8]>) -> Res
 }
 
 /// [`sh`] without stdin and with its own `timeout` (a command that waits by design).
-pub async fn sh_with_timeout(ctx: &ModuleCtx<'_>, command: &str, timeout: std::time::Duration) -> Result<Output, Fault> {
+pub async fn sh_with_timeout(
+    ctx: &ModuleCtx<'_>,
+    command: &str,
+    timeout: std::time::Duration,
+) -> Result<Output, Fault> {
     let command = with_become(command, ctx.become_, ctx.user);
-    Ok(ctx.remote.exec(Exec::new(&command).with_timeout(timeout)).await?)
+    Ok(ctx
+        .remote
+        .exec(Exec::new(&command).with_timeout(timeout))
+        .await?)
 }
 
 /// What kind of thing a path is.
@@ -69,7 +76,11 @@ impl FileInfo {
 const STAT_FORMAT: &str = "%F|%a|%u|%g|%U|%G|%s|%Y";
 
 /// Stats `path` (following a final symlink when `follow`); `None` when it does not exist.
-pub async fn stat(ctx: &ModuleCtx<'_>, path: &str, follow: bool) -> Result<Option<FileInfo>, Fault> {
+pub async fn stat(
+    ctx: &ModuleCtx<'_>,
+    path: &str,
+    follow: bool,
+) -> Result<Option<FileInfo>, Fault> {
     let p = sh_quote(path);
     let flag = if follow { "-L " } else { "" };
     let cmd = format!("if [ -e {p} ] || [ -L {p} ]; then stat {flag}-c '{STAT_FORMAT}' -- {p}; else echo absent; fi");
@@ -81,9 +92,9 @@ pub async fn stat(ctx: &ModuleCtx<'_>, path: &str, follow: bool) -> Result<Optio
     if text == "absent" {
         return Ok(None);
     }
-    parse_stat(&text).map(Some).ok_or_else(|| {
-        Fault::Failed(format!("cannot read `stat` of {path}: {text:?}"))
-    })
+    parse_stat(&text)
+        .map(Some)
+        .ok_or_else(|| Fault::Failed(format!("cannot read `stat` of {path}: {text:?}")))
 }
 
 fn parse_stat(line: &str) -> Option<FileInfo> {
@@ -112,7 +123,11 @@ fn parse_stat(line: &str) -> Option<FileInfo> {
 /// A command that could not do its part of a module's work: the task fails, naming what it was
 /// doing and the command's stderr.
 pub fn failed_cmd(doing: &str, out: &Output) -> Fault {
-    Fault::Failed(format!("{doing} failed (exit {:?}): {}", out.status, out.stderr_text()))
+    Fault::Failed(format!(
+        "{doing} failed (exit {:?}): {}",
+        out.status,
+        out.stderr_text()
+    ))
 }
 
 /// The sha256 of a file on the host, lowercase hex.
@@ -146,7 +161,8 @@ impl Attrs {
     /// Whether `info` differs from what is asked.
     pub fn differ(&self, info: &FileInfo) -> bool {
         let id_differs = |want: &Option<String>, name: &str, id: u32| {
-            want.as_ref().is_some_and(|w| w != name && *w != id.to_string())
+            want.as_ref()
+                .is_some_and(|w| w != name && *w != id.to_string())
         };
         self.mode.is_some_and(|m| m != info.mode)
             || id_differs(&self.owner, &info.owner, info.uid)
@@ -213,12 +229,16 @@ pub async fn write_atomic(
         "t=$(mktemp -- \"$d/.$b.XXXXXX\")".to_string(),
         "trap 'rm -f -- \"$t\"' EXIT".to_string(),
         "cat > \"$t\"".to_string(),
-        format!("if [ -e {p} ]; then chmod --reference={p} \"$t\"; chown --reference={p} \"$t\"; \
-                 else u=$(umask); chmod \"$(printf %o $((0666 & ~0$u)))\" \"$t\"; fi"),
+        format!(
+            "if [ -e {p} ]; then chmod --reference={p} \"$t\"; chown --reference={p} \"$t\"; \
+                 else u=$(umask); chmod \"$(printf %o $((0666 & ~0$u)))\" \"$t\"; fi"
+        ),
     ];
     script.extend(attrs.commands("\"$t\"", ""));
     if backup {
-        script.push(format!("if [ -e {p} ]; then k={p}.$(date +%s)~; cp -p -- {p} \"$k\"; echo \"$k\"; fi"));
+        script.push(format!(
+            "if [ -e {p} ]; then k={p}.$(date +%s)~; cp -p -- {p} \"$k\"; echo \"$k\"; fi"
+        ));
     }
     script.push(format!("mv -f -- \"$t\" {p}"));
     script.push("trap - EXIT".to_string());
@@ -238,7 +258,10 @@ pub fn text_diff(old: &[u8], new: &[u8], before: &str, after: &str) -> Option<St
     if old.len() > DIFF_MAX || new.len() > DIFF_MAX {
         return None;
     }
-    let (old, new) = (std::str::from_utf8(old).ok()?, std::str::from_utf8(new).ok()?);
+    let (old, new) = (
+        std::str::from_utf8(old).ok()?,
+        std::str::from_utf8(new).ok()?,
+    );
     if old.contains('\0') || new.contains('\0') {
         return None;
     }
@@ -253,15 +276,26 @@ mod tests {
     #[test]
     fn stat_lines_parse() {
         let i = parse_stat("regular empty file|644|0|0|root|root|0|1700000000").unwrap();
-        assert_eq!((i.kind, i.mode, i.owner.as_str()), (FileKind::File, 0o644, "root"));
-        assert_eq!(parse_stat("directory|1777|0|0|root|root|4096|1").unwrap().mode, 0o1777);
+        assert_eq!(
+            (i.kind, i.mode, i.owner.as_str()),
+            (FileKind::File, 0o644, "root")
+        );
+        assert_eq!(
+            parse_stat("directory|1777|0|0|root|root|4096|1")
+                .unwrap()
+                .mode,
+            0o1777
+        );
         assert!(parse_stat("directory|x").is_none());
     }
 
     #[test]
     fn diffs_skip_binary_and_show_lines() {
         let d = text_diff(b"a\nb\n", b"a\nc\n", "/f", "/f").unwrap();
-        assert!(d.contains("-b\n") && d.contains("+c\n") && d.starts_with("--- /f"), "{d}");
+        assert!(
+            d.contains("-b\n") && d.contains("+c\n") && d.starts_with("--- /f"),
+            "{d}"
+        );
         assert!(text_diff(b"\0", b"x", "/f", "/f").is_none());
     }
 }

@@ -54,7 +54,11 @@ fn same_value(a: &str, b: &str) -> bool {
 
 /// The value a sysctl file gives `name` (its last `name = value` line).
 pub fn sysctl_value(text: &str, name: &str) -> Option<String> {
-    text.lines().filter_map(entry).filter(|(k, _)| *k == name).map(|(_, v)| v.to_string()).last()
+    text.lines()
+        .filter_map(entry)
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .next_back()
 }
 
 fn entry(line: &str) -> Option<(&str, &str)> {
@@ -88,7 +92,11 @@ pub fn sysctl_edit(text: &str, name: &str, value: Option<&str>) -> String {
 
 /// `/proc/sys/...` of a sysctl name (dots are separators unless the name uses slashes).
 fn proc_path(name: &str) -> String {
-    let rel = if name.contains('/') { name.to_string() } else { name.replace('.', "/") };
+    let rel = if name.contains('/') {
+        name.to_string()
+    } else {
+        name.replace('.', "/")
+    };
     format!("/proc/sys/{}", rel.trim_start_matches('/'))
 }
 
@@ -100,7 +108,12 @@ struct SysctlPlan {
     changed: bool,
 }
 
-async fn sysctl_plan(a: &Args, ctx: &ModuleCtx<'_>, file: &str, value: &str) -> Result<SysctlPlan, Fault> {
+async fn sysctl_plan(
+    a: &Args,
+    ctx: &ModuleCtx<'_>,
+    file: &str,
+    value: &str,
+) -> Result<SysctlPlan, Fault> {
     let name = a.str("name").unwrap_or_default();
     let file_text = match hostfs::stat(ctx, file, true).await? {
         Some(_) => String::from_utf8_lossy(&hostfs::read(ctx, file).await?).into_owned(),
@@ -111,14 +124,27 @@ async fn sysctl_plan(a: &Args, ctx: &ModuleCtx<'_>, file: &str, value: &str) -> 
     let present = a.str("state") != Some("absent");
     let (reload, set) = (a.bool("reload", true), a.bool("sysctl_set", false));
     if present && proc.is_none() && (reload || set) && !a.bool("ignoreerrors", false) {
-        return Err(Fault::Failed(format!("cannot read {} (is `{name}` a kernel setting?): {}", proc_path(name), out.stderr_text())));
+        return Err(Fault::Failed(format!(
+            "cannot read {} (is `{name}` a kernel setting?): {}",
+            proc_path(name),
+            out.stderr_text()
+        )));
     }
     let file_value = sysctl_value(&file_text, name);
-    let write_file = if present { !file_value.is_some_and(|v| same_value(&v, value)) } else { file_value.is_some() };
-    let proc_differs = proc.as_deref().map_or(true, |p| !same_value(p, value));
+    let write_file = if present {
+        !file_value.is_some_and(|v| same_value(&v, value))
+    } else {
+        file_value.is_some()
+    };
+    let proc_differs = proc.as_deref().is_none_or(|p| !same_value(p, value));
     let set_proc = present && set && proc.is_some() && proc_differs;
     let changed = write_file || set_proc || (present && reload && proc_differs);
-    Ok(SysctlPlan { file_text, write_file, set_proc, changed })
+    Ok(SysctlPlan {
+        file_text,
+        write_file,
+        set_proc,
+        changed,
+    })
 }
 
 /// `sysctl`: the entry in `sysctl_file`, the running value with `sysctl_set`, and `sysctl -p
@@ -128,19 +154,35 @@ pub async fn sysctl(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault
     let file = a.str("sysctl_file").unwrap_or("/etc/sysctl.conf");
     let present = a.str("state") != Some("absent");
     let value = match (present, a.str("value")) {
-        (true, None) => return Err(Fault::Failed(format!("sysctl {name}: state=present needs `value`"))),
+        (true, None) => {
+            return Err(Fault::Failed(format!(
+                "sysctl {name}: state=present needs `value`"
+            )))
+        }
         (_, v) => v.unwrap_or_default().trim().to_string(),
     };
     let plan = sysctl_plan(a, ctx, file, &value).await?;
-    let mut r = ModuleResult { changed: plan.changed, ..Default::default() };
+    let mut r = ModuleResult {
+        changed: plan.changed,
+        ..Default::default()
+    };
     r.data.insert("name".into(), Value::from(name));
     r.data.insert("value".into(), Value::from(value.clone()));
     if ctx.check || !plan.changed {
         return Ok(r);
     }
-    let ignore = if a.bool("ignoreerrors", false) { "-e " } else { "" };
+    let ignore = if a.bool("ignoreerrors", false) {
+        "-e "
+    } else {
+        ""
+    };
     if plan.set_proc {
-        let out = sh(ctx, &format!("sysctl {ignore}-w {}", sh_quote(&format!("{name}={value}"))), None).await?;
+        let out = sh(
+            ctx,
+            &format!("sysctl {ignore}-w {}", sh_quote(&format!("{name}={value}"))),
+            None,
+        )
+        .await?;
         if !out.success() {
             return Err(failed_cmd(&format!("setting {name}"), &out));
         }
@@ -184,14 +226,29 @@ pub async fn modprobe(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fau
     let state = module_state(ctx, name).await?;
     let cmd = match (present, state) {
         (true, None) => {
-            let words: Vec<String> = split_words(params).map_err(Fault::Failed)?.iter().map(|w| sh_quote(w)).collect();
-            Some(format!("modprobe -- {} {}", sh_quote(name), words.join(" ")))
+            let words: Vec<String> = split_words(params)
+                .map_err(Fault::Failed)?
+                .iter()
+                .map(|w| sh_quote(w))
+                .collect();
+            Some(format!(
+                "modprobe -- {} {}",
+                sh_quote(name),
+                words.join(" ")
+            ))
         }
         (false, Some(true)) => Some(format!("modprobe -r -- {}", sh_quote(name))),
-        (false, Some(false)) => return Err(Fault::Failed(format!("{name} is built into the kernel; it cannot be removed"))),
+        (false, Some(false)) => {
+            return Err(Fault::Failed(format!(
+                "{name} is built into the kernel; it cannot be removed"
+            )))
+        }
         _ => None,
     };
-    let mut r = ModuleResult { changed: cmd.is_some(), ..Default::default() };
+    let mut r = ModuleResult {
+        changed: cmd.is_some(),
+        ..Default::default()
+    };
     if let (Some(cmd), false) = (&cmd, ctx.check) {
         let out = sh(ctx, cmd, None).await?;
         if !out.success() {
@@ -214,12 +271,19 @@ pub async fn modprobe(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fau
     }
     r.data.insert("name".into(), Value::from(name));
     r.data.insert("params".into(), Value::from(params));
-    r.data.insert("state".into(), Value::from(if present { "present" } else { "absent" }));
+    r.data.insert(
+        "state".into(),
+        Value::from(if present { "present" } else { "absent" }),
+    );
     Ok(r)
 }
 
 /// `path` holding exactly `content`, or absent (`None`); whether it changed (would change).
-async fn ensure_file(ctx: &ModuleCtx<'_>, path: &str, content: Option<String>) -> Result<bool, Fault> {
+async fn ensure_file(
+    ctx: &ModuleCtx<'_>,
+    path: &str,
+    content: Option<String>,
+) -> Result<bool, Fault> {
     let exists = hostfs::stat(ctx, path, true).await?.is_some();
     let same = match (&content, exists) {
         (Some(c), true) => hostfs::read(ctx, path).await? == c.as_bytes(),
@@ -249,16 +313,29 @@ mod tests {
 
     #[test]
     fn sysctl_file_edits_keep_the_rest() {
-        let text = "# comment\nvm.swappiness = 10\nnet.ipv4.ip_forward=0\nnet.ipv4.ip_forward = 0\n";
-        assert_eq!(sysctl_value(text, "net.ipv4.ip_forward").as_deref(), Some("0"));
+        let text =
+            "# comment\nvm.swappiness = 10\nnet.ipv4.ip_forward=0\nnet.ipv4.ip_forward = 0\n";
+        assert_eq!(
+            sysctl_value(text, "net.ipv4.ip_forward").as_deref(),
+            Some("0")
+        );
         assert_eq!(
             sysctl_edit(text, "net.ipv4.ip_forward", Some("1")),
             "# comment\nvm.swappiness = 10\nnet.ipv4.ip_forward=1\n"
         );
-        assert_eq!(sysctl_edit(text, "net.ipv4.ip_forward", None), "# comment\nvm.swappiness = 10\n");
+        assert_eq!(
+            sysctl_edit(text, "net.ipv4.ip_forward", None),
+            "# comment\nvm.swappiness = 10\n"
+        );
         assert_eq!(sysctl_edit("", "a.b", Some("1 2")), "a.b=1 2\n");
         assert!(same_value("4096  87380 ", "4096 87380"));
-        assert_eq!(proc_path("net/ipv4/conf/eth0.1/rp_filter"), "/proc/sys/net/ipv4/conf/eth0.1/rp_filter");
-        assert_eq!(proc_path("net.ipv4.ip_forward"), "/proc/sys/net/ipv4/ip_forward");
+        assert_eq!(
+            proc_path("net/ipv4/conf/eth0.1/rp_filter"),
+            "/proc/sys/net/ipv4/conf/eth0.1/rp_filter"
+        );
+        assert_eq!(
+            proc_path("net.ipv4.ip_forward"),
+            "/proc/sys/net/ipv4/ip_forward"
+        );
     }
 }

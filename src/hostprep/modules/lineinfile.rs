@@ -13,7 +13,9 @@ use super::{Fault, ModuleCtx, ModuleResult};
 pub const SPEC: Spec = Spec {
     module: "lineinfile",
     args: &[
-        Arg::opt("path", Kind::Str).req().alias(&["dest", "destfile", "name"]),
+        Arg::opt("path", Kind::Str)
+            .req()
+            .alias(&["dest", "destfile", "name"]),
         Arg::opt("line", Kind::Str).alias(&["value"]),
         Arg::opt("regexp", Kind::Str).alias(&["regex"]),
         Arg::opt("state", Kind::Str).one_of(&["present", "absent"]),
@@ -54,7 +56,11 @@ pub struct LineEdit {
 }
 
 fn compile(what: &str, re: &str) -> Result<Regex, Fault> {
-    Regex::new(re).map_err(|e| Fault::Error(super::ModuleError::Args(format!("lineinfile: `{what}` is not a valid regular expression: {e}"))))
+    Regex::new(re).map_err(|e| {
+        Fault::Error(super::ModuleError::Args(format!(
+            "lineinfile: `{what}` is not a valid regular expression: {e}"
+        )))
+    })
 }
 
 impl LineEdit {
@@ -63,7 +69,11 @@ impl LineEdit {
         let present = a.str("state") != Some("absent");
         let regexp = a.str("regexp").map(|r| compile("regexp", r)).transpose()?;
         let line = a.str("line").map(str::to_string);
-        let bad = |m: &str| Err(Fault::Error(super::ModuleError::Args(format!("lineinfile: {m}"))));
+        let bad = |m: &str| {
+            Err(Fault::Error(super::ModuleError::Args(format!(
+                "lineinfile: {m}"
+            ))))
+        };
         if present && line.is_none() {
             return bad("state=present needs `line`");
         }
@@ -79,7 +89,13 @@ impl LineEdit {
             (Some("EOF") | None, None) => Anchor::Eof,
             (Some(re), None) => Anchor::After(compile("insertafter", re)?),
         };
-        Ok(LineEdit { line, regexp, present, anchor, backrefs: a.bool("backrefs", false) })
+        Ok(LineEdit {
+            line,
+            regexp,
+            present,
+            anchor,
+            backrefs: a.bool("backrefs", false),
+        })
     }
 }
 
@@ -91,7 +107,11 @@ pub fn edit(text: &str, e: &LineEdit) -> Option<(String, String)> {
         let before = lines.len();
         lines.retain(|l| {
             let b = bare(l);
-            !(e.regexp.as_ref().map_or(false, |r| r.is_match(&b)) || e.line.as_deref() == Some(b.as_str()) && e.regexp.is_none())
+            let hit = match &e.regexp {
+                Some(r) => r.is_match(&b),
+                None => e.line.as_deref() == Some(b.as_str()),
+            };
+            !hit
         });
         let removed = before - lines.len();
         return (removed > 0).then(|| (lines.concat(), format!("{removed} line(s) removed")));
@@ -99,7 +119,11 @@ pub fn edit(text: &str, e: &LineEdit) -> Option<(String, String)> {
     let line = e.line.as_deref().unwrap_or_default();
     if let Some(re) = &e.regexp {
         if let Some(i) = lines.iter().rposition(|l| re.is_match(&bare(l))) {
-            let new = if e.backrefs { expand(re, &bare(&lines[i]), line) } else { line.to_string() };
+            let new = if e.backrefs {
+                expand(re, &bare(&lines[i]), line)
+            } else {
+                line.to_string()
+            };
             if bare(&lines[i]) == new {
                 return None;
             }
@@ -158,7 +182,11 @@ fn python_template(line: &str) -> String {
             }
             ('\\', Some('g')) => {
                 chars.next();
-                let name: String = chars.by_ref().skip_while(|c| *c == '<').take_while(|c| *c != '>').collect();
+                let name: String = chars
+                    .by_ref()
+                    .skip_while(|c| *c == '<')
+                    .take_while(|c| *c != '>')
+                    .collect();
                 out.push_str(&format!("${{{name}}}"));
             }
             (c, _) => out.push(c),
@@ -173,16 +201,25 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
     let e = LineEdit::from_args(a)?;
     let info = hostfs::stat(ctx, &path, true).await?;
     let old = match &info {
-        Some(i) if i.kind == FileKind::Dir => return Err(Fault::Failed(format!("path {path} is a directory !"))),
+        Some(i) if i.kind == FileKind::Dir => {
+            return Err(Fault::Failed(format!("path {path} is a directory !")))
+        }
         Some(_) => hostfs::read(ctx, &path).await?,
         None if !e.present => return Ok(absent_file(&path)),
         None if !a.bool("create", false) => {
-            return Err(Fault::Failed(format!("Destination {path} does not exist !")));
+            return Err(Fault::Failed(format!(
+                "Destination {path} does not exist !"
+            )));
         }
         None => Vec::new(),
     };
-    let text = String::from_utf8(old.clone()).map_err(|_| Fault::Failed(format!("{path} is not UTF-8 text")))?;
-    let want = Attrs { mode: a.mode("mode"), owner: a.str("owner").map(Into::into), group: a.str("group").map(Into::into) };
+    let text = String::from_utf8(old.clone())
+        .map_err(|_| Fault::Failed(format!("{path} is not UTF-8 text")))?;
+    let want = Attrs {
+        mode: a.mode("mode"),
+        owner: a.str("owner").map(Into::into),
+        group: a.str("group").map(Into::into),
+    };
     let mut r = ModuleResult::default();
     r.data.insert("path".into(), Value::from(path.clone()));
     let Some((new, msg)) = edit(&text, &e) else {
@@ -197,7 +234,9 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
         r.diff = hostfs::text_diff(&old, new.as_bytes(), &path, &path);
     }
     if !ctx.check {
-        if let Some(kept) = hostfs::write_atomic(ctx, &path, new.as_bytes(), &want, a.bool("backup", false)).await? {
+        if let Some(kept) =
+            hostfs::write_atomic(ctx, &path, new.as_bytes(), &want, a.bool("backup", false)).await?
+        {
             r.data.insert("backup".into(), Value::from(kept));
         }
     }
@@ -205,7 +244,10 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
 }
 
 fn absent_file(path: &str) -> ModuleResult {
-    let mut r = ModuleResult { msg: Some("file not present".into()), ..Default::default() };
+    let mut r = ModuleResult {
+        msg: Some("file not present".into()),
+        ..Default::default()
+    };
     r.data.insert("path".into(), Value::from(path));
     r
 }
@@ -215,14 +257,23 @@ mod tests {
     use super::*;
 
     fn present(line: &str, regexp: Option<&str>, anchor: Anchor) -> LineEdit {
-        LineEdit { line: Some(line.into()), regexp: regexp.map(|r| Regex::new(r).unwrap()), present: true, anchor, backrefs: false }
+        LineEdit {
+            line: Some(line.into()),
+            regexp: regexp.map(|r| Regex::new(r).unwrap()),
+            present: true,
+            anchor,
+            backrefs: false,
+        }
     }
 
     #[test]
     fn regexp_replaces_the_last_matching_line() {
         let e = present("port=22", Some("^port="), Anchor::Eof);
         let (new, msg) = edit("port=1\nx\nport=2\n", &e).unwrap();
-        assert_eq!((new.as_str(), msg.as_str()), ("port=1\nx\nport=22\n", "line replaced"));
+        assert_eq!(
+            (new.as_str(), msg.as_str()),
+            ("port=1\nx\nport=22\n", "line replaced")
+        );
         assert!(edit(&new, &e).is_none(), "a second run changes nothing");
     }
 
@@ -232,20 +283,46 @@ mod tests {
         assert_eq!(edit("a1\nb\na2\nc", &after).unwrap().0, "a1\nb\na2\nnew\nc");
         let before = present("new", None, Anchor::Before(Regex::new("^b").unwrap()));
         assert_eq!(edit("a\nb\n", &before).unwrap().0, "a\nnew\nb\n");
-        assert_eq!(edit("a\nb", &present("new", None, Anchor::Eof)).unwrap().0, "a\nb\nnew\n");
-        assert_eq!(edit("a\n", &present("new", None, Anchor::Bof)).unwrap().0, "new\na\n");
+        assert_eq!(
+            edit("a\nb", &present("new", None, Anchor::Eof)).unwrap().0,
+            "a\nb\nnew\n"
+        );
+        assert_eq!(
+            edit("a\n", &present("new", None, Anchor::Bof)).unwrap().0,
+            "new\na\n"
+        );
         let missing = present("new", None, Anchor::After(Regex::new("^zzz").unwrap()));
         assert_eq!(edit("a\n", &missing).unwrap().0, "a\nnew\n");
         assert!(edit("x\nnew\ny\n", &present("new", None, Anchor::Bof)).is_none());
-        assert_eq!(edit("", &present("new", Some("^n"), Anchor::Eof)).unwrap().0, "new\n");
+        assert_eq!(
+            edit("", &present("new", Some("^n"), Anchor::Eof))
+                .unwrap()
+                .0,
+            "new\n"
+        );
     }
 
     #[test]
     fn absent_removes_every_match_and_backrefs_expand() {
-        let e = LineEdit { line: None, regexp: Some(Regex::new("^#").unwrap()), present: false, anchor: Anchor::Eof, backrefs: false };
-        assert_eq!(edit("#a\nb\n#c\n", &e).unwrap(), ("b\n".to_string(), "2 line(s) removed".to_string()));
-        let b = LineEdit { backrefs: true, ..present(r"\1=off $x", Some("^(mode)=on"), Anchor::Eof) };
+        let e = LineEdit {
+            line: None,
+            regexp: Some(Regex::new("^#").unwrap()),
+            present: false,
+            anchor: Anchor::Eof,
+            backrefs: false,
+        };
+        assert_eq!(
+            edit("#a\nb\n#c\n", &e).unwrap(),
+            ("b\n".to_string(), "2 line(s) removed".to_string())
+        );
+        let b = LineEdit {
+            backrefs: true,
+            ..present(r"\1=off $x", Some("^(mode)=on"), Anchor::Eof)
+        };
         assert_eq!(edit("mode=on\n", &b).unwrap().0, "mode=off $x\n");
-        assert!(edit("other\n", &b).is_none(), "backrefs without a match leave the file");
+        assert!(
+            edit("other\n", &b).is_none(),
+            "backrefs without a match leave the file"
+        );
     }
 }

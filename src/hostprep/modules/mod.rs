@@ -19,8 +19,6 @@ mod lineinfile;
 mod service;
 mod wait_for;
 
-pub use hostfs::FileKind;
-
 /// The modules run on a host, by their short names.
 pub const REMOTE: &[&str] = &[
     "command",
@@ -127,7 +125,11 @@ impl From<super::RemoteError> for Fault {
 impl ModuleResult {
     /// A failed result with `msg`.
     pub fn failed(msg: impl Into<String>) -> Self {
-        ModuleResult { failed: true, msg: Some(msg.into()), ..Default::default() }
+        ModuleResult {
+            failed: true,
+            msg: Some(msg.into()),
+            ..Default::default()
+        }
     }
 }
 
@@ -154,13 +156,23 @@ fn spec(module: &str) -> Option<&'static args::Spec> {
 /// required ones, bad choices (values that are still templates pass). The error names the
 /// argument and lists the accepted ones.
 pub fn check_args(module: &str, args: &Map<String, Value>) -> Result<(), String> {
-    let spec = spec(module).ok_or_else(|| format!("`{module}` is not a module run on a host (those are: {})", REMOTE.join(", ")))?;
+    let spec = spec(module).ok_or_else(|| {
+        format!(
+            "`{module}` is not a module run on a host (those are: {})",
+            REMOTE.join(", ")
+        )
+    })?;
     spec.resolve(args, true).map(|_| ())
 }
 
 /// Runs `module` (a name from [`REMOTE`]) with its templated `args` on `ctx.remote`.
-pub async fn run(module: &str, args: &Map<String, Value>, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, ModuleError> {
-    let spec = spec(module).ok_or_else(|| ModuleError::Args(format!("`{module}` is not a module run on a host")))?;
+pub async fn run(
+    module: &str,
+    args: &Map<String, Value>,
+    ctx: &ModuleCtx<'_>,
+) -> Result<ModuleResult, ModuleError> {
+    let spec = spec(module)
+        .ok_or_else(|| ModuleError::Args(format!("`{module}` is not a module run on a host")))?;
     let a = spec.resolve(args, false).map_err(ModuleError::Args)?;
     let done = match module {
         "command" => command::run(&a, false, ctx).await,

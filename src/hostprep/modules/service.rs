@@ -27,7 +27,11 @@ pub const SYSTEMD: Spec = Spec {
 /// `service`'s arguments (the same module on a systemd host).
 pub const SERVICE: Spec = Spec {
     module: "service",
-    args: &[Arg::opt("name", Kind::Str).req(), Arg::opt("state", Kind::Str).one_of(STATES), Arg::opt("enabled", Kind::Bool)],
+    args: &[
+        Arg::opt("name", Kind::Str).req(),
+        Arg::opt("state", Kind::Str).one_of(STATES),
+        Arg::opt("enabled", Kind::Bool),
+    ],
     one_required: &[],
     exclusive: &[],
 };
@@ -48,7 +52,12 @@ async fn query(ctx: &ModuleCtx<'_>, name: &str) -> Result<Unit, Fault> {
     );
     let out = sh(ctx, &cmd, None).await?;
     let text = out.stdout_text();
-    let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).unwrap_or_default().to_string();
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .unwrap_or_default()
+            .to_string()
+    };
     Ok(Unit {
         loaded: field("load=") != "not-found",
         active: field("active="),
@@ -61,8 +70,17 @@ async fn systemctl(ctx: &ModuleCtx<'_>, verb: &str, name: &str) -> Result<(), Fa
     if ctx.check {
         return Ok(());
     }
-    let out = sh(ctx, &format!("systemctl {verb} -- {}", sh_quote(name)), None).await?;
-    if out.success() { Ok(()) } else { Err(failed_cmd(&format!("systemctl {verb} {name}"), &out)) }
+    let out = sh(
+        ctx,
+        &format!("systemctl {verb} -- {}", sh_quote(name)),
+        None,
+    )
+    .await?;
+    if out.success() {
+        Ok(())
+    } else {
+        Err(failed_cmd(&format!("systemctl {verb} {name}"), &out))
+    }
 }
 
 /// The unit `a` names in the state it asks for.
@@ -74,10 +92,14 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
         }
     }
     let mut r = ModuleResult::default();
-    let Some(name) = a.str("name") else { return Ok(r) };
+    let Some(name) = a.str("name") else {
+        return Ok(r);
+    };
     let unit = query(ctx, name).await?;
     if !unit.loaded {
-        return Err(Fault::Failed(format!("Could not find the requested service {name}: host")));
+        return Err(Fault::Failed(format!(
+            "Could not find the requested service {name}: host"
+        )));
     }
     if let Some(want) = a.has("enabled").then(|| a.bool("enabled", false)) {
         if want != unit.enabled {
@@ -86,7 +108,8 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
         }
         r.data.insert("enabled".into(), Value::from(want));
     }
-    let running = unit.active == "active" || unit.active == "activating" || unit.active == "reloading";
+    let running =
+        unit.active == "active" || unit.active == "activating" || unit.active == "reloading";
     let verb = match a.str("state") {
         Some("started") if !running => Some("start"),
         Some("stopped") if running => Some("stop"),

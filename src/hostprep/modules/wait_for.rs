@@ -39,15 +39,26 @@ fn probe(a: &Args) -> Result<Option<(String, String)>, Fault> {
     let ct = a.int("connect_timeout", 5).max(1);
     let (test, what) = if a.has("port") {
         let port = a.int("port", 0);
-        let connect = format!("exec 3<>/dev/tcp/$0/$1{}", if regex.is_some() { "; cat <&3" } else { "" });
-        let mut test = format!("timeout {ct} bash -c {} {} {port} 2>/dev/null", sh_quote(&connect), sh_quote(host));
+        let connect = format!(
+            "exec 3<>/dev/tcp/$0/$1{}",
+            if regex.is_some() { "; cat <&3" } else { "" }
+        );
+        let mut test = format!(
+            "timeout {ct} bash -c {} {} {port} 2>/dev/null",
+            sh_quote(&connect),
+            sh_quote(host)
+        );
         if let Some(re) = regex {
             test = format!("{test} | grep -Eq -- {}", sh_quote(re));
         }
         (test, format!("{host}:{port}"))
     } else if let Some(path) = a.str("path") {
         let test = match regex {
-            Some(re) => format!("grep -Eq -- {} {} 2>/dev/null", sh_quote(re), sh_quote(path)),
+            Some(re) => format!(
+                "grep -Eq -- {} {} 2>/dev/null",
+                sh_quote(re),
+                sh_quote(path)
+            ),
             None => format!("[ -e {} ]", sh_quote(path)),
         };
         (test, path.to_string())
@@ -61,12 +72,23 @@ fn probe(a: &Args) -> Result<Option<(String, String)>, Fault> {
         (false, None) if a.has("port") => format!("Timeout when waiting for {what}"),
         (false, None) => format!("Timeout when waiting for file {what}"),
     };
-    Ok(Some((if gone { format!("! {{ {test}; }}") } else { test }, timeout_msg)))
+    Ok(Some((
+        if gone {
+            format!("! {{ {test}; }}")
+        } else {
+            test
+        },
+        timeout_msg,
+    )))
 }
 
 /// Waits on the host; fails with Ansible's message (or `msg`) at the timeout.
 pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
-    let (timeout, delay, sleep) = (a.int("timeout", 300).max(0), a.int("delay", 0).max(0), a.int("sleep", 1).max(1));
+    let (timeout, delay, sleep) = (
+        a.int("timeout", 300).max(0),
+        a.int("delay", 0).max(0),
+        a.int("sleep", 1).max(1),
+    );
     let started = Instant::now();
     let probe = probe(a)?;
     let script = match &probe {
@@ -77,11 +99,16 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
         None => format!("sleep {}", delay + timeout),
     };
     let connect = a.int("connect_timeout", 5).max(1);
-    let budget = Duration::from_secs((delay + timeout + sleep + connect) as u64 + 30).max(ctx.timeout);
+    let budget =
+        Duration::from_secs((delay + timeout + sleep + connect) as u64 + 30).max(ctx.timeout);
     let out = sh_with_timeout(ctx, &script, budget).await?;
     let mut r = ModuleResult::default();
-    r.data.insert("elapsed".into(), Value::from(started.elapsed().as_secs()));
-    r.data.insert("state".into(), Value::from(a.str("state").unwrap_or("started")));
+    r.data
+        .insert("elapsed".into(), Value::from(started.elapsed().as_secs()));
+    r.data.insert(
+        "state".into(),
+        Value::from(a.str("state").unwrap_or("started")),
+    );
     if let Some(port) = a.has("port").then(|| a.int("port", 0)) {
         r.data.insert("port".into(), Value::from(port));
     }
@@ -95,6 +122,10 @@ pub async fn run(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
             r.msg = Some(a.str("msg").map(str::to_string).unwrap_or(timeout_msg));
             Ok(r)
         }
-        _ => Err(Fault::Failed(format!("waiting failed (exit {:?}): {}", out.status, out.stderr_text()))),
+        _ => Err(Fault::Failed(format!(
+            "waiting failed (exit {:?}): {}",
+            out.status,
+            out.stderr_text()
+        ))),
     }
 }

@@ -16,6 +16,8 @@
 //! - [`faultproxy::FaultProxy`]: an HTTP/1.1 proxy in front of a plain registry that injects
 //!   network faults (resets, truncation, corruption, stalls, error statuses) on cue and counts
 //!   the body bytes that crossed it.
+//! - [`modules`]: the host modules' scenarios, generic over the host (`Local` here, a lab sshd
+//!   host later), with stand-in `systemctl` and `modprobe`.
 
 pub mod client;
 pub mod faultproxy;
