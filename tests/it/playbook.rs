@@ -23,33 +23,54 @@ fn host(name: &str, groups: &[&str], vars: Value) -> Host {
 /// The two local hosts: `a` in group gpu, `b` in group cpu; each with its own scratch dir.
 fn two_hosts(dir: &Path) -> Vec<Host> {
     vec![
-        host("a", &["gpu"], json!({"scratch": dir.join("a").display().to_string()})),
-        host("b", &["cpu"], json!({"scratch": dir.join("b").display().to_string()})),
+        host(
+            "a",
+            &["gpu"],
+            json!({"scratch": dir.join("a").display().to_string()}),
+        ),
+        host(
+            "b",
+            &["cpu"],
+            json!({"scratch": dir.join("b").display().to_string()}),
+        ),
     ]
 }
 
 fn write_playbook(dir: &Path, text: &str) -> PathBuf {
     for h in ["a", "b"] {
-        std::fs::create_dir_all(dir.join(h)).unwrap();
+        fs_err::create_dir_all(dir.join(h)).unwrap();
     }
     let path = dir.join("site.yml");
-    std::fs::write(&path, text).unwrap();
+    fs_err::write(&path, text).unwrap();
     path
 }
 
 async fn run(path: &Path, hosts: &[Host], opts: &RunOptions) -> (Report, Vec<Event>) {
-    let pb = playbook::load(path).unwrap_or_else(|p| panic!("{}", bootstrap::yaml::render_problems("pb", &p)));
+    let pb = playbook::load(path)
+        .unwrap_or_else(|p| panic!("{}", bootstrap::yaml::render_problems("pb", &p)));
     let events = Mutex::new(Vec::new());
     let report = playbook::run(&pb, hosts, opts, &|e| events.lock().unwrap().push(e)).await;
     (report, events.into_inner().unwrap())
 }
 
 fn recap(ok: u32, changed: u32, failed: u32, skipped: u32, ignored: u32) -> Recap {
-    Recap { ok, changed, failed, skipped, ignored, ..Recap::default() }
+    Recap {
+        ok,
+        changed,
+        failed,
+        skipped,
+        ignored,
+        ..Recap::default()
+    }
 }
 
 fn status(report: &Report, task: &str, host: &str) -> Status {
-    let t = report.plays.iter().flat_map(|p| &p.tasks).find(|t| t.name == task).unwrap_or_else(|| panic!("no task {task}"));
+    let t = report
+        .plays
+        .iter()
+        .flat_map(|p| &p.tasks)
+        .find(|t| t.name == task)
+        .unwrap_or_else(|| panic!("no task {task}"));
     t.hosts[host].status
 }
 
@@ -109,8 +130,16 @@ async fn when_loop_register_changed_failed_when_set_fact_assert_and_the_recap() 
     assert_eq!(status(&report, "failing, ignored", "a"), Status::Ignored);
     assert_eq!(status(&report, "failed_when", "b"), Status::Failed);
     assert_eq!(status(&report, "failed_when", "a"), Status::Changed);
-    let after = report.plays[0].tasks.iter().find(|t| t.name == "after").unwrap();
-    assert_eq!(after.hosts.keys().collect::<Vec<_>>(), ["a"], "a failed host runs nothing more");
+    let after = report.plays[0]
+        .tasks
+        .iter()
+        .find(|t| t.name == "after")
+        .unwrap();
+    assert_eq!(
+        after.hosts.keys().collect::<Vec<_>>(),
+        ["a"],
+        "a failed host runs nothing more"
+    );
     assert_eq!(after.hosts["a"].msg.as_deref(), Some("a still runs"));
     // a: 8 tasks ran; changed: only on gpu, loop, the failed command (Ansible counts its
     // changed), failed_when's shell.
@@ -121,7 +150,13 @@ async fn when_loop_register_changed_failed_when_set_fact_assert_and_the_recap() 
     let items: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            Event::HostResult { host, task, item: Some(item), status, .. } if host == "a" && task == "loop" => Some(format!("{item}:{status:?}")),
+            Event::HostResult {
+                host,
+                task,
+                item: Some(item),
+                status,
+                ..
+            } if host == "a" && task == "loop" => Some(format!("{item}:{status:?}")),
             _ => None,
         })
         .collect();
@@ -130,13 +165,18 @@ async fn when_loop_register_changed_failed_when_set_fact_assert_and_the_recap() 
     assert!(text.contains("b                          : ok=5    changed=2    unreachable=0    failed=1    skipped=1    rescued=0    ignored=1"), "{text}");
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["recap"]["a"]["ok"], 8);
-    assert_eq!(json["plays"][0]["tasks"][6]["hosts"]["b"]["status"], "failed");
+    assert_eq!(
+        json["plays"][0]["tasks"][6]["hosts"]["b"]["status"],
+        "failed"
+    );
 }
 
 #[tokio::test]
 async fn handlers_run_once_at_the_end_of_the_play_when_notified() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_playbook(dir.path(), r#"
+    let path = write_playbook(
+        dir.path(),
+        r#"
 - hosts: all
   gather_facts: false
   tasks:
@@ -158,11 +198,12 @@ async fn handlers_run_once_at_the_end_of_the_play_when_notified() {
     - name: reloader
       listen: reload
       shell: echo reload >> {{ scratch }}/log
-"#);
+"#,
+    );
     let hosts = two_hosts(dir.path());
     let (report, events) = run(&path, &hosts, &RunOptions::default()).await;
     for h in ["a", "b"] {
-        let log = std::fs::read_to_string(dir.path().join(h).join("log")).unwrap();
+        let log = fs_err::read_to_string(dir.path().join(h).join("log")).unwrap();
         assert_eq!(log, "task\ntask\nrestart\nreload\n", "host {h}");
     }
     let handlers: Vec<&str> = events
@@ -180,7 +221,9 @@ async fn handlers_run_once_at_the_end_of_the_play_when_notified() {
 #[tokio::test]
 async fn until_retries_and_gives_up_after_retries_plus_one() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_playbook(dir.path(), r#"
+    let path = write_playbook(
+        dir.path(),
+        r#"
 - hosts: a
   gather_facts: false
   tasks:
@@ -199,19 +242,25 @@ async fn until_retries_and_gives_up_after_retries_plus_one() {
       until: false
       retries: 2
       delay: 0
-"#);
+"#,
+    );
     let hosts = two_hosts(dir.path());
     let (report, _) = run(&path, &hosts, &RunOptions::default()).await;
     assert_eq!(status(&report, "attempts", "a"), Status::Ok);
     assert_eq!(status(&report, "never true", "a"), Status::Failed);
-    assert_eq!(std::fs::read_to_string(dir.path().join("a/m")).unwrap(), "x\nx\nx\n");
+    assert_eq!(
+        fs_err::read_to_string(dir.path().join("a/m")).unwrap(),
+        "x\nx\nx\n"
+    );
     assert!(!report.recap.contains_key("b"), "hosts: a selects a only");
 }
 
 #[tokio::test]
 async fn limit_check_forks_fail_and_extra_vars() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_playbook(dir.path(), r#"
+    let path = write_playbook(
+        dir.path(),
+        r#"
 - hosts: gpu:cpu
   gather_facts: false
   vars:
@@ -229,7 +278,8 @@ async fn limit_check_forks_fail_and_extra_vars() {
       fail:
         msg: "stopped on {{ inventory_hostname }}"
       when: inventory_hostname == 'b'
-"#);
+"#,
+    );
     let hosts = two_hosts(dir.path());
     let opts = RunOptions {
         forks: 1,
@@ -246,7 +296,10 @@ async fn limit_check_forks_fail_and_extra_vars() {
     assert_eq!(status(&report, "would touch", "b"), Status::Skipped);
     assert_eq!(status(&report, "knows check mode", "b"), Status::Ok);
     let stop = &report.plays[0].tasks[3].hosts["b"];
-    assert_eq!((stop.status, stop.msg.as_deref()), (Status::Failed, Some("stopped on b")));
+    assert_eq!(
+        (stop.status, stop.msg.as_deref()),
+        (Status::Failed, Some("stopped on b"))
+    );
     assert_eq!(report.recap["b"], recap(2, 1, 1, 1, 0));
 }
 
@@ -258,14 +311,21 @@ impl Remote for Down {
         "c"
     }
     fn exec<'a>(&'a self, _: Exec<'a>) -> BoxFuture<'a, Result<Output, RemoteError>> {
-        Box::pin(async { Err(RemoteError::Unreachable { host: "c".into(), detail: "connection refused".into() }) })
+        Box::pin(async {
+            Err(RemoteError::Unreachable {
+                host: "c".into(),
+                detail: "connection refused".into(),
+            })
+        })
     }
 }
 
 #[tokio::test]
 async fn an_unreachable_host_is_counted_and_the_others_finish() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_playbook(dir.path(), r#"
+    let path = write_playbook(
+        dir.path(),
+        r#"
 - hosts: all
   gather_facts: false
   tasks:
@@ -274,15 +334,32 @@ async fn an_unreachable_host_is_counted_and_the_others_finish() {
       changed_when: false
     - name: two
       command: "true"
-"#);
+"#,
+    );
     let mut hosts = two_hosts(dir.path());
-    hosts.push(Host { name: "c".into(), groups: vec![], vars: Map::new(), user: "core".into(), remote: Arc::new(Down) });
+    hosts.push(Host {
+        name: "c".into(),
+        groups: vec![],
+        vars: Map::new(),
+        user: "core".into(),
+        remote: Arc::new(Down),
+    });
     let (report, _) = run(&path, &hosts, &RunOptions::default()).await;
-    assert_eq!(report.recap["c"], Recap { unreachable: 1, ..Recap::default() });
+    assert_eq!(
+        report.recap["c"],
+        Recap {
+            unreachable: 1,
+            ..Recap::default()
+        }
+    );
     assert_eq!(report.recap["a"], recap(2, 1, 0, 0, 0));
     assert_eq!(report.recap["b"], recap(2, 1, 0, 0, 0));
     assert!(!report.plays[0].tasks[1].hosts.contains_key("c"));
-    assert!(report.plays[0].tasks[0].hosts["c"].msg.as_deref().unwrap().contains("connection refused"));
+    assert!(report.plays[0].tasks[0].hosts["c"]
+        .msg
+        .as_deref()
+        .unwrap()
+        .contains("connection refused"));
     assert!(!report.success());
 }
 
@@ -290,7 +367,9 @@ async fn an_unreachable_host_is_counted_and_the_others_finish() {
 fn refusals_name_file_line_and_column_before_any_host_is_touched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.yml");
-    std::fs::write(&path, r#"- name: bad
+    fs_err::write(
+        &path,
+        r#"- name: bad
   hosts: all
   gather_facts: true
   tasks:
@@ -311,7 +390,9 @@ fn refusals_name_file_line_and_column_before_any_host_is_touched() {
       command: echo {{ x
   handlers: []
   serial: 1
-"#).unwrap();
+"#,
+    )
+    .unwrap();
     let problems = playbook::load(&path).unwrap_err();
     let text = bootstrap::yaml::render_problems(&path.display().to_string(), &problems);
     let f = path.display();
@@ -332,7 +413,8 @@ fn refusals_name_file_line_and_column_before_any_host_is_touched() {
 fn the_shipped_playbooks_load() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("playbooks");
     for name in ["handshake.yml", "gpu-node.yml"] {
-        let pb = playbook::load(&dir.join(name)).unwrap_or_else(|p| panic!("{}", bootstrap::yaml::render_problems(name, &p)));
+        let pb = playbook::load(&dir.join(name))
+            .unwrap_or_else(|p| panic!("{}", bootstrap::yaml::render_problems(name, &p)));
         assert!(pb.plays[0].tasks.len() >= 3, "{name}");
     }
 }
@@ -342,22 +424,40 @@ fn the_shipped_playbooks_load() {
 #[tokio::test]
 async fn the_gpu_playbook_runs_its_expressions() {
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("playbooks/gpu-node.yml")).unwrap();
+    let text = fs_err::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("playbooks/gpu-node.yml"),
+    )
+    .unwrap();
     let sys = dir.path().join("sys");
-    for (dev, driver, width) in [("0000:9a:00.0", "nvidia", "16"), ("0000:9b:00.0", "vfio-pci", "8")] {
+    for (dev, driver, width) in [
+        ("0000:9a:00.0", "nvidia", "16"),
+        ("0000:9b:00.0", "vfio-pci", "8"),
+    ] {
         let d = sys.join(dev);
-        std::fs::create_dir_all(&d).unwrap();
-        for (f, v) in [("vendor", "0x10de"), ("device", "0x2335"), ("current_link_width", width), ("max_link_width", "16")] {
-            std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+        fs_err::create_dir_all(&d).unwrap();
+        for (f, v) in [
+            ("vendor", "0x10de"),
+            ("device", "0x2335"),
+            ("current_link_width", width),
+            ("max_link_width", "16"),
+        ] {
+            fs_err::write(d.join(f), format!("{v}\n")).unwrap();
         }
         std::os::unix::fs::symlink(format!("/drivers/{driver}"), d.join("driver")).unwrap();
     }
-    let path = write_playbook(dir.path(), &text.replace("/sys/bus/pci/devices", &sys.display().to_string()));
+    let path = write_playbook(
+        dir.path(),
+        &text.replace("/sys/bus/pci/devices", &sys.display().to_string()),
+    );
     let hosts = vec![host("gpu-01", &["gpu"], json!({"gpu_pci_id": "10de:2335"}))];
     let (report, _) = run(&path, &hosts, &RunOptions::default()).await;
     let driven = &report.plays[0].tasks[1].hosts["gpu-01"];
     assert_eq!(driven.status, Status::Failed);
-    let msgs: Vec<_> = driven.items.iter().map(|i| (i.item.as_str(), i.status, i.msg.as_deref())).collect();
+    let msgs: Vec<_> = driven
+        .items
+        .iter()
+        .map(|i| (i.item.as_str(), i.status, i.msg.as_deref()))
+        .collect();
     assert_eq!(msgs, [
         ("0000:9a:00.0 nvidia 16 16", Status::Ok, Some("All assertions passed")),
         ("0000:9b:00.0 vfio-pci 8 16", Status::Failed, Some("GPU 0000:9b:00.0 is driven by 'vfio-pci', not nvidia; the GPU Operator's driver is not loaded there")),

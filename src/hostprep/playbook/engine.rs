@@ -9,13 +9,22 @@ use crate::hostprep::modules::ModuleResult;
 
 /// Runs engine module `module` with its arguments as written (templated here, each as its
 /// module reads it). `Err` is a templating or evaluation error (the task fails with it).
-pub(super) fn run(module: &str, args: &Map<String, Value>, ctx: &J) -> Result<ModuleResult, String> {
+pub(super) fn run(
+    module: &str,
+    args: &Map<String, Value>,
+    ctx: &J,
+) -> Result<ModuleResult, String> {
     match module {
         "debug" => debug(args, ctx),
         "assert" => assert(args, ctx),
         "fail" => {
-            let msg = text(args.get("msg"), ctx)?.unwrap_or_else(|| "Failed as requested from task".into());
-            Ok(ModuleResult { failed: true, msg: Some(msg), ..ModuleResult::default() })
+            let msg = text(args.get("msg"), ctx)?
+                .unwrap_or_else(|| "Failed as requested from task".into());
+            Ok(ModuleResult {
+                failed: true,
+                msg: Some(msg),
+                ..ModuleResult::default()
+            })
         }
         "set_fact" => set_fact(args, ctx),
         other => Err(format!("{other} is not an engine module")),
@@ -23,7 +32,8 @@ pub(super) fn run(module: &str, args: &Map<String, Value>, ctx: &J) -> Result<Mo
 }
 
 fn text(v: Option<&Value>, ctx: &J) -> Result<Option<String>, String> {
-    v.map(|v| expr::template(v, ctx).map(|t| expr::display(&t))).transpose()
+    v.map(|v| expr::template(v, ctx).map(|t| expr::display(&t)))
+        .transpose()
 }
 
 fn debug(args: &Map<String, Value>, ctx: &J) -> Result<ModuleResult, String> {
@@ -56,14 +66,18 @@ fn assert(args: &Map<String, Value>, ctx: &J) -> Result<ModuleResult, String> {
             return Ok(r);
         }
     }
-    r.msg = Some(text(args.get("success_msg"), ctx)?.unwrap_or_else(|| "All assertions passed".into()));
+    r.msg =
+        Some(text(args.get("success_msg"), ctx)?.unwrap_or_else(|| "All assertions passed".into()));
     Ok(r)
 }
 
 fn set_fact(args: &Map<String, Value>, ctx: &J) -> Result<ModuleResult, String> {
     let mut facts = Map::new();
     for (k, v) in args.iter().filter(|(k, _)| *k != "cacheable") {
-        facts.insert(k.clone(), expr::template(v, ctx).map_err(|e| format!("set_fact {k}: {e}"))?);
+        facts.insert(
+            k.clone(),
+            expr::template(v, ctx).map_err(|e| format!("set_fact {k}: {e}"))?,
+        );
     }
     let mut r = ModuleResult::default();
     r.data.insert("ansible_facts".into(), Value::Object(facts));

@@ -35,15 +35,25 @@ fn add_filters(env: &mut Environment<'static>) {
     env.add_filter("bool", |v: J| ansible_bool(&v));
     env.add_filter("to_json", |v: J| serde_json::to_string(&v).map_err(invalid));
     env.add_filter("from_json", |s: &str| {
-        serde_json::from_str::<Value>(s).map(|v| J::from(Serde(v))).map_err(invalid)
+        serde_json::from_str::<Value>(s)
+            .map(|v| J::from(Serde(v)))
+            .map_err(invalid)
     });
     env.add_filter("b64decode", |s: &str| {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(invalid)?;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(s.trim())
+            .map_err(invalid)?;
         Ok::<_, Error>(String::from_utf8_lossy(&bytes).into_owned())
     });
-    env.add_filter("b64encode", |s: &str| base64::engine::general_purpose::STANDARD.encode(s));
+    env.add_filter("b64encode", |s: &str| {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    });
     env.add_filter("regex_search", |s: &str, re: &str| {
-        Ok::<_, Error>(regex(re)?.find(s).map_or(J::from(()), |m| J::from(m.as_str())))
+        Ok::<_, Error>(
+            regex(re)?
+                .find(s)
+                .map_or(J::from(()), |m| J::from(m.as_str())),
+        )
     });
     env.add_filter("regex_replace", |s: &str, re: &str, with: Option<&str>| {
         let with = python_groups(with.unwrap_or(""));
@@ -55,7 +65,9 @@ fn add_tests(env: &mut Environment<'static>) {
     let search = |s: &str, re: &str| Ok::<_, Error>(regex(re)?.is_match(s));
     env.add_test("search", search);
     env.add_test("regex", search);
-    env.add_test("match", |s: &str, re: &str| Ok::<_, Error>(regex(&format!("^(?:{re})"))?.is_match(s)));
+    env.add_test("match", |s: &str, re: &str| {
+        Ok::<_, Error>(regex(&format!("^(?:{re})"))?.is_match(s))
+    });
     env.add_test("undefined", |v: J| v.is_undefined());
     for name in ["failed", "failure"] {
         env.add_test(name, |v: J| flag(&v, "failed"));
@@ -69,8 +81,12 @@ fn add_tests(env: &mut Environment<'static>) {
     for name in ["skipped", "skip"] {
         env.add_test(name, |v: J| flag(&v, "skipped"));
     }
-    env.add_test("version", |a: &str, b: &str, op: Option<&str>| version_test(a, b, op.unwrap_or("eq")));
-    env.add_test("version_compare", |a: &str, b: &str, op: Option<&str>| version_test(a, b, op.unwrap_or("eq")));
+    env.add_test("version", |a: &str, b: &str, op: Option<&str>| {
+        version_test(a, b, op.unwrap_or("eq"))
+    });
+    env.add_test("version_compare", |a: &str, b: &str, op: Option<&str>| {
+        version_test(a, b, op.unwrap_or("eq"))
+    });
 }
 
 fn flag(v: &J, key: &str) -> bool {
@@ -89,9 +105,11 @@ fn regex(re: &str) -> Result<regex::Regex, Error> {
 fn python_groups(with: &str) -> String {
     let groups = regex::Regex::new(r"\\(\d+)|\\g<(\w+)>").expect("static regex");
     let escaped = with.replace('$', "$$");
-    groups.replace_all(&escaped, |c: &regex::Captures| {
-        format!("${{{}}}", c.get(1).or(c.get(2)).map_or("", |m| m.as_str()))
-    }).into_owned()
+    groups
+        .replace_all(&escaped, |c: &regex::Captures| {
+            format!("${{{}}}", c.get(1).or(c.get(2)).map_or("", |m| m.as_str()))
+        })
+        .into_owned()
 }
 
 /// Ansible's `int`: numbers truncated, numeric text parsed, anything else 0.
@@ -107,7 +125,12 @@ fn ansible_int(v: &J) -> J {
     };
     text.parse::<i64>()
         .ok()
-        .or_else(|| text.parse::<f64>().ok().filter(|f| f.is_finite()).map(|f| f.trunc() as i64))
+        .or_else(|| {
+            text.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(|f| f.trunc() as i64)
+        })
         .map_or(J::from(0), J::from)
 }
 
@@ -126,7 +149,10 @@ fn ansible_bool(v: &J) -> bool {
 
 fn version_test(a: &str, b: &str, op: &str) -> Result<bool, Error> {
     let parts = |s: &str| -> Vec<u64> {
-        s.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty()).filter_map(|p| p.parse().ok()).collect()
+        s.split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .filter_map(|p| p.parse().ok())
+            .collect()
     };
     let ord = parts(a).cmp(&parts(b));
     use std::cmp::Ordering::*;
@@ -146,12 +172,17 @@ fn method(_: &mut State, value: &J, name: &str, args: &[J]) -> Result<J, Error> 
     match value.kind() {
         ValueKind::String => str_method(value.as_str().unwrap_or(""), name, args),
         ValueKind::Map => map_method(value, name, args),
-        _ => Err(Error::new(ErrorKind::UnknownMethod, format!("{} has no method {name}", value.kind()))),
+        _ => Err(Error::new(
+            ErrorKind::UnknownMethod,
+            format!("{} has no method {name}", value.kind()),
+        )),
     }
 }
 
-fn arg_str<'a>(args: &'a [J], i: usize) -> Option<&'a str> {
-    args.get(i).filter(|a| !a.is_none() && !a.is_undefined()).and_then(|a| a.as_str())
+fn arg_str(args: &[J], i: usize) -> Option<&str> {
+    args.get(i)
+        .filter(|a| !a.is_none() && !a.is_undefined())
+        .and_then(|a| a.as_str())
 }
 
 fn str_method(s: &str, name: &str, args: &[J]) -> Result<J, Error> {
@@ -169,7 +200,12 @@ fn str_method(s: &str, name: &str, args: &[J]) -> Result<J, Error> {
         "upper" => J::from(s.to_uppercase()),
         "splitlines" => J::from(s.lines().map(str::to_string).collect::<Vec<_>>()),
         "find" => J::from(s.find(chars.unwrap_or("")).map_or(-1, |i| i as i64)),
-        _ => return Err(Error::new(ErrorKind::UnknownMethod, format!("str has no method {name}"))),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::UnknownMethod,
+                format!("str has no method {name}"),
+            ))
+        }
     })
 }
 
@@ -209,14 +245,27 @@ fn map_method(map: &J, name: &str, args: &[J]) -> Result<J, Error> {
             }
         }
         "keys" => J::from(keys()?),
-        "values" => J::from(keys()?.iter().map(|k| map.get_item(k).unwrap_or_default()).collect::<Vec<_>>()),
+        "values" => J::from(
+            keys()?
+                .iter()
+                .map(|k| map.get_item(k).unwrap_or_default())
+                .collect::<Vec<_>>(),
+        ),
         "items" => J::from(
             keys()?
                 .into_iter()
-                .map(|k| { let v = map.get_item(&k).unwrap_or_default(); J::from(vec![k, v]) })
+                .map(|k| {
+                    let v = map.get_item(&k).unwrap_or_default();
+                    J::from(vec![k, v])
+                })
                 .collect::<Vec<_>>(),
         ),
-        _ => return Err(Error::new(ErrorKind::UnknownMethod, format!("dict has no method {name}"))),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::UnknownMethod,
+                format!("dict has no method {name}"),
+            ))
+        }
     })
 }
 
@@ -235,7 +284,8 @@ pub fn is_template(s: &str) -> bool {
 pub fn check_syntax(s: &str, conditional: bool) -> Result<(), String> {
     let env = env();
     let result = if conditional {
-        env.compile_expression(whole_expression(s).unwrap_or(s)).map(drop)
+        env.compile_expression(whole_expression(s).unwrap_or(s))
+            .map(drop)
     } else if !is_template(s) {
         Ok(())
     } else if let Some(inner) = whole_expression(s) {
@@ -294,9 +344,16 @@ pub fn all_true(exprs: &[String], ctx: &J) -> Result<bool, String> {
 pub fn template(value: &Value, ctx: &J) -> Result<Value, String> {
     Ok(match value {
         Value::String(s) => template_str(s, ctx)?,
-        Value::Array(items) => Value::Array(items.iter().map(|v| template(v, ctx)).collect::<Result<_, _>>()?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| template(v, ctx))
+                .collect::<Result<_, _>>()?,
+        ),
         Value::Object(map) => Value::Object(
-            map.iter().map(|(k, v)| Ok((k.clone(), template(v, ctx)?))).collect::<Result<_, String>>()?,
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), template(v, ctx)?)))
+                .collect::<Result<_, String>>()?,
         ),
         other => other.clone(),
     })
@@ -319,7 +376,9 @@ fn template_str(s: &str, ctx: &J) -> Result<Value, String> {
 
 /// Renders a template's text (the `template` module; strings in arguments).
 pub fn render(text: &str, ctx: &J) -> Result<String, String> {
-    env().render_str(text, ctx.clone()).map_err(|e| describe(&e))
+    env()
+        .render_str(text, ctx.clone())
+        .map_err(|e| describe(&e))
 }
 
 /// A string for a message: the value's text when it is a string, else its JSON.
@@ -349,10 +408,14 @@ mod tests {
             "mtu": {"stdout": "9000"},
             "machine_mtu": 9000,
         }));
-        assert_eq!(render("0x{{ gpu_pci_id.split(':')[0] }}", &c).unwrap(), "0x10de");
+        assert_eq!(
+            render("0x{{ gpu_pci_id.split(':')[0] }}", &c).unwrap(),
+            "0x10de"
+        );
         assert!(truth("item.split(' ')[1] == 'nvidia'", &c).unwrap());
         assert!(truth("item.split(' ')[2] == item.split(' ')[3]", &c).unwrap());
-        let c2 = ctx(json!({"item": "10.0.0.2", "sources": {"stdout_lines": ["10.0.0.1", "10.0.0.2"]}}));
+        let c2 =
+            ctx(json!({"item": "10.0.0.2", "sources": {"stdout_lines": ["10.0.0.1", "10.0.0.2"]}}));
         assert!(truth("item in sources.stdout_lines", &c2).unwrap());
         let faults = "journal.stdout_lines | select('search', 'Xid|Hardware Error|EDAC|mlx5_core.*(fail|error)') | list | length == 0";
         assert!(!truth(faults, &c).unwrap());
@@ -363,17 +426,49 @@ mod tests {
     #[test]
     fn whole_expressions_keep_their_type_and_methods_work() {
         let c = ctx(json!({"l": [3, 1, 3], "d": {"a": 1}, "s": "  x,y  "}));
-        assert_eq!(template(&json!("{{ l | unique | list }}"), &c).unwrap(), json!([3, 1]));
-        assert_eq!(template(&json!("n={{ l | length }}"), &c).unwrap(), json!("n=3"));
-        assert_eq!(template(&json!("{{ d.get('b', 7) }}"), &c).unwrap(), json!(7));
-        assert_eq!(template(&json!("{{ s.strip().split(',') }}"), &c).unwrap(), json!(["x", "y"]));
-        assert_eq!(template(&json!("{{ 'a b  c'.split() }}"), &c).unwrap(), json!(["a", "b", "c"]));
-        assert_eq!(template(&json!("{{ d.items() | list }}"), &c).unwrap(), json!([["a", 1]]));
-        assert_eq!(template(&json!("{{ 'ab12' | regex_replace('(\\\\d)', '<\\\\1>') }}"), &c).unwrap(), json!("ab<1><2>"));
+        assert_eq!(
+            template(&json!("{{ l | unique | list }}"), &c).unwrap(),
+            json!([3, 1])
+        );
+        assert_eq!(
+            template(&json!("n={{ l | length }}"), &c).unwrap(),
+            json!("n=3")
+        );
+        assert_eq!(
+            template(&json!("{{ d.get('b', 7) }}"), &c).unwrap(),
+            json!(7)
+        );
+        assert_eq!(
+            template(&json!("{{ s.strip().split(',') }}"), &c).unwrap(),
+            json!(["x", "y"])
+        );
+        assert_eq!(
+            template(&json!("{{ 'a b  c'.split() }}"), &c).unwrap(),
+            json!(["a", "b", "c"])
+        );
+        assert_eq!(
+            template(&json!("{{ d.items() | list }}"), &c).unwrap(),
+            json!([["a", 1]])
+        );
+        assert_eq!(
+            template(
+                &json!("{{ 'ab12' | regex_replace('(\\\\d)', '<\\\\1>') }}"),
+                &c
+            )
+            .unwrap(),
+            json!("ab<1><2>")
+        );
         assert_eq!(template(&json!("{{ 'x' | int }}"), &c).unwrap(), json!(0));
-        assert!(truth("'yes' | bool and missing is undefined and '1.10' is version('1.9', '>')", &c).unwrap());
+        assert!(truth(
+            "'yes' | bool and missing is undefined and '1.10' is version('1.9', '>')",
+            &c
+        )
+        .unwrap());
         assert!(template(&json!("{{ missing }}"), &c).is_err());
-        assert_eq!(template(&json!("{{ missing | default('d') }}"), &c).unwrap(), json!("d"));
+        assert_eq!(
+            template(&json!("{{ missing | default('d') }}"), &c).unwrap(),
+            json!("d")
+        );
     }
 
     #[test]

@@ -37,7 +37,8 @@ impl InventoryHost {
 
     /// `ansible_host`, else the name.
     pub fn address(&self) -> String {
-        self.var("ansible_host").unwrap_or_else(|| self.name.clone())
+        self.var("ansible_host")
+            .unwrap_or_else(|| self.name.clone())
     }
 
     /// `ansible_port`.
@@ -80,7 +81,10 @@ impl Raw {
         if !self.host_vars.contains_key(name) {
             self.order.push(name.to_string());
         }
-        self.host_vars.entry(name.to_string()).or_default().extend(vars);
+        self.host_vars
+            .entry(name.to_string())
+            .or_default()
+            .extend(vars);
         self.group(group).hosts.insert(name.to_string());
     }
 
@@ -94,7 +98,11 @@ impl Raw {
         }
         let mut hosts = Vec::new();
         for name in &self.order {
-            let direct = self.groups.iter().filter(|(_, g)| g.hosts.contains(name)).map(|(n, _)| n.as_str());
+            let direct = self
+                .groups
+                .iter()
+                .filter(|(_, g)| g.hosts.contains(name))
+                .map(|(n, _)| n.as_str());
             let mut all: BTreeSet<&str> = BTreeSet::new();
             let mut todo: Vec<&str> = direct.collect();
             while let Some(g) = todo.pop() {
@@ -102,15 +110,28 @@ impl Raw {
                     todo.extend(parents.get(g).into_iter().flatten().copied());
                 }
             }
-            let mut ordered: Vec<(usize, &str)> = all.iter().map(|g| (depth(g, &parents, 0), *g)).collect();
+            let mut ordered: Vec<(usize, &str)> =
+                all.iter().map(|g| (depth(g, &parents, 0), *g)).collect();
             ordered.sort();
-            let mut vars = self.groups.get("all").map(|g| g.vars.clone()).unwrap_or_default();
+            let mut vars = self
+                .groups
+                .get("all")
+                .map(|g| g.vars.clone())
+                .unwrap_or_default();
             for (_, g) in &ordered {
                 vars.extend(self.groups[*g].vars.clone());
             }
             vars.extend(self.host_vars[name].clone());
-            let groups = all.into_iter().filter(|g| !matches!(*g, "all" | "ungrouped")).map(str::to_string).collect();
-            hosts.push(InventoryHost { name: name.clone(), groups, vars });
+            let groups = all
+                .into_iter()
+                .filter(|g| !matches!(*g, "all" | "ungrouped"))
+                .map(str::to_string)
+                .collect();
+            hosts.push(InventoryHost {
+                name: name.clone(),
+                groups,
+                vars,
+            });
         }
         Ok(AnsibleInventory { hosts })
     }
@@ -121,19 +142,38 @@ fn depth(g: &str, parents: &BTreeMap<&str, Vec<&str>>, seen: usize) -> usize {
     if seen > 64 {
         return seen;
     }
-    parents.get(g).into_iter().flatten().map(|p| 1 + depth(p, parents, seen + 1)).max().unwrap_or(0)
+    parents
+        .get(g)
+        .into_iter()
+        .flatten()
+        .map(|p| 1 + depth(p, parents, seen + 1))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Reads an Ansible inventory: YAML when the name ends in `.yml`, `.yaml` or `.json`, or the
 /// text starts with a mapping; INI otherwise. Errors read `FILE:LINE: what; the fix`.
 pub fn load_ansible_inventory(path: &Path) -> Result<AnsibleInventory, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: cannot read: {}", crate::yaml::io_reason(&e)))?;
-    let yaml_name = path.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yml" | "yaml" | "json"));
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with(['#', ';']));
-    let yaml_text = first.is_some_and(|l| l.ends_with(':') || l.starts_with("---") || l.starts_with('{'));
-    let raw = if yaml_name || yaml_text { yaml(&text) } else { ini(&text) };
-    raw.and_then(|r| r.resolve()).map_err(|e| format!("{shown}:{e}"))
+    let text = fs_err::read_to_string(path)
+        .map_err(|e| format!("{shown}: cannot read: {}", crate::yaml::io_reason(&e)))?;
+    let yaml_name = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "yml" | "yaml" | "json"));
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with(['#', ';']));
+    let yaml_text =
+        first.is_some_and(|l| l.ends_with(':') || l.starts_with("---") || l.starts_with('{'));
+    let raw = if yaml_name || yaml_text {
+        yaml(&text)
+    } else {
+        ini(&text)
+    };
+    raw.and_then(|r| r.resolve())
+        .map_err(|e| format!("{shown}:{e}"))
 }
 
 /// INI: `[group]`, `[group:vars]`, `[group:children]`, host lines `name k=v ...`; lines before
@@ -165,8 +205,12 @@ fn ini(text: &str) -> Result<Raw, String> {
 fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), String> {
     match kind {
         "vars" => {
-            let (k, v) = line.split_once('=').ok_or_else(|| format!("expected NAME=VALUE in [{group}:vars], found '{line}'"))?;
-            raw.group(group).vars.insert(k.trim().to_string(), literal(v.trim()));
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| format!("expected NAME=VALUE in [{group}:vars], found '{line}'"))?;
+            raw.group(group)
+                .vars
+                .insert(k.trim().to_string(), literal(v.trim()));
         }
         "children" => {
             raw.group(group).children.insert(line.to_string());
@@ -176,11 +220,15 @@ fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), St
             let words = split_words(line)?;
             let name = &words[0];
             if name.contains('[') {
-                return Err(format!("host ranges ('{name}') are not supported; list the hosts one per line"));
+                return Err(format!(
+                    "host ranges ('{name}') are not supported; list the hosts one per line"
+                ));
             }
             let mut vars = Map::new();
             for w in &words[1..] {
-                let (k, v) = w.split_once('=').ok_or_else(|| format!("expected NAME=VALUE after host {name}, found '{w}'"))?;
+                let (k, v) = w
+                    .split_once('=')
+                    .ok_or_else(|| format!("expected NAME=VALUE after host {name}, found '{w}'"))?;
                 vars.insert(k.to_string(), literal(v));
             }
             raw.add_host(group, name, vars);
@@ -223,7 +271,11 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
 /// An INI value as Ansible reads it (a Python literal where it is one): numbers, `True` and
 /// `False`, quoted strings without their quotes; the rest as text.
 fn literal(v: &str) -> Value {
-    if let Some(inner) = v.strip_prefix('"').and_then(|s| s.strip_suffix('"')).or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\''))) {
+    if let Some(inner) = v
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
+    {
         return Value::String(inner.to_string());
     }
     if let Ok(i) = v.parse::<i64>() {
@@ -232,7 +284,11 @@ fn literal(v: &str) -> Value {
     match v {
         "True" | "true" => Value::Bool(true),
         "False" | "false" => Value::Bool(false),
-        _ => v.parse::<f64>().ok().filter(|f| f.is_finite() && v.contains('.')).map_or_else(|| Value::String(v.to_string()), Value::from),
+        _ => v
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite() && v.contains('.'))
+            .map_or_else(|| Value::String(v.to_string()), Value::from),
     }
 }
 
@@ -240,16 +296,25 @@ fn literal(v: &str) -> Value {
 fn yaml(text: &str) -> Result<Raw, String> {
     let value: Value = serde_saphyr::from_str(text).map_err(|e| {
         let line = e.location().map_or(1, |l| l.line());
-        format!("{line}: not valid YAML: {}", e.to_string().lines().next().unwrap_or(""))
+        format!(
+            "{line}: not valid YAML: {}",
+            e.to_string().lines().next().unwrap_or("")
+        )
     })?;
-    let index = crate::yaml::index_text(text).ok().flatten().unwrap_or_default();
+    let index = crate::yaml::index_text(text)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let line = |path: &str| index.locate(path).map_or(1, |l| l.line);
     let mut raw = Raw::default();
     let Some(top) = value.as_object() else {
-        return Err("1: an inventory is a mapping of groups (all: {hosts: ..., children: ...})".into());
+        return Err(
+            "1: an inventory is a mapping of groups (all: {hosts: ..., children: ...})".into(),
+        );
     };
     for (name, g) in top {
-        yaml_group(&mut raw, name, g, name).map_err(|(path, e)| format!("{}: {path}: {e}", line(&path)))?;
+        yaml_group(&mut raw, name, g, name)
+            .map_err(|(path, e)| format!("{}: {path}: {e}", line(&path)))?;
     }
     raw.group("all");
     Ok(raw)
@@ -258,11 +323,22 @@ fn yaml(text: &str) -> Result<Raw, String> {
 fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), (String, String)> {
     raw.group(name);
     let Some(map) = g.as_object() else {
-        return if g.is_null() { Ok(()) } else { Err((path.into(), "a group is a mapping (hosts, children, vars)".into())) };
+        return if g.is_null() {
+            Ok(())
+        } else {
+            Err((
+                path.into(),
+                "a group is a mapping (hosts, children, vars)".into(),
+            ))
+        };
     };
     for (key, v) in map {
         let here = format!("{path}.{key}");
-        let entries = || v.as_object().cloned().ok_or_else(|| (here.clone(), format!("{key} is a mapping")));
+        let entries = || {
+            v.as_object()
+                .cloned()
+                .ok_or_else(|| (here.clone(), format!("{key} is a mapping")))
+        };
         match key.as_str() {
             "hosts" if v.is_null() => {}
             "hosts" => {
@@ -280,7 +356,12 @@ fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), (S
                     yaml_group(raw, &c, &cv, &format!("{here}.{c}"))?;
                 }
             }
-            other => return Err((here, format!("unknown group key '{other}'; a group has hosts, children and vars"))),
+            other => {
+                return Err((
+                    here,
+                    format!("unknown group key '{other}'; a group has hosts, children and vars"),
+                ))
+            }
         }
     }
     Ok(())
@@ -293,7 +374,7 @@ mod tests {
     fn write(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
+        fs_err::write(&path, text).unwrap();
         (dir, path)
     }
 
@@ -305,7 +386,10 @@ mod tests {
         assert_eq!(names, ["bastion", "gpu-01", "gpu-02"]);
         let g1 = &inv.hosts[1];
         assert_eq!(g1.groups, ["gpu", "workers"]);
-        assert_eq!((g1.address(), g1.port(), g1.key_file().as_deref()), ("10.0.1.1".to_string(), Some(2222), Some("/k/id")));
+        assert_eq!(
+            (g1.address(), g1.port(), g1.key_file().as_deref()),
+            ("10.0.1.1".to_string(), Some(2222), Some("/k/id"))
+        );
         assert_eq!(g1.vars["machine_mtu"], Value::from(9000));
         assert_eq!(g1.vars["role"], Value::from("gpu"));
         assert_eq!(g1.vars["zone"], Value::from("a"));
@@ -315,7 +399,10 @@ mod tests {
         let (_d, bad) = write("hosts", "[gpu]\ngpu-0[1:3]\n");
         assert_eq!(
             load_ansible_inventory(&bad).unwrap_err(),
-            format!("{}:2: host ranges ('gpu-0[1:3]') are not supported; list the hosts one per line", bad.display())
+            format!(
+                "{}:2: host ranges ('gpu-0[1:3]') are not supported; list the hosts one per line",
+                bad.display()
+            )
         );
     }
 
@@ -330,7 +417,10 @@ mod tests {
         assert_eq!(host("gpu-02").vars["zone"], Value::from("g"));
         assert_eq!(host("bastion").vars["zone"], Value::from("z"));
         assert_eq!(host("bastion").address(), "10.0.0.1");
-        let (_d, bad) = write("inv.yaml", "all:\n  children:\n    gpu:\n      hostz:\n        a: {}\n");
+        let (_d, bad) = write(
+            "inv.yaml",
+            "all:\n  children:\n    gpu:\n      hostz:\n        a: {}\n",
+        );
         assert_eq!(
             load_ansible_inventory(&bad).unwrap_err(),
             format!("{}:4: all.children.gpu.hostz: unknown group key 'hostz'; a group has hosts, children and vars", bad.display())

@@ -24,10 +24,10 @@
 //! Expressions are minijinja with Ansible's filters, tests and Python's string and dict
 //! methods ([`expr`]). No event or log line carries variables: only a task's own message.
 
+mod engine;
 pub mod expr;
 pub mod inventory;
 pub mod model;
-mod engine;
 mod parse;
 pub mod recap;
 mod run;

@@ -13,14 +13,37 @@ use crate::yaml::{did_you_mean, index_text, Index, Location, Problem};
 
 /// The play keys we implement.
 const PLAY_KEYS: &[&str] = &[
-    "name", "hosts", "vars", "tasks", "handlers", "become", "gather_facts", "check_mode",
-    "ignore_errors", "tags",
+    "name",
+    "hosts",
+    "vars",
+    "tasks",
+    "handlers",
+    "become",
+    "gather_facts",
+    "check_mode",
+    "ignore_errors",
+    "tags",
 ];
 
 /// The task keywords we implement.
 const TASK_KEYWORDS: &[&str] = &[
-    "name", "when", "register", "loop", "loop_control", "changed_when", "failed_when", "until",
-    "retries", "delay", "notify", "become", "ignore_errors", "check_mode", "args", "vars", "tags",
+    "name",
+    "when",
+    "register",
+    "loop",
+    "loop_control",
+    "changed_when",
+    "failed_when",
+    "until",
+    "retries",
+    "delay",
+    "notify",
+    "become",
+    "ignore_errors",
+    "check_mode",
+    "args",
+    "vars",
+    "tags",
     "listen",
 ];
 
@@ -28,16 +51,25 @@ const TASK_KEYWORDS: &[&str] = &[
 const UNSUPPORTED: &[(&str, &str)] = &[
     ("with_items", "write loop: instead"),
     ("with_list", "write loop: instead"),
-    ("with_dict", "write loop: \"{{ d | dict2items }}\" is not available either; list the items"),
+    (
+        "with_dict",
+        "write loop: \"{{ d | dict2items }}\" is not available either; list the items",
+    ),
     ("block", "write the tasks one after the other"),
-    ("rescue", "use ignore_errors and when on a registered result"),
+    (
+        "rescue",
+        "use ignore_errors and when on a registered result",
+    ),
     ("always", "write the tasks one after the other"),
     ("delegate_to", "run the task on the hosts themselves"),
     ("local_action", "run the task on the hosts themselves"),
     ("run_once", "limit the play's hosts instead"),
     ("async", "use wait_for or until/retries"),
     ("poll", "use wait_for or until/retries"),
-    ("environment", "set the variables in the command (FOO=bar cmd)"),
+    (
+        "environment",
+        "set the variables in the command (FOO=bar cmd)",
+    ),
     ("become_user", "tasks become root only"),
     ("no_log", "bootstrap prep logs no variables; remove it"),
     ("include_tasks", "write the tasks in the play"),
@@ -49,24 +81,39 @@ const UNSUPPORTED: &[(&str, &str)] = &[
 /// Reads and checks the playbook at `path`. Every problem found is returned, each placed at the
 /// key or value it concerns (render them with [`crate::yaml::render_problems`] and the path).
 pub fn load(path: &Path) -> Result<Playbook, Vec<Problem>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![Problem::new(None, "", format!("cannot read the playbook: {}", crate::yaml::io_reason(&e)))]
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        vec![Problem::new(
+            None,
+            "",
+            format!("cannot read the playbook: {}", crate::yaml::io_reason(&e)),
+        )]
     })?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let plays = parse(&text)?;
-    Ok(Playbook { path: path.to_path_buf(), dir, plays })
+    Ok(Playbook {
+        path: path.to_path_buf(),
+        dir,
+        plays,
+    })
 }
 
 /// Parses and checks a playbook's text.
 pub fn parse(text: &str) -> Result<Vec<Play>, Vec<Problem>> {
     let yaml_problem = |e: serde_saphyr::Error| {
         let loc = e.location().and_then(Location::from_yaml);
-        vec![Problem::new(loc, "", format!("not valid YAML: {}", one_line(&e.to_string())))]
+        vec![Problem::new(
+            loc,
+            "",
+            format!("not valid YAML: {}", one_line(&e.to_string())),
+        )]
     };
     let mut value: Value = serde_saphyr::from_str(text).map_err(yaml_problem)?;
     let index = index_text(text).map_err(yaml_problem)?.unwrap_or_default();
     pyyaml_booleans(&mut value, &index, "");
-    let mut loader = Loader { index, problems: Vec::new() };
+    let mut loader = Loader {
+        index,
+        problems: Vec::new(),
+    };
     let plays = loader.plays(&value);
     if loader.problems.is_empty() {
         Ok(plays)
@@ -84,7 +131,10 @@ fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
             let plain = index.get(path).and_then(|e| e.plain.clone());
             if let Some(text) = plain {
                 let word = text.to_ascii_lowercase();
-                if !matches!(word.as_str(), "true" | "false" | "yes" | "no" | "on" | "off") {
+                if !matches!(
+                    word.as_str(),
+                    "true" | "false" | "yes" | "no" | "on" | "off"
+                ) {
                     *value = Value::String(text);
                 }
             }
@@ -96,7 +146,11 @@ fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
         }
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                let child = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 pyyaml_booleans(v, index, &child);
             }
         }
@@ -117,10 +171,14 @@ struct At {
 
 impl At {
     fn child(&self, key: &str) -> At {
-        At { index: format!("{}.{key}", self.index) }
+        At {
+            index: format!("{}.{key}", self.index),
+        }
     }
     fn item(&self, i: usize) -> At {
-        At { index: format!("{}[{i}]", self.index) }
+        At {
+            index: format!("{}[{i}]", self.index),
+        }
     }
     fn shown(&self) -> String {
         format!("plays{}", self.index)
@@ -135,23 +193,45 @@ struct Loader {
 impl Loader {
     /// A problem at the key of `at` (its value's place for list items).
     fn at_key(&mut self, at: &At, shown: &At, message: impl Into<String>) {
-        let loc = self.index.key_location(&at.index).or_else(|| self.index.locate(&at.index));
-        self.problems.push(Problem::new(loc, shown.shown(), message));
+        let loc = self
+            .index
+            .key_location(&at.index)
+            .or_else(|| self.index.locate(&at.index));
+        self.problems
+            .push(Problem::new(loc, shown.shown(), message));
     }
 
     /// A problem at the value of `at`.
     fn at_value(&mut self, at: &At, message: impl Into<String>) {
-        let loc = self.index.location(&at.index).or_else(|| self.index.locate(&at.index));
+        let loc = self
+            .index
+            .location(&at.index)
+            .or_else(|| self.index.locate(&at.index));
         self.problems.push(Problem::new(loc, at.shown(), message));
     }
 
     fn plays(&mut self, value: &Value) -> Vec<Play> {
         let Some(list) = value.as_array() else {
-            let at = At { index: String::new() };
-            self.at_value(&at, "a playbook is a list of plays (- name: ...\\n  hosts: all\\n  tasks: [...])");
+            let at = At {
+                index: String::new(),
+            };
+            self.at_value(
+                &at,
+                "a playbook is a list of plays (- name: ...\\n  hosts: all\\n  tasks: [...])",
+            );
             return Vec::new();
         };
-        list.iter().enumerate().filter_map(|(i, p)| self.play(&At { index: format!("[{i}]") }, p)).collect()
+        list.iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                self.play(
+                    &At {
+                        index: format!("[{i}]"),
+                    },
+                    p,
+                )
+            })
+            .collect()
     }
 
     fn play(&mut self, at: &At, value: &Value) -> Option<Play> {
@@ -173,7 +253,10 @@ impl Loader {
                 "ignore_errors" => play.ignore_errors = self.boolean(&here, v),
                 "gather_facts" => {
                     if self.boolean(&here, v) == Some(true) {
-                        self.at_value(&here, "set gather_facts: false; bootstrap prep reads hardware facts itself");
+                        self.at_value(
+                            &here,
+                            "set gather_facts: false; bootstrap prep reads hardware facts itself",
+                        );
                     }
                 }
                 "tags" => {}
@@ -198,9 +281,19 @@ impl Loader {
         for (i, task) in play.tasks.iter().chain(&play.handlers).enumerate() {
             for n in &task.notify {
                 if !play.handlers.iter().any(|h| h.answers(n)) {
-                    let (list, j) = if i < play.tasks.len() { ("tasks", i) } else { ("handlers", i - play.tasks.len()) };
+                    let (list, j) = if i < play.tasks.len() {
+                        ("tasks", i)
+                    } else {
+                        ("handlers", i - play.tasks.len())
+                    };
                     let here = at.child(list).item(j).child("notify");
-                    self.at_value(&here, format!("notify '{n}' names no handler of this play (handlers: {})", or_none(&names)));
+                    self.at_value(
+                        &here,
+                        format!(
+                            "notify '{n}' names no handler of this play (handlers: {})",
+                            or_none(&names)
+                        ),
+                    );
                 }
             }
         }
@@ -209,11 +302,16 @@ impl Loader {
     fn hosts(&mut self, at: &At, v: &Value) -> String {
         match v {
             Value::String(s) => s.clone(),
-            Value::Array(items) if items.iter().all(Value::is_string) => {
-                items.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(":")
-            }
+            Value::Array(items) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(":"),
             _ => {
-                self.at_value(at, "hosts is a pattern (all, a group, host names, a:b) or a list of them");
+                self.at_value(
+                    at,
+                    "hosts is a pattern (all, a group, host names, a:b) or a list of them",
+                );
                 String::new()
             }
         }
@@ -267,8 +365,13 @@ impl Loader {
     fn templates(&mut self, at: &At, v: &Value) {
         match v {
             Value::String(s) => self.template(at, s),
-            Value::Array(items) => items.iter().enumerate().for_each(|(i, x)| self.templates(&at.item(i), x)),
-            Value::Object(map) => map.iter().for_each(|(k, x)| self.templates(&at.child(k), x)),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .for_each(|(i, x)| self.templates(&at.item(i), x)),
+            Value::Object(map) => map
+                .iter()
+                .for_each(|(k, x)| self.templates(&at.child(k), x)),
             _ => {}
         }
     }
@@ -297,7 +400,11 @@ impl Loader {
             }
         };
         match v {
-            Value::Array(items) => items.iter().enumerate().filter_map(|(i, x)| one(self, &at.item(i), x)).collect(),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, x)| one(self, &at.item(i), x))
+                .collect(),
             other => one(self, at, other).into_iter().collect(),
         }
     }
@@ -305,9 +412,11 @@ impl Loader {
     fn names(&mut self, at: &At, v: &Value) -> Vec<String> {
         match v {
             Value::String(s) => vec![s.clone()],
-            Value::Array(items) if items.iter().all(Value::is_string) => {
-                items.iter().filter_map(Value::as_str).map(str::to_string).collect()
-            }
+            Value::Array(items) if items.iter().all(Value::is_string) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
             _ => {
                 self.at_value(at, "expected a name or a list of names");
                 Vec::new()
@@ -317,9 +426,11 @@ impl Loader {
 
     fn tasks(&mut self, at: &At, v: &Value, handlers: bool) -> Vec<Task> {
         match v {
-            Value::Array(items) => {
-                items.iter().enumerate().filter_map(|(i, t)| self.task(&at.item(i), t, handlers)).collect()
-            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, t)| self.task(&at.item(i), t, handlers))
+                .collect(),
             Value::Null => Vec::new(),
             _ => {
                 self.at_value(at, "expected a list of tasks");
@@ -332,17 +443,29 @@ impl Loader {
 fn unknown(what: &str, key: &str, known: &[&'static str]) -> String {
     match did_you_mean(key, known) {
         Some(m) => format!("unknown {what} '{key}'; did you mean '{m}'?"),
-        None => format!("unknown {what} '{key}'; bootstrap prep takes: {}", known.join(", ")),
+        None => format!(
+            "unknown {what} '{key}'; bootstrap prep takes: {}",
+            known.join(", ")
+        ),
     }
 }
 
 fn or_none(names: &[&str]) -> String {
-    if names.is_empty() { "none".into() } else { names.join(", ") }
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Every module a task may name, for messages.
 pub(crate) fn module_list() -> String {
-    modules::REMOTE.iter().chain(modules::ENGINE).copied().collect::<Vec<_>>().join(", ")
+    modules::REMOTE
+        .iter()
+        .chain(modules::ENGINE)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A task's module found among its keys.
@@ -358,7 +481,11 @@ impl Loader {
             self.at_value(at, "a task is a mapping: a module and its keywords");
             return None;
         };
-        let mut task = Task { path: at.shown(), loop_var: "item".into(), ..Task::default() };
+        let mut task = Task {
+            path: at.shown(),
+            loop_var: "item".into(),
+            ..Task::default()
+        };
         let (mut found, mut unknown_module) = (Vec::new(), false);
         let mut args_kw = Map::new();
         for (key, val) in map {
@@ -370,7 +497,11 @@ impl Loader {
                     self.keyword(&mut task, &here, key, val, handler);
                 }
             } else if let Some(module) = modules::canonical(key) {
-                found.push(ModuleKey { key: key.clone(), module, value: val.clone() });
+                found.push(ModuleKey {
+                    key: key.clone(),
+                    module,
+                    value: val.clone(),
+                });
             } else {
                 unknown_module |= self.not_a_keyword(at, &here, key);
             }
@@ -385,14 +516,29 @@ impl Loader {
     /// Reports a key that is neither a keyword nor a module; says whether it read as a module.
     fn not_a_keyword(&mut self, at: &At, here: &At, key: &str) -> bool {
         if let Some((_, fix)) = UNSUPPORTED.iter().find(|(k, _)| *k == key) {
-            self.at_key(here, at, format!("task keyword '{key}' is not supported by bootstrap prep; {fix}"));
+            self.at_key(
+                here,
+                at,
+                format!("task keyword '{key}' is not supported by bootstrap prep; {fix}"),
+            );
             return false;
         }
         if let Some(m) = did_you_mean(key, TASK_KEYWORDS) {
-            self.at_key(here, at, format!("unknown task keyword '{key}'; did you mean '{m}'?"));
+            self.at_key(
+                here,
+                at,
+                format!("unknown task keyword '{key}'; did you mean '{m}'?"),
+            );
             return false;
         }
-        self.at_key(here, at, format!("unknown module '{key}'; bootstrap prep runs: {}", module_list()));
+        self.at_key(
+            here,
+            at,
+            format!(
+                "unknown module '{key}'; bootstrap prep runs: {}",
+                module_list()
+            ),
+        );
         true
     }
 
@@ -410,7 +556,11 @@ impl Loader {
             "delay" => task.delay = self.number(at, v),
             "notify" => task.notify = self.names(at, v),
             "listen" if handler => task.listen = self.names(at, v),
-            "listen" => self.at_key(at, at, "listen belongs to handlers; a task notifies with notify:"),
+            "listen" => self.at_key(
+                at,
+                at,
+                "listen belongs to handlers; a task notifies with notify:",
+            ),
             "become" => task.become_ = self.boolean(at, v),
             "ignore_errors" => task.ignore_errors = self.boolean(at, v),
             "check_mode" => task.check_mode = self.boolean(at, v),
@@ -421,7 +571,9 @@ impl Loader {
 
     fn identifier(&mut self, at: &At, v: &Value) -> Option<String> {
         let ok = v.as_str().filter(|s| {
-            s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
                 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         });
         if ok.is_none() {
@@ -431,7 +583,10 @@ impl Loader {
     }
 
     fn number(&mut self, at: &At, v: &Value) -> Option<f64> {
-        let n = v.as_f64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok())).filter(|n| *n >= 0.0);
+        let n = v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .filter(|n| *n >= 0.0);
         if n.is_none() {
             self.at_value(at, "expected a number, 0 or more");
         }
@@ -443,7 +598,10 @@ impl Loader {
             Value::Array(_) => self.templates(at, v),
             Value::String(s) if expr::is_template(s) => self.template(at, s),
             _ => {
-                self.at_value(at, "loop is a list or a template that gives one (\"{{ var }}\")");
+                self.at_value(
+                    at,
+                    "loop is a list or a template that gives one (\"{{ var }}\")",
+                );
                 return None;
             }
         }
@@ -457,24 +615,50 @@ impl Loader {
         for (k, val) in map {
             let here = at.child(k);
             match k.as_str() {
-                "loop_var" => task.loop_var = self.identifier(&here, val).unwrap_or_else(|| "item".into()),
+                "loop_var" => {
+                    task.loop_var = self.identifier(&here, val).unwrap_or_else(|| "item".into())
+                }
                 "label" => task.label = self.string(&here, val),
-                other => self.at_key(&here, &here, unknown("loop_control key", other, &["loop_var", "label"])),
+                other => self.at_key(
+                    &here,
+                    &here,
+                    unknown("loop_control key", other, &["loop_var", "label"]),
+                ),
             }
         }
     }
 
     /// The task's one module and its arguments (free form, `args:` merged), checked.
-    fn module(&mut self, at: &At, task: &mut Task, found: Vec<ModuleKey>, extra: Map<String, Value>, reported: bool) -> Option<()> {
+    fn module(
+        &mut self,
+        at: &At,
+        task: &mut Task,
+        found: Vec<ModuleKey>,
+        extra: Map<String, Value>,
+        reported: bool,
+    ) -> Option<()> {
         let mut found = found.into_iter();
         let Some(first) = found.next() else {
             if !reported {
-                self.at_value(at, format!("a task names one module; bootstrap prep runs: {}", module_list()));
+                self.at_value(
+                    at,
+                    format!(
+                        "a task names one module; bootstrap prep runs: {}",
+                        module_list()
+                    ),
+                );
             }
             return None;
         };
         for other in found {
-            self.at_key(&at.child(&other.key), at, format!("a task names one module; this one names '{}' and '{}'", first.key, other.key));
+            self.at_key(
+                &at.child(&other.key),
+                at,
+                format!(
+                    "a task names one module; this one names '{}' and '{}'",
+                    first.key, other.key
+                ),
+            );
         }
         let here = at.child(&first.key);
         let mut args = match &first.value {
@@ -484,7 +668,10 @@ impl Loader {
                 Map::from_iter([("_raw_params".to_string(), Value::String(s.clone()))])
             }
             _ => {
-                self.at_value(&here, format!("{}'s arguments are a mapping (key: value)", first.module));
+                self.at_value(
+                    &here,
+                    format!("{}'s arguments are a mapping (key: value)", first.module),
+                );
                 return None;
             }
         };
@@ -508,7 +695,12 @@ impl Loader {
         }
     }
 
-    fn engine_args(&mut self, at: &At, module: &str, args: &Map<String, Value>) -> Result<(), String> {
+    fn engine_args(
+        &mut self,
+        at: &At,
+        module: &str,
+        args: &Map<String, Value>,
+    ) -> Result<(), String> {
         let accepted: &[&str] = match module {
             "debug" => &["msg", "var", "verbosity"],
             "assert" => &["that", "fail_msg", "msg", "success_msg", "quiet"],
@@ -516,7 +708,10 @@ impl Loader {
             _ => return set_fact_args(args),
         };
         if let Some(k) = args.keys().find(|k| !accepted.contains(&k.as_str())) {
-            return Err(format!("{module} takes no argument '{k}'; it takes: {}", accepted.join(", ")));
+            return Err(format!(
+                "{module} takes no argument '{k}'; it takes: {}",
+                accepted.join(", ")
+            ));
         }
         match module {
             "debug" if args.contains_key("msg") && args.contains_key("var") => {
@@ -541,8 +736,13 @@ impl Loader {
 }
 
 fn set_fact_args(args: &Map<String, Value>) -> Result<(), String> {
-    match args.keys().find(|k| !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty()) {
-        Some(k) => Err(format!("set_fact: '{k}' is not a variable name (letters, digits, _)")),
+    match args
+        .keys()
+        .find(|k| !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty())
+    {
+        Some(k) => Err(format!(
+            "set_fact: '{k}' is not a variable name (letters, digits, _)"
+        )),
         None if args.is_empty() => Err("set_fact needs at least one name: value".into()),
         None => Ok(()),
     }
@@ -565,7 +765,9 @@ mod tests {
 
     #[test]
     fn free_form_commands_and_args_merge() {
-        let plays = parse("- hosts: all\n  tasks:\n    - shell: echo hi\n      args: {chdir: /tmp}\n").unwrap();
+        let plays =
+            parse("- hosts: all\n  tasks:\n    - shell: echo hi\n      args: {chdir: /tmp}\n")
+                .unwrap();
         let args = &plays[0].tasks[0].args;
         assert_eq!(args["_raw_params"], Value::from("echo hi"));
         assert_eq!(args["chdir"], Value::from("/tmp"));

@@ -142,7 +142,9 @@ impl Recap {
 impl Report {
     /// No host failed or was unreachable.
     pub fn success(&self) -> bool {
-        self.recap.values().all(|r| r.failed == 0 && r.unreachable == 0)
+        self.recap
+            .values()
+            .all(|r| r.failed == 0 && r.unreachable == 0)
     }
 
     /// The recap as ansible-playbook prints it.
@@ -150,8 +152,13 @@ impl Report {
         let mut out = banner("PLAY RECAP");
         for (host, r) in &self.recap {
             let fields = [
-                ("ok", r.ok), ("changed", r.changed), ("unreachable", r.unreachable), ("failed", r.failed),
-                ("skipped", r.skipped), ("rescued", r.rescued), ("ignored", r.ignored),
+                ("ok", r.ok),
+                ("changed", r.changed),
+                ("unreachable", r.unreachable),
+                ("failed", r.failed),
+                ("skipped", r.skipped),
+                ("rescued", r.rescued),
+                ("ignored", r.ignored),
             ];
             let counts: Vec<String> = fields.iter().map(|(k, n)| format!("{k}={n:<4}")).collect();
             out.push_str(format!("{host:<26} : {}", counts.join(" ")).trim_end());
@@ -172,16 +179,36 @@ mod tests {
     use super::*;
 
     fn result(status: Status, changed: bool) -> HostResult {
-        HostResult { status, changed, msg: None, diff: None, items: Vec::new() }
+        HostResult {
+            status,
+            changed,
+            msg: None,
+            diff: None,
+            items: Vec::new(),
+        }
     }
 
     #[test]
     fn counts_and_text_follow_ansible() {
         let mut r = Recap::default();
-        for (s, c) in [(Status::Ok, false), (Status::Changed, true), (Status::Ignored, true), (Status::Skipped, false)] {
+        for (s, c) in [
+            (Status::Ok, false),
+            (Status::Changed, true),
+            (Status::Ignored, true),
+            (Status::Skipped, false),
+        ] {
             r.count(&result(s, c));
         }
-        assert_eq!(r, Recap { ok: 3, changed: 2, skipped: 1, ignored: 1, ..Recap::default() });
+        assert_eq!(
+            r,
+            Recap {
+                ok: 3,
+                changed: 2,
+                skipped: 1,
+                ignored: 1,
+                ..Recap::default()
+            }
+        );
         let mut report = Report::default();
         report.recap.insert("node-1".into(), r);
         assert!(report.success());

@@ -49,7 +49,14 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { forks: 5, check: false, diff: false, limit: None, extra_vars: Map::new(), timeout: Duration::from_secs(300) }
+        RunOptions {
+            forks: 5,
+            check: false,
+            diff: false,
+            limit: None,
+            extra_vars: Map::new(),
+            timeout: Duration::from_secs(300),
+        }
     }
 }
 
@@ -64,7 +71,14 @@ pub enum Event {
     /// `RUNNING HANDLER [name]`.
     HandlerStart { name: String },
     /// One host's result: per item of a loop (`item` set), then the task's own.
-    HostResult { host: String, task: String, status: Status, msg: Option<String>, diff: Option<String>, item: Option<String> },
+    HostResult {
+        host: String,
+        task: String,
+        status: Status,
+        msg: Option<String>,
+        diff: Option<String>,
+        item: Option<String>,
+    },
 }
 
 /// Whether `host` matches an Ansible host pattern: `all`/`*`, names, groups, `*` globs,
@@ -74,7 +88,11 @@ pub fn matches(pattern: &str, host: &Host) -> bool {
         term == "all" || glob(term, &host.name) || host.groups.iter().any(|g| glob(term, g))
     };
     let (mut any, mut excluded, mut all_of) = (false, false, true);
-    for term in pattern.split([':', ',']).map(str::trim).filter(|t| !t.is_empty()) {
+    for term in pattern
+        .split([':', ','])
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
         if let Some(t) = term.strip_prefix('!') {
             excluded |= one(t);
         } else if let Some(t) = term.strip_prefix('&') {
@@ -114,10 +132,28 @@ struct HostState<'h> {
 
 /// Runs `pb` on `hosts`. Every host selected by some play (and `--limit`) has a recap, even if
 /// it ran nothing.
-pub async fn run(pb: &Playbook, hosts: &[Host], opts: &RunOptions, events: &(dyn Fn(Event) + Sync)) -> Report {
-    let shared = Shared { pb, opts, events, groups: groups(hosts), hostvars: hostvars(hosts) };
-    let mut states: Vec<HostState> =
-        hosts.iter().map(|host| HostState { host, facts: Map::new(), notified: BTreeSet::new(), out: false }).collect();
+pub async fn run(
+    pb: &Playbook,
+    hosts: &[Host],
+    opts: &RunOptions,
+    events: &(dyn Fn(Event) + Sync),
+) -> Report {
+    let shared = Shared {
+        pb,
+        opts,
+        events,
+        groups: groups(hosts),
+        hostvars: hostvars(hosts),
+    };
+    let mut states: Vec<HostState> = hosts
+        .iter()
+        .map(|host| HostState {
+            host,
+            facts: Map::new(),
+            notified: BTreeSet::new(),
+            out: false,
+        })
+        .collect();
     let mut report = Report::default();
     for play in &pb.plays {
         let selected: Vec<usize> = (0..hosts.len())
@@ -150,31 +186,57 @@ fn groups(hosts: &[Host]) -> Value {
 }
 
 fn hostvars(hosts: &[Host]) -> Value {
-    Value::Object(hosts.iter().map(|h| (h.name.clone(), Value::Object(h.vars.clone()))).collect())
+    Value::Object(
+        hosts
+            .iter()
+            .map(|h| (h.name.clone(), Value::Object(h.vars.clone())))
+            .collect(),
+    )
 }
 
-async fn run_play(shared: &Shared<'_>, play: &Play, states: &mut [HostState<'_>], selected: &[usize]) -> PlayReport {
-    (shared.events)(Event::PlayStart { name: play.name.clone() });
+async fn run_play(
+    shared: &Shared<'_>,
+    play: &Play,
+    states: &mut [HostState<'_>],
+    selected: &[usize],
+) -> PlayReport {
+    (shared.events)(Event::PlayStart {
+        name: play.name.clone(),
+    });
     let mut report = PlayReport {
         name: play.name.clone(),
-        hosts: selected.iter().map(|&i| states[i].host.name.clone()).collect(),
+        hosts: selected
+            .iter()
+            .map(|&i| states[i].host.name.clone())
+            .collect(),
         tasks: Vec::new(),
     };
     for task in &play.tasks {
         if !selected.iter().any(|&i| !states[i].out) {
             break;
         }
-        (shared.events)(Event::TaskStart { name: task.name.clone() });
+        (shared.events)(Event::TaskStart {
+            name: task.name.clone(),
+        });
         let chosen = |_: &HostState| true;
-        report.tasks.push(run_task(shared, play, task, false, states, selected, &chosen).await);
+        report
+            .tasks
+            .push(run_task(shared, play, task, false, states, selected, &chosen).await);
     }
     for (h, handler) in play.handlers.iter().enumerate() {
         let chosen = move |s: &HostState| s.notified.contains(&h);
-        if !selected.iter().any(|&i| !states[i].out && chosen(&states[i])) {
+        if !selected
+            .iter()
+            .any(|&i| !states[i].out && chosen(&states[i]))
+        {
             continue;
         }
-        (shared.events)(Event::HandlerStart { name: handler.name.clone() });
-        report.tasks.push(run_task(shared, play, handler, true, states, selected, &chosen).await);
+        (shared.events)(Event::HandlerStart {
+            name: handler.name.clone(),
+        });
+        report
+            .tasks
+            .push(run_task(shared, play, handler, true, states, selected, &chosen).await);
     }
     for &i in selected {
         states[i].notified.clear();
@@ -200,15 +262,36 @@ async fn run_task(
             let result = on_host(shared, play, task, s).await;
             (s.host.name.clone(), result)
         });
-    let hosts = futures_util::stream::iter(runs).buffered(shared.opts.forks.max(1)).collect().await;
-    TaskReport { name: task.name.clone(), handler, hosts }
+    let hosts = futures_util::stream::iter(runs)
+        .buffered(shared.opts.forks.max(1))
+        .collect()
+        .await;
+    TaskReport {
+        name: task.name.clone(),
+        handler,
+        hosts,
+    }
 }
 
 /// The task on one host: runs it, registers its result, notifies handlers, reports.
-async fn on_host(shared: &Shared<'_>, play: &Play, task: &Task, state: &mut HostState<'_>) -> HostResult {
-    let outcome = Step { shared, play, task, state: &*state }.run().await;
+async fn on_host(
+    shared: &Shared<'_>,
+    play: &Play,
+    task: &Task,
+    state: &mut HostState<'_>,
+) -> HostResult {
+    let outcome = Step {
+        shared,
+        play,
+        task,
+        state: &*state,
+    }
+    .run()
+    .await;
     if let Some(name) = &task.register {
-        state.facts.insert(name.clone(), Value::Object(outcome.result.clone()));
+        state
+            .facts
+            .insert(name.clone(), Value::Object(outcome.result.clone()));
     }
     if let Some(Value::Object(facts)) = outcome.result.get("ansible_facts") {
         state.facts.extend(facts.clone());
@@ -219,7 +302,11 @@ async fn on_host(shared: &Shared<'_>, play: &Play, task: &Task, state: &mut Host
     }
     if result.changed {
         for n in &task.notify {
-            let answering = play.handlers.iter().enumerate().filter(|(_, h)| h.answers(n));
+            let answering = play
+                .handlers
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.answers(n));
             state.notified.extend(answering.map(|(i, _)| i));
         }
     }
@@ -247,13 +334,31 @@ impl Outcome {
     fn host_result(&self, task: &Task, play: &Play) -> HostResult {
         let flag = |k: &str| self.result.get(k).and_then(Value::as_bool).unwrap_or(false);
         let ignore = task.ignore_errors.or(play.ignore_errors).unwrap_or(false);
-        let status = status_of(self.unreachable, flag("failed"), ignore, flag("skipped"), flag("changed"));
+        let status = status_of(
+            self.unreachable,
+            flag("failed"),
+            ignore,
+            flag("skipped"),
+            flag("changed"),
+        );
         let msg = self.result.get("msg").map(expr::display);
-        HostResult { status, changed: flag("changed"), msg, diff: self.diff.clone(), items: self.items.clone() }
+        HostResult {
+            status,
+            changed: flag("changed"),
+            msg,
+            diff: self.diff.clone(),
+            items: self.items.clone(),
+        }
     }
 }
 
-fn status_of(unreachable: bool, failed: bool, ignore: bool, skipped: bool, changed: bool) -> Status {
+fn status_of(
+    unreachable: bool,
+    failed: bool,
+    ignore: bool,
+    skipped: bool,
+    changed: bool,
+) -> Status {
     match () {
         _ if unreachable => Status::Unreachable,
         _ if failed && ignore => Status::Ignored,
@@ -282,7 +387,10 @@ struct Step<'s, 'h> {
 
 impl Step<'_, '_> {
     fn check(&self) -> bool {
-        self.task.check_mode.or(self.play.check_mode).unwrap_or(self.shared.opts.check)
+        self.task
+            .check_mode
+            .or(self.play.check_mode)
+            .unwrap_or(self.shared.opts.check)
     }
 
     /// The task's variables: extra vars > task vars > facts and registered results > play vars
@@ -295,12 +403,18 @@ impl Step<'_, '_> {
         m.extend(self.shared.opts.extra_vars.clone());
         let host = self.state.host;
         m.insert("inventory_hostname".into(), json!(host.name));
-        m.insert("inventory_hostname_short".into(), json!(host.name.split('.').next().unwrap_or("")));
+        m.insert(
+            "inventory_hostname_short".into(),
+            json!(host.name.split('.').next().unwrap_or("")),
+        );
         m.insert("group_names".into(), json!(host.groups));
         m.insert("groups".into(), self.shared.groups.clone());
         m.insert("hostvars".into(), self.shared.hostvars.clone());
         m.insert("ansible_check_mode".into(), json!(self.check()));
-        m.insert("playbook_dir".into(), json!(self.shared.pb.dir.display().to_string()));
+        m.insert(
+            "playbook_dir".into(),
+            json!(self.shared.pb.dir.display().to_string()),
+        );
         resolve(&mut m);
         m
     }
@@ -312,19 +426,34 @@ impl Step<'_, '_> {
         };
         let items = match expr::template(looped, &expr::context(&vars)) {
             Ok(Value::Array(items)) => items,
-            Ok(other) => return self.failed(format!("loop must give a list, it gave {}", expr::display(&other))),
+            Ok(other) => {
+                return self.failed(format!(
+                    "loop must give a list, it gave {}",
+                    expr::display(&other)
+                ))
+            }
             Err(e) => return self.failed(format!("loop: {e}")),
         };
         self.each(&vars, items).await
     }
 
     fn failed(&self, msg: String) -> Outcome {
-        Outcome { result: failure(msg), unreachable: false, diff: None, items: Vec::new() }
+        Outcome {
+            result: failure(msg),
+            unreachable: false,
+            diff: None,
+            items: Vec::new(),
+        }
     }
 
     /// A loop: the task per item, its results under `results`.
     async fn each(&self, vars: &Map<String, Value>, items: Vec<Value>) -> Outcome {
-        let mut all = Outcome { result: Map::new(), unreachable: false, diff: None, items: Vec::new() };
+        let mut all = Outcome {
+            result: Map::new(),
+            unreachable: false,
+            diff: None,
+            items: Vec::new(),
+        };
         let (mut results, mut changed, mut failed, mut skipped) = (Vec::new(), false, false, true);
         for item in items {
             let mut v = vars.clone();
@@ -335,8 +464,16 @@ impl Step<'_, '_> {
             one.result.insert(self.task.loop_var.clone(), item);
             let r = one.host_result(self.task, self.play);
             self.report_item(&r, &label);
-            all.items.push(ItemResult { item: label, status: r.status, msg: r.msg });
-            (changed, failed, skipped) = (changed || r.changed, failed || one.flag("failed"), skipped && one.flag("skipped"));
+            all.items.push(ItemResult {
+                item: label,
+                status: r.status,
+                msg: r.msg,
+            });
+            (changed, failed, skipped) = (
+                changed || r.changed,
+                failed || one.flag("failed"),
+                skipped && one.flag("skipped"),
+            );
             all.diff = join_diff(all.diff.take(), one.diff);
             results.push(Value::Object(one.result));
             if one.unreachable {
@@ -344,7 +481,11 @@ impl Step<'_, '_> {
                 break;
             }
         }
-        let msg = if failed { "One or more items failed" } else { "All items completed" };
+        let msg = if failed {
+            "One or more items failed"
+        } else {
+            "All items completed"
+        };
         all.result = json!({"results": results, "changed": changed, "failed": failed, "skipped": skipped && !results.is_empty(), "msg": msg})
             .as_object().cloned().unwrap_or_default();
         all
@@ -376,7 +517,12 @@ impl Step<'_, '_> {
             Ok(false) => {
                 let cond = self.task.when.join(" and ");
                 let result = json!({"changed": false, "skipped": true, "skip_reason": "Conditional result was False", "false_condition": cond});
-                return Outcome { result: result.as_object().cloned().unwrap_or_default(), unreachable: false, diff: None, items: Vec::new() };
+                return Outcome {
+                    result: result.as_object().cloned().unwrap_or_default(),
+                    unreachable: false,
+                    diff: None,
+                    items: Vec::new(),
+                };
             }
             Err(e) => return self.failed(format!("when: {e}")),
         }
@@ -405,7 +551,9 @@ impl Step<'_, '_> {
                 Ok(true) => return out,
                 Ok(false) if n >= tries => {
                     out.result.insert("failed".into(), json!(true));
-                    out.result.entry("msg").or_insert(json!(format!("until: still false after {n} attempts")));
+                    out.result
+                        .entry("msg")
+                        .or_insert(json!(format!("until: still false after {n} attempts")));
                     return out;
                 }
                 Ok(false) => tokio::time::sleep(delay).await,
@@ -436,26 +584,42 @@ impl Step<'_, '_> {
                 result = failure(e);
             }
         }
-        Outcome { result, unreachable, diff, items: Vec::new() }
+        Outcome {
+            result,
+            unreachable,
+            diff,
+            items: Vec::new(),
+        }
     }
 
-    fn override_flags(&self, vars: &Map<String, Value>, result: &mut Map<String, Value>) -> Result<(), String> {
+    fn override_flags(
+        &self,
+        vars: &Map<String, Value>,
+        result: &mut Map<String, Value>,
+    ) -> Result<(), String> {
         if let Some(c) = &self.task.changed_when {
-            let changed = expr::all_true(c, &self.with_result(vars, result)).map_err(|e| format!("changed_when: {e}"))?;
+            let changed = expr::all_true(c, &self.with_result(vars, result))
+                .map_err(|e| format!("changed_when: {e}"))?;
             result.insert("changed".into(), json!(changed));
         }
         if let Some(f) = &self.task.failed_when {
-            let failed = expr::all_true(f, &self.with_result(vars, result)).map_err(|e| format!("failed_when: {e}"))?;
+            let failed = expr::all_true(f, &self.with_result(vars, result))
+                .map_err(|e| format!("failed_when: {e}"))?;
             result.insert("failed".into(), json!(failed));
             result.insert("failed_when_result".into(), json!(failed));
         }
         Ok(())
     }
 
-    async fn call(&self, vars: &Map<String, Value>) -> Result<(ModuleResult, Option<String>), Call> {
+    async fn call(
+        &self,
+        vars: &Map<String, Value>,
+    ) -> Result<(ModuleResult, Option<String>), Call> {
         let ctx = expr::context(vars);
         if modules::ENGINE.contains(&self.task.module) {
-            return super::engine::run(self.task.module, &self.task.args, &ctx).map(|r| (r, None)).map_err(Call::Failed);
+            return super::engine::run(self.task.module, &self.task.args, &ctx)
+                .map(|r| (r, None))
+                .map_err(Call::Failed);
         }
         let args = match expr::template(&Value::Object(self.task.args.clone()), &ctx) {
             Ok(Value::Object(a)) => a,
@@ -479,7 +643,9 @@ impl Step<'_, '_> {
                 let diff = r.diff.clone();
                 Ok((r, diff))
             }
-            Err(ModuleError::Remote(e)) if e.is_unreachable() => Err(Call::Unreachable(e.to_string())),
+            Err(ModuleError::Remote(e)) if e.is_unreachable() => {
+                Err(Call::Unreachable(e.to_string()))
+            }
             Err(e) => Err(Call::Failed(e.to_string())),
         }
     }
@@ -519,7 +685,11 @@ fn join_diff(a: Option<String>, b: Option<String>) -> Option<String> {
 /// Templated variables (`x: "{{ y }}"`) resolved against the others, once; one that cannot be
 /// resolved yet keeps its text (Ansible resolves lazily; using it reports the error).
 fn resolve(vars: &mut Map<String, Value>) {
-    let templated: Vec<String> = vars.iter().filter(|(_, v)| has_template(v)).map(|(k, _)| k.clone()).collect();
+    let templated: Vec<String> = vars
+        .iter()
+        .filter(|(_, v)| has_template(v))
+        .map(|(k, _)| k.clone())
+        .collect();
     if templated.is_empty() {
         return;
     }
