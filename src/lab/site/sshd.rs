@@ -28,9 +28,35 @@ pub struct SshdSpec {
     pub namespace: Option<String>,
     /// The public keys allowed to log in, one OpenSSH line each.
     pub authorized_keys: String,
-    /// Bind mounts made in the daemon's own mount namespace before it starts: (source on this
-    /// machine, target path as the node's commands see it). Targets must exist.
-    pub mounts: Vec<(PathBuf, PathBuf)>,
+    /// Mounts made, in order, in the daemon's own mount namespace before it starts (the
+    /// node's fixture over the paths its commands read).
+    pub mounts: Vec<Mount>,
+}
+
+/// One mount of a node's fixture, made in the sshd's own mount namespace only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mount {
+    /// `mount --bind SOURCE TARGET`: a fixture file or directory over an existing one.
+    Bind(PathBuf, PathBuf),
+    /// An overlay over the existing directory `target`, its own submounts (`/dev/pts`) bound
+    /// back on top through `scratch` (an empty directory). `lower`: entries added read-only
+    /// (`/dev/disk` where `/dev` has none); `upper` (and its work dir, on the same filesystem):
+    /// where writes land (a node's own `/etc`). The machine's own `target` never changes.
+    Overlay {
+        /// The directory overlaid.
+        target: PathBuf,
+        /// A read-only layer above it.
+        lower: Option<PathBuf>,
+        /// The writable layer and overlayfs' work dir.
+        upper: Option<(PathBuf, PathBuf)>,
+        /// An empty directory used while the overlay is made.
+        scratch: PathBuf,
+    },
+    /// `/proc` replaced by `root`, a directory holding the fixture's own entries (`modules`)
+    /// and a symlink per other entry of the real procfs into `root/.kernel`, where a procfs is
+    /// mounted: for a kernel without loadable modules, whose procfs has no `modules` to bind
+    /// over and cannot be given one.
+    Proc(PathBuf),
 }
 
 /// A running sshd; stopped when dropped.
@@ -78,7 +104,7 @@ impl Sshd {
             let _ = child.kill();
             let _ = child.wait();
             if let Some(namespace) = namespace {
-                kill_mount_namespace(&namespace);
+                super::process::kill_mount_namespace(&namespace);
             }
         }
     }
@@ -107,25 +133,6 @@ impl Sshd {
 impl Drop for Sshd {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Kills every process whose mount namespace is `namespace` (the sessions an sshd left).
-/// Never this process's own namespace (the machine's processes are not a node's).
-fn kill_mount_namespace(namespace: &Path) {
-    if fs_err::read_link("/proc/self/ns/mnt").is_ok_and(|own| own == namespace) {
-        return;
-    }
-    let Ok(entries) = fs_err::read_dir("/proc") else { return };
-    let pids = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            fs_err::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| ns == namespace)
-        });
-    for pid in pids {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
     }
 }
 
@@ -164,22 +171,64 @@ fn config_text(spec: &SshdSpec) -> String {
     )
 }
 
-/// `sshd -D -e -f CONFIG`, behind the bind mounts (a shell in a new mount namespace) and
-/// inside the network namespace when there is one. `ip netns exec` already gives its command
-/// a mount namespace of its own; without it `unshare -m` does.
+fn q(path: &Path) -> String {
+    crate::hostprep::sh_quote(&path.display().to_string())
+}
+
+/// The shell lines that make `mount`.
+fn mount_script(mount: &Mount) -> String {
+    match mount {
+        Mount::Bind(source, target) => format!("mount --bind {} {}; ", q(source), q(target)),
+        Mount::Overlay { target, lower, upper, scratch } => {
+            let t = q(target);
+            let mut options = match lower {
+                Some(l) => format!("lowerdir={}:{t}", q(l)),
+                None => format!("lowerdir={t}"),
+            };
+            if let Some((u, w)) = upper {
+                options.push_str(&format!(",upperdir={},workdir={}", q(u), q(w)));
+            }
+            let mut s = format!(
+                "mkdir -p {k}; mount --rbind {t} {k}; mount -t overlay overlay -o {options} {t}; ",
+                k = q(scratch)
+            );
+            for sub in submounts(target) {
+                let rel = sub.strip_prefix(target).unwrap_or(&sub);
+                s.push_str(&format!("mount --rbind {} {}; ", q(&scratch.join(rel)), q(&sub)));
+            }
+            s + &format!("umount -l {}; ", q(scratch))
+        }
+        Mount::Proc(root) => format!(
+            "mount --bind {r} /proc; mount -t proc proc /proc/.kernel; ",
+            r = q(root)
+        ),
+    }
+}
+
+/// The mount points directly below `dir` in this process's mount table (`/dev/pts`,
+/// `/dev/shm` for `/dev`), which an overlay on `dir` would hide.
+fn submounts(dir: &Path) -> Vec<PathBuf> {
+    let table = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|p| p.parent() == Some(dir))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `sshd -D -e -f CONFIG`, behind the mounts (a shell in a new mount namespace) and inside the
+/// network namespace when there is one. `ip netns exec` already gives its command a mount
+/// namespace of its own; without it `unshare -m` does.
 fn command(spec: &SshdSpec, config: &Path) -> Command {
     let mut script = String::from("set -e; ");
-    for (source, target) in &spec.mounts {
-        script.push_str(&format!(
-            "mount --bind {} {}; ",
-            crate::hostprep::sh_quote(&source.display().to_string()),
-            crate::hostprep::sh_quote(&target.display().to_string())
-        ));
+    for mount in &spec.mounts {
+        script.push_str(&mount_script(mount));
     }
-    script.push_str(&format!(
-        "exec {SSHD} -D -e -f {}",
-        crate::hostprep::sh_quote(&config.display().to_string())
-    ));
+    script.push_str(&format!("exec {SSHD} -D -e -f {}", q(config)));
     let mut cmd = match &spec.namespace {
         Some(ns) => super::netns::command_in(ns, "/bin/sh"),
         None => {
