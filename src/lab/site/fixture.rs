@@ -281,20 +281,30 @@ fn journal(node: &str) -> String {
     .collect()
 }
 
+/// The `pid_max` of a lab node's PID namespace where its `/proc` is the fixture's.
+pub const PROC_PIDS: u32 = 4096;
+
 /// Makes `root` (holding the fixture's `modules`) stand for `/proc`: a `.kernel` directory,
-/// where a real procfs is mounted, and a link `NAME -> .kernel/NAME` for every entry of this
-/// machine's `/proc` that is not a process (`self`, `sys`, `net`, `mounts`, `cpuinfo`, ...).
-pub fn link_procfs(root: &Path) -> Result<()> {
+/// where a real procfs is mounted, a link `NAME -> .kernel/NAME` for every entry of this
+/// machine's `/proc` that is not a process (`self`, `sys`, `net`, `mounts`, `cpuinfo`, ...),
+/// and one per pid from 1 to `pids` (dangling while no such process runs, as `ps` expects of
+/// a process that just ended).
+pub fn link_procfs(root: &Path, pids: u32) -> Result<()> {
     fs_err::create_dir_all(root.join(".kernel"))?;
+    // `sys` is bound, not linked: sysctl(8) refuses a path that resolves outside /proc/sys.
+    fs_err::create_dir_all(root.join("sys"))?;
+    let mut names: Vec<String> = (1..=pids).map(|p| p.to_string()).collect();
     for entry in fs_err::read_dir("/proc")? {
         let name = entry?.file_name();
         let Some(text) = name.to_str() else { continue };
-        if text.bytes().all(|b| b.is_ascii_digit()) || text == "modules" {
-            continue;
+        if !text.bytes().all(|b| b.is_ascii_digit()) && text != "modules" && text != "sys" {
+            names.push(text.to_string());
         }
-        let link = root.join(text);
+    }
+    for name in names {
+        let link = root.join(&name);
         if fs_err::symlink_metadata(&link).is_err() {
-            symlink(format!(".kernel/{text}"), link)?;
+            symlink(format!(".kernel/{name}"), link)?;
         }
     }
     Ok(())

@@ -175,7 +175,8 @@ pub fn spec(record: &SiteRecord, inv: &Inventory, node: &Node) -> Result<SshdSpe
 
 /// The fixture's mounts, in order. `/proc/modules` is bound over when this kernel has one;
 /// a kernel without loadable modules has none and procfs cannot be given one, so `/proc` is
-/// then the fixture's `proc/` (its `modules` and a link per other entry into a real procfs).
+/// then the fixture's `proc/` (its `modules` and a link per other entry into a real procfs,
+/// the daemon in a PID namespace of its own: [`Mount::Proc`]).
 /// `/dev/disk` likewise: bound over when it exists, else `fixture/dev` is laid over `/dev`.
 pub fn mounts(fixture: &Path) -> Result<Vec<Mount>> {
     let f = |p: &str| fixture.join(p);
@@ -203,9 +204,13 @@ pub fn mounts(fixture: &Path) -> Result<Vec<Mount>> {
     if Path::new("/proc/modules").exists() {
         m.push(Mount::Bind(f("proc/modules"), "/proc/modules".into()));
     } else {
-        super::fixture::link_procfs(&f("proc"))?;
-        m.push(Mount::Proc(f("proc")));
+        super::fixture::link_procfs(&f("proc"), super::fixture::PROC_PIDS)?;
+        m.push(Mount::Proc {
+            root: f("proc"),
+            pids: super::fixture::PROC_PIDS,
+        });
     }
+    m.push(Mount::SysctlNetOnly);
     Ok(m)
 }
 

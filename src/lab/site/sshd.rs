@@ -53,10 +53,21 @@ pub enum Mount {
         scratch: PathBuf,
     },
     /// `/proc` replaced by `root`, a directory holding the fixture's own entries (`modules`)
-    /// and a symlink per other entry of the real procfs into `root/.kernel`, where a procfs is
-    /// mounted: for a kernel without loadable modules, whose procfs has no `modules` to bind
-    /// over and cannot be given one.
-    Proc(PathBuf),
+    /// and a symlink per other entry of a real procfs mounted at `root/.kernel`: for a kernel
+    /// without loadable modules, whose procfs has no `modules` to bind over and cannot be given
+    /// one. The daemon then runs as the first process of a PID namespace of its own whose
+    /// `pid_max` is `pids`, and `root` holds a link `N -> .kernel/N` for every pid up to it, so
+    /// `ps` and `/proc/PID` work for the node's processes. The daemon's end ends them all.
+    Proc {
+        /// The directory that stands for `/proc`.
+        root: PathBuf,
+        /// The PID namespace's `pid_max` (`root` links every pid up to it).
+        pids: u32,
+    },
+    /// `/proc/sys` read-only but for `/proc/sys/net`: a node's sysctls of its own network
+    /// namespace stay real and writable, the kernel-wide ones (`vm.*`, `kernel.*`), which are
+    /// this machine's, cannot be changed from a node.
+    SysctlNetOnly,
 }
 
 /// A running sshd; stopped when dropped.
@@ -198,10 +209,15 @@ fn mount_script(mount: &Mount) -> String {
             }
             s + &format!("umount -l {}; ", q(scratch))
         }
-        Mount::Proc(root) => format!(
-            "mount --bind {r} /proc; mount -t proc proc /proc/.kernel; ",
+        Mount::Proc { root, pids } => format!(
+            "mount --bind {r} /proc; mount -t proc proc /proc/.kernel; \
+             mount --bind /proc/.kernel/sys /proc/sys; echo {pids} > /proc/sys/kernel/pid_max; ",
             r = q(root)
         ),
+        Mount::SysctlNetOnly => "mount --bind /proc/sys /proc/sys; \
+             mount -o remount,bind,ro /proc/sys; mount --bind /proc/sys/net /proc/sys/net; \
+             mount -o remount,bind,rw /proc/sys/net; "
+            .into(),
     }
 }
 
@@ -223,12 +239,24 @@ fn submounts(dir: &Path) -> Vec<PathBuf> {
 /// `sshd -D -e -f CONFIG`, behind the mounts (a shell in a new mount namespace) and inside the
 /// network namespace when there is one. `ip netns exec` already gives its command a mount
 /// namespace of its own; without it `unshare -m` does.
+/// From a [`Mount::Proc`] on, the mounts are made by the first process of a new PID
+/// namespace, which becomes the daemon.
 fn command(spec: &SshdSpec, config: &Path) -> Command {
-    let mut script = String::from("set -e; ");
+    let (mut outer, mut inner) = (String::from("set -e; "), None::<String>);
     for mount in &spec.mounts {
-        script.push_str(&mount_script(mount));
+        if matches!(mount, Mount::Proc { .. }) {
+            inner.get_or_insert_with(|| String::from("set -e; "));
+        }
+        inner.as_mut().unwrap_or(&mut outer).push_str(&mount_script(mount));
     }
-    script.push_str(&format!("exec {SSHD} -D -e -f {}", q(config)));
+    let sshd = format!("exec {SSHD} -D -e -f {}", q(config));
+    let script = match inner {
+        Some(inner) => format!(
+            "{outer}exec unshare --pid --fork --kill-child /bin/sh -c {}",
+            crate::hostprep::sh_quote(&format!("{inner}{sshd}"))
+        ),
+        None => outer + &sshd,
+    };
     let mut cmd = match &spec.namespace {
         Some(ns) => super::netns::command_in(ns, "/bin/sh"),
         None => {
@@ -239,4 +267,32 @@ fn command(spec: &SshdSpec, config: &Path) -> Command {
     };
     cmd.args(["-c", &script]);
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mounts from a `Proc` on are made inside the PID namespace the daemon leads.
+    #[test]
+    fn mounts_after_proc_are_made_in_the_daemons_pid_namespace() {
+        let spec = SshdSpec {
+            dir: "/s/h".into(),
+            listen: "127.0.0.1:22".parse().unwrap(),
+            namespace: None,
+            authorized_keys: String::new(),
+            mounts: vec![
+                Mount::Bind("/f/bin".into(), "/usr/local/bin".into()),
+                Mount::Proc { root: "/f/proc".into(), pids: 64 },
+                Mount::SysctlNetOnly,
+            ],
+        };
+        let cmd = command(&spec, Path::new("/s/h/sshd_config"));
+        let script = cmd.get_args().last().unwrap().to_str().unwrap().to_string();
+        let (outer, inner) = script.split_once("exec unshare --pid --fork --kill-child").unwrap();
+        assert!(outer.contains("mount --bind '/f/bin' '/usr/local/bin'"), "{script}");
+        assert!(inner.contains("echo 64 > /proc/sys/kernel/pid_max"), "{script}");
+        assert!(inner.contains("remount,bind,ro /proc/sys"), "{script}");
+        assert!(inner.trim_end().ends_with("/s/h/sshd_config'\''"), "{script}");
+    }
 }
