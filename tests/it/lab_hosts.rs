@@ -38,7 +38,12 @@ impl Client {
             .arg(&self.key)
             .arg("-o")
             .arg(format!("UserKnownHostsFile={}", self.known_hosts.display()))
-            .args(["-o", "StrictHostKeyChecking=accept-new", "-o", "BatchMode=yes"])
+            .args([
+                "-o",
+                "StrictHostKeyChecking=accept-new",
+                "-o",
+                "BatchMode=yes",
+            ])
             .args(["-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR"])
             .arg(format!("core@{ip}"))
             .arg(command)
@@ -80,7 +85,8 @@ fn processes(needle: &str) -> Vec<String> {
         }
         if let Ok(raw) = fs_err::read(format!("/proc/{name}/cmdline")) {
             let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            if line.contains(needle) && bootstrap::lab::site::process::alive(name.parse().unwrap()) {
+            if line.contains(needle) && bootstrap::lab::site::process::alive(name.parse().unwrap())
+            {
                 found.push(format!("{name}: {line}"));
             }
         }
@@ -116,7 +122,11 @@ fn check_fixtures(c: &Client) {
     let gpus = "grep -l 0x2335 /sys/bus/pci/devices/*/device | wc -l";
     assert_eq!(c.ok(NODE0, gpus).trim(), "8");
     assert_eq!(c.ok(NODE1, gpus).trim(), "7");
-    assert_eq!(c.ok(NODE1, "ls /sys/bus/pci/devices/0000:9a:00.0 2>&1 || true").contains("No such file"), true);
+    assert_eq!(
+        c.ok(NODE1, "ls /sys/bus/pci/devices/0000:9a:00.0 2>&1 || true")
+            .contains("No such file"),
+        true
+    );
     assert_eq!(
         c.ok(NODE0, "basename $(readlink /sys/bus/pci/devices/0000:9a:00.0/driver); cat /sys/bus/pci/devices/0000:9a:00.0/numa_node"),
         "nvidia\n1\n"
@@ -124,12 +134,24 @@ fn check_fixtures(c: &Client) {
     let irdma = "awk '$1 == \"irdma\"' /proc/modules | wc -l";
     assert_eq!(c.ok(NODE2, irdma).trim(), "1");
     assert_eq!(c.ok(NODE0, irdma).trim(), "0");
-    assert_eq!(c.ok(NODE1, "readlink -f /dev/disk/by-path/pci-0000:04:00.0; cat /sys/block/vda/queue/rotational"), "/dev/vda\n0\n");
     assert_eq!(
-        c.ok(NODE0, "chronyc -n -c sources").split(',').take(3).collect::<Vec<_>>(),
+        c.ok(
+            NODE1,
+            "readlink -f /dev/disk/by-path/pci-0000:04:00.0; cat /sys/block/vda/queue/rotational"
+        ),
+        "/dev/vda\n0\n"
+    );
+    assert_eq!(
+        c.ok(NODE0, "chronyc -n -c sources")
+            .split(',')
+            .take(3)
+            .collect::<Vec<_>>(),
         ["^", "*", "192.168.111.1"]
     );
-    assert!(c.ok(NODE0, "chronyc -n -c tracking").trim_end().ends_with(",Normal"));
+    assert!(c
+        .ok(NODE0, "chronyc -n -c tracking")
+        .trim_end()
+        .ends_with(",Normal"));
     let journal = c.ok(NODE0, "journalctl -b -p err --no-pager");
     assert!(journal.lines().count() >= 3, "{journal}");
     let fault = regex::Regex::new(r"Xid|Hardware Error|EDAC|mlx5_core.*(fail|error)").unwrap();
@@ -141,13 +163,19 @@ fn check_fixtures(c: &Client) {
 fn check_stand_ins(c: &Client) {
     assert_eq!(c.ok(NODE0, "sudo -n id -u").trim(), "0");
     let err = c.fails(NODE2, "sudo -n modprobe nosuch", 1);
-    assert!(err.contains("modprobe: FATAL: Module nosuch not found"), "{err}");
+    assert!(
+        err.contains("modprobe: FATAL: Module nosuch not found"),
+        "{err}"
+    );
     let err = c.fails(NODE2, "modprobe -r irdma", 1);
     assert!(err.contains("Operation not permitted"), "{err}");
     let err = c.fails(NODE2, "sudo -n modprobe -r mlx5_core", 1);
     assert!(err.contains("Module mlx5_core is in use"), "{err}");
     c.ok(NODE2, "sudo -n modprobe -r irdma");
-    assert_eq!(c.ok(NODE2, "grep -c irdma /proc/modules || true").trim(), "0");
+    assert_eq!(
+        c.ok(NODE2, "grep -c irdma /proc/modules || true").trim(),
+        "0"
+    );
     c.ok(NODE2, "sudo -n modprobe irdma");
     assert_eq!(c.ok(NODE2, "grep -c '^irdma ' /proc/modules").trim(), "1");
     assert_eq!(c.ok(NODE0, "systemctl is-active crio"), "active\n");
@@ -155,9 +183,19 @@ fn check_stand_ins(c: &Client) {
     assert!(err.contains("Interactive authentication required"), "{err}");
     c.ok(NODE0, "sudo -n systemctl stop crio");
     let o = c.run(NODE0, "systemctl is-active crio");
-    assert_eq!((o.status.code(), o.stdout.as_slice()), (Some(3), &b"inactive\n"[..]));
-    assert_eq!(c.ok(NODE1, "systemctl is-active crio"), "active\n", "another node's unit");
-    c.ok(NODE0, "sudo -n systemctl start crio && sudo -n systemctl daemon-reload");
+    assert_eq!(
+        (o.status.code(), o.stdout.as_slice()),
+        (Some(3), &b"inactive\n"[..])
+    );
+    assert_eq!(
+        c.ok(NODE1, "systemctl is-active crio"),
+        "active\n",
+        "another node's unit"
+    );
+    c.ok(
+        NODE0,
+        "sudo -n systemctl start crio && sudo -n systemctl daemon-reload",
+    );
     assert_eq!(c.ok(NODE0, "systemctl is-active crio"), "active\n");
     let err = c.fails(NODE0, "sudo -n systemctl restart nosuch", 5);
     assert!(err.contains("Unit nosuch.service not found."), "{err}");
@@ -175,15 +213,27 @@ fn check_etc_is_the_nodes(c: &Client) {
          sudo -n sh -c 'cp /etc/sysctl.conf /etc/.s.tmp && mv /etc/.s.tmp /etc/sysctl.conf' && \
          echo 'net.ipv4.ip_forward = 1' | sudo -n tee /etc/sysctl.d/90-lab.conf >/dev/null",
     );
-    assert!(c.ok(NODE0, "cat /etc/sysctl.conf").contains("vm.swappiness = 10"));
-    assert_eq!(fs_err::read("/etc/sysctl.conf").unwrap(), machine, "this machine's file changed");
+    assert!(c
+        .ok(NODE0, "cat /etc/sysctl.conf")
+        .contains("vm.swappiness = 10"));
+    assert_eq!(
+        fs_err::read("/etc/sysctl.conf").unwrap(),
+        machine,
+        "this machine's file changed"
+    );
     assert!(!Path::new("/etc/sysctl.d/90-lab.conf").exists());
     assert_eq!(c.ok(NODE1, "cat /etc/sysctl.conf"), node1);
     let swappiness = fs_err::read_to_string("/proc/sys/vm/swappiness").unwrap();
     let o = c.run(NODE0, "sudo -n sysctl -w vm.swappiness=7");
     assert!(!o.status.success(), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("permission denied on key \"vm.swappiness\""), "{o:?}");
-    assert_eq!(fs_err::read_to_string("/proc/sys/vm/swappiness").unwrap(), swappiness);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("permission denied on key \"vm.swappiness\""),
+        "{o:?}"
+    );
+    assert_eq!(
+        fs_err::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness
+    );
 }
 
 #[test]
@@ -198,12 +248,18 @@ fn hosts_up_serves_every_node_over_real_ssh_and_lab_down_ends_every_session() {
     check_etc_is_the_nodes(&client);
     // A session left running on a node (its own session and process group, as nohup and
     // setsid make it) ends with the lab.
-    client.ok(NODE1, "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo started");
+    client.ok(
+        NODE1,
+        "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo started",
+    );
     assert_eq!(processes("sleep 4242").len(), 1);
     let state = lab.state.display().to_string();
     assert_eq!(processes(&format!("{state}/hosts/")).is_empty(), false);
     let removed = lab.down();
-    assert!(removed["processes"].as_array().unwrap().len() >= 6, "{removed}");
+    assert!(
+        removed["processes"].as_array().unwrap().len() >= 6,
+        "{removed}"
+    );
     assert_eq!(processes("sleep 4242"), Vec::<String>::new());
     assert_eq!(processes(&format!("{state}/hosts/")), Vec::<String>::new());
 }

@@ -55,7 +55,11 @@ pub struct NodeHardware {
 impl NodeHardware {
     /// The hardware of node `index` of `inv`.
     pub fn of(inv: &Inventory, index: usize, node: &Node) -> NodeHardware {
-        let device = node.root_device.device_name.as_deref().unwrap_or("/dev/vda");
+        let device = node
+            .root_device
+            .device_name
+            .as_deref()
+            .unwrap_or("/dev/vda");
         let root = match device.strip_prefix("/dev/disk/by-path/") {
             Some(by_path) => ("sda".to_string(), by_path.to_string()),
             None => {
@@ -105,14 +109,52 @@ impl NodeHardware {
             driver,
             net: Some(net),
         };
-        let (cx7, e810) = (("0x15b3", "0x1021", "0x020000"), ("0x8086", "0x159b", "0x020000"));
-        devices.push(nic("0000:1d:00.0", cx7, 0, 16, "mlx5_core", ("ens1f0np0".into(), mac(1), 9000, 400000)));
-        devices.push(nic("0000:9d:00.0", cx7, 1, 16, "mlx5_core", ("ens2f0np0".into(), mac(2), 9000, 400000)));
+        let (cx7, e810) = (
+            ("0x15b3", "0x1021", "0x020000"),
+            ("0x8086", "0x159b", "0x020000"),
+        );
+        devices.push(nic(
+            "0000:1d:00.0",
+            cx7,
+            0,
+            16,
+            "mlx5_core",
+            ("ens1f0np0".into(), mac(1), 9000, 400000),
+        ));
+        devices.push(nic(
+            "0000:9d:00.0",
+            cx7,
+            1,
+            16,
+            "mlx5_core",
+            ("ens2f0np0".into(), mac(2), 9000, 400000),
+        ));
         let (name, mac0) = self.nic.clone();
-        devices.push(nic("0000:01:00.0", e810, 0, 8, "ice", (name, mac0, 1500, 25000)));
-        devices.push(Pci { address: "0000:04:00.0", ids: ("0x1af4", "0x1001", "0x010000"), numa: 0, width: 1, driver: "virtio-pci", net: None });
+        devices.push(nic(
+            "0000:01:00.0",
+            e810,
+            0,
+            8,
+            "ice",
+            (name, mac0, 1500, 25000),
+        ));
+        devices.push(Pci {
+            address: "0000:04:00.0",
+            ids: ("0x1af4", "0x1001", "0x010000"),
+            numa: 0,
+            width: 1,
+            driver: "virtio-pci",
+            net: None,
+        });
         for address in ["0000:c1:00.0", "0000:c2:00.0"] {
-            devices.push(Pci { address, ids: ("0x144d", "0xa80a", "0x010802"), numa: 1, width: 4, driver: "nvme", net: None });
+            devices.push(Pci {
+                address,
+                ids: ("0x144d", "0xa80a", "0x010802"),
+                numa: 1,
+                width: 4,
+                driver: "nvme",
+                net: None,
+            });
         }
         devices
     }
@@ -170,8 +212,13 @@ pub fn write(dir: &Path, hw: &NodeHardware) -> Result<()> {
 /// Marks an overlay upper directory opaque: the node's `/etc/sysctl.d` shows only its own
 /// files, not this machine's.
 fn make_opaque(dir: &Path) -> Result<()> {
-    rustix::fs::setxattr(dir, "trusted.overlay.opaque", b"y", rustix::fs::XattrFlags::empty())
-        .map_err(|e| anyhow::anyhow!("marking {} opaque for overlayfs: {e}", dir.display()))
+    rustix::fs::setxattr(
+        dir,
+        "trusted.overlay.opaque",
+        b"y",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .map_err(|e| anyhow::anyhow!("marking {} opaque for overlayfs: {e}", dir.display()))
 }
 
 fn write_pci(root: &Path, devices: &[Pci]) -> Result<()> {
@@ -189,7 +236,10 @@ fn write_pci(root: &Path, devices: &[Pci]) -> Result<()> {
         ] {
             put(&dir.join(file), &format!("{value}\n"))?;
         }
-        symlink(format!("../../../bus/pci/drivers/{}", d.driver), dir.join("driver"))?;
+        symlink(
+            format!("../../../bus/pci/drivers/{}", d.driver),
+            dir.join("driver"),
+        )?;
         if let Some((name, mac, mtu, speed)) = &d.net {
             let net = dir.join("net").join(name);
             for (file, value) in [
@@ -211,9 +261,24 @@ fn write_pci(root: &Path, devices: &[Pci]) -> Result<()> {
 fn write_disks(dir: &Path, hw: &NodeHardware) -> Result<()> {
     let (root, root_path) = &hw.root;
     let disks = [
-        (root.clone(), root_path.clone(), 1_875_385_008u64, "Dell BOSS-N1"),
-        ("nvme0n1".into(), "pci-0000:c1:00.0-nvme-1".into(), 7_501_476_528, "Dell Ent NVMe CM6 RI 3.84TB"),
-        ("nvme1n1".into(), "pci-0000:c2:00.0-nvme-1".into(), 7_501_476_528, "Dell Ent NVMe CM6 RI 3.84TB"),
+        (
+            root.clone(),
+            root_path.clone(),
+            1_875_385_008u64,
+            "Dell BOSS-N1",
+        ),
+        (
+            "nvme0n1".into(),
+            "pci-0000:c1:00.0-nvme-1".into(),
+            7_501_476_528,
+            "Dell Ent NVMe CM6 RI 3.84TB",
+        ),
+        (
+            "nvme1n1".into(),
+            "pci-0000:c2:00.0-nvme-1".into(),
+            7_501_476_528,
+            "Dell Ent NVMe CM6 RI 3.84TB",
+        ),
     ];
     let by_path = dir.join("dev/disk/by-path");
     fs_err::create_dir_all(&by_path)?;
@@ -222,7 +287,10 @@ fn write_disks(dir: &Path, hw: &NodeHardware) -> Result<()> {
         put(&block.join("size"), &format!("{sectors}\n"))?;
         put(&block.join("queue/rotational"), "0\n")?;
         put(&block.join("device/model"), &format!("{model}\n"))?;
-        put(&block.join("device/serial"), &format!("LAB{:02}{i:02}\n", hw.index))?;
+        put(
+            &block.join("device/serial"),
+            &format!("LAB{:02}{i:02}\n", hw.index),
+        )?;
         symlink(format!("../../{name}"), by_path.join(path))?;
     }
     Ok(())
@@ -238,8 +306,14 @@ fn write_standins(dir: &Path, hw: &NodeHardware) -> Result<()> {
         ("kubelet", "active", "enabled"),
         ("crio", "active", "enabled"),
     ] {
-        put(&state.join(format!("systemd/{unit}/active")), &format!("{active}\n"))?;
-        put(&state.join(format!("systemd/{unit}/enabled")), &format!("{enabled}\n"))?;
+        put(
+            &state.join(format!("systemd/{unit}/active")),
+            &format!("{active}\n"),
+        )?;
+        put(
+            &state.join(format!("systemd/{unit}/enabled")),
+            &format!("{enabled}\n"),
+        )?;
     }
     put(&state.join("journal"), &journal(&hw.node))?;
     let final_dir = dir.parent().unwrap_or(dir).join("fixture");

@@ -72,7 +72,12 @@ pub fn to_start(
 /// tried again. Dropping the future stops every sshd and its sessions.
 pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Result<()> {
     let inv = crate::inventory::load(&record.inventory)?;
-    let nodes: Vec<String> = record.network.nodes.iter().map(|n| n.node.clone()).collect();
+    let nodes: Vec<String> = record
+        .network
+        .nodes
+        .iter()
+        .map(|n| n.node.clone())
+        .collect();
     let mut running: BTreeMap<String, Sshd> = BTreeMap::new();
     let mut given_up: BTreeSet<String> = BTreeSet::new();
     write_records(&record, &running)?;
@@ -83,7 +88,11 @@ pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Res
         for name in to_start(&nodes, record.simulation.hosts_up, &installed(), &busy) {
             match start(&record, &inv, &name).await {
                 Ok(sshd) => {
-                    tracing::info!("ssh host {name} listening at {} (pid {:?})", sshd.listen, sshd.pid());
+                    tracing::info!(
+                        "ssh host {name} listening at {} (pid {:?})",
+                        sshd.listen,
+                        sshd.pid()
+                    );
                     running.insert(name, sshd);
                     write_records(&record, &running)?;
                 }
@@ -232,7 +241,10 @@ mod tests {
         assert!(sim.installed().is_empty());
         assert!(to_start(&nodes, false, &sim.installed(), &none).is_empty());
         let installed = names(&["master-1"]);
-        assert_eq!(to_start(&nodes, false, &installed, &none), names(&["master-1"]));
+        assert_eq!(
+            to_start(&nodes, false, &installed, &none),
+            names(&["master-1"])
+        );
         let running: BTreeSet<String> = ["master-1".to_string()].into();
         assert!(to_start(&nodes, false, &installed, &running).is_empty());
         assert_eq!(

@@ -16,8 +16,8 @@ pub mod pki;
 pub mod process;
 pub mod rendezvous;
 pub mod simulator;
-pub mod sshd;
 pub mod site_run;
+pub mod sshd;
 mod status;
 pub mod watcher;
 
@@ -448,7 +448,10 @@ async fn wait_site(record: &SiteRecord) -> Result<()> {
 async fn wait_hosts(record: &SiteRecord) -> Result<()> {
     let start = Instant::now();
     loop {
-        let up: Vec<String> = hosts::read(&record.state_dir).into_iter().map(|h| h.node).collect();
+        let up: Vec<String> = hosts::read(&record.state_dir)
+            .into_iter()
+            .map(|h| h.node)
+            .collect();
         let missing: Vec<&str> = record
             .network
             .nodes

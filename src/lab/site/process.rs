@@ -98,7 +98,9 @@ pub fn kill_mount_namespace(namespace: &Path) {
     if fs_err::read_link("/proc/self/ns/mnt").is_ok_and(|own| own == namespace) {
         return;
     }
-    let Ok(entries) = fs_err::read_dir("/proc") else { return };
+    let Ok(entries) = fs_err::read_dir("/proc") else {
+        return;
+    };
     let pids = entries
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {

@@ -90,14 +90,20 @@ impl Sshd {
         fs_err::write(spec.dir.join("authorized_keys"), &spec.authorized_keys)?;
         let config = spec.dir.join("sshd_config");
         fs_err::write(&config, config_text(spec))?;
-        let log = fs_err::File::create(spec.dir.join("sshd.log"))?.into_parts().0;
+        let log = fs_err::File::create(spec.dir.join("sshd.log"))?
+            .into_parts()
+            .0;
         let child = command(spec, &config)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .with_context(|| format!("cannot start {SSHD} for {}", spec.listen))?;
-        let mut sshd = Sshd { listen: spec.listen, host_key, child: Some(child) };
+        let mut sshd = Sshd {
+            listen: spec.listen,
+            host_key,
+            child: Some(child),
+        };
         sshd.wait_listening(&spec.dir, Duration::from_secs(10))?;
         Ok(sshd)
     }
@@ -126,7 +132,11 @@ impl Sshd {
             if TcpStream::connect_timeout(&self.listen, Duration::from_millis(200)).is_ok() {
                 return Ok(());
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
                 bail!(
                     "sshd for {} exited ({status}) before listening: {}",
@@ -190,7 +200,12 @@ fn q(path: &Path) -> String {
 fn mount_script(mount: &Mount) -> String {
     match mount {
         Mount::Bind(source, target) => format!("mount --bind {} {}; ", q(source), q(target)),
-        Mount::Overlay { target, lower, upper, scratch } => {
+        Mount::Overlay {
+            target,
+            lower,
+            upper,
+            scratch,
+        } => {
             let t = q(target);
             let mut options = match lower {
                 Some(l) => format!("lowerdir={}:{t}", q(l)),
@@ -205,7 +220,11 @@ fn mount_script(mount: &Mount) -> String {
             );
             for sub in submounts(target) {
                 let rel = sub.strip_prefix(target).unwrap_or(&sub);
-                s.push_str(&format!("mount --rbind {} {}; ", q(&scratch.join(rel)), q(&sub)));
+                s.push_str(&format!(
+                    "mount --rbind {} {}; ",
+                    q(&scratch.join(rel)),
+                    q(&sub)
+                ));
             }
             s + &format!("umount -l {}; ", q(scratch))
         }
@@ -247,7 +266,10 @@ fn command(spec: &SshdSpec, config: &Path) -> Command {
         if matches!(mount, Mount::Proc { .. }) {
             inner.get_or_insert_with(|| String::from("set -e; "));
         }
-        inner.as_mut().unwrap_or(&mut outer).push_str(&mount_script(mount));
+        inner
+            .as_mut()
+            .unwrap_or(&mut outer)
+            .push_str(&mount_script(mount));
     }
     let sshd = format!("exec {SSHD} -D -e -f {}", q(config));
     let script = match inner {
@@ -283,16 +305,31 @@ mod tests {
             authorized_keys: String::new(),
             mounts: vec![
                 Mount::Bind("/f/bin".into(), "/usr/local/bin".into()),
-                Mount::Proc { root: "/f/proc".into(), pids: 64 },
+                Mount::Proc {
+                    root: "/f/proc".into(),
+                    pids: 64,
+                },
                 Mount::SysctlNetOnly,
             ],
         };
         let cmd = command(&spec, Path::new("/s/h/sshd_config"));
         let script = cmd.get_args().last().unwrap().to_str().unwrap().to_string();
-        let (outer, inner) = script.split_once("exec unshare --pid --fork --kill-child").unwrap();
-        assert!(outer.contains("mount --bind '/f/bin' '/usr/local/bin'"), "{script}");
-        assert!(inner.contains("echo 64 > /proc/sys/kernel/pid_max"), "{script}");
+        let (outer, inner) = script
+            .split_once("exec unshare --pid --fork --kill-child")
+            .unwrap();
+        assert!(
+            outer.contains("mount --bind /f/bin /usr/local/bin;"),
+            "{script}"
+        );
+        assert!(!outer.contains("/proc"), "{script}");
+        assert!(
+            inner.contains("echo 64 > /proc/sys/kernel/pid_max"),
+            "{script}"
+        );
         assert!(inner.contains("remount,bind,ro /proc/sys"), "{script}");
-        assert!(inner.trim_end().ends_with("/s/h/sshd_config'\''"), "{script}");
+        assert!(
+            inner.ends_with("exec /usr/sbin/sshd -D -e -f /s/h/sshd_config'"),
+            "{script}"
+        );
     }
 }
