@@ -5,8 +5,9 @@
 # writes the agent ISO with it; tests read ISOs with it), kubernetes-client (kubectl, the cluster
 # API stand-in's protocol peer), iproute2 (the lab site's network
 # namespaces), openssh-server, openssh-client and sudo (the lab's SSH hosts and their user `core`),
-# python3-venv, and the lab venv with sushy-tools and ansible-core (the Redfish emulator `bootstrap lab
-# up` runs) at ${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}. Safe to run again; does
+# the user `core` with password-less sudo, python3-venv, and the lab venv with sushy-tools (the
+# Redfish emulator `bootstrap lab up` runs) and ansible-core (ansible-playbook, which must run the
+# shipped playbooks too) at ${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}. Safe to run again; does
 # nothing when all is there. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
 
