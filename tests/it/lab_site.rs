@@ -343,6 +343,8 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     }
 
     let before = lab.status();
+    // Without --hosts-up no node's SSH host runs before the simulated install says it finished.
+    assert_eq!(before["hosts"], serde_json::json!([]), "{before:#}");
     let id = before["labId"].as_str().unwrap().to_string();
     let removed = lab.down();
     assert_eq!(
