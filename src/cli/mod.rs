@@ -388,6 +388,11 @@ pub struct LabUpArgs {
     /// not synced yet (the wait stage must print it once).
     #[arg(long, value_name = "NODE")]
     pub inject_validation_failure: Option<String>,
+
+    /// Start every node's SSH host at once, as if installed (prep rehearsals and tests without
+    /// an install); otherwise each starts when the simulated install says its node finished.
+    #[arg(long)]
+    pub hosts_up: bool,
 }
 
 /// The lab site's state dir.

@@ -51,6 +51,7 @@ pub async fn up(args: crate::cli::LabUpArgs, printer: &Printer) -> Result<ExitCo
         simulation: crate::lab::site::Simulation {
             step_ms: args.step.as_millis() as u64,
             validation_failure: args.inject_validation_failure,
+            hosts_up: args.hosts_up,
         },
     };
     let status = crate::lab::site::up(&settings).await?;

@@ -6,61 +6,17 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::support;
-use crate::support::labsite::{free_ports, run_lab, SiteLab as Lab};
-use crate::support::run::{copy_dir, failed, repo};
+use crate::support::labsite::{lab_inventory, run_lab, SiteLab as Lab};
+use crate::support::run::failed;
 
 /// The user and password of inventory/lab/secrets/bmc.example.
 const ADMIN: (&str, &str) = ("admin", "lab-bmc-pass");
-
-/// inventory/lab copied to `dir/inv` with free BMC ports: as shipped (master-0 and master-1
-/// TLS + Basic auth without verification, master-2 plain), or with `verified_tls` every node TLS + Basic
-/// auth verified against the lab CA at secrets/bmc-ca.pem (the variant its nodes.yaml describes).
-fn inventory(dir: &Path, verified_tls: bool) -> (PathBuf, Vec<u16>) {
-    let inv = dir.join("inv");
-    copy_dir(&repo("inventory/lab"), &inv);
-    let ports = free_ports();
-    let text = fs_err::read_to_string(inv.join("nodes.yaml")).unwrap();
-    let shipped_bmc_lines = [
-        "    credentials:",
-        "      file: secrets/bmc.example",
-        "    insecureSkipTLSVerify: true",
-    ];
-    let mut out = Vec::new();
-    let mut replaced = 0;
-    for line in text.lines() {
-        if verified_tls && shipped_bmc_lines.contains(&line) {
-            continue;
-        }
-        let bmc = (0..3).find(|i| {
-            line.starts_with("    address: ") && line.contains(&format!("127.0.0.1:{}/", 8001 + i))
-        });
-        let Some(i) = bmc else {
-            out.push(line.to_string());
-            continue;
-        };
-        replaced += 1;
-        let line = line.replace(&format!(":{}/", 8001 + i), &format!(":{}/", ports[i]));
-        if verified_tls {
-            out.push(line.replace("http://", "https://"));
-            out.push("    credentials:\n      file: secrets/bmc.example".into());
-            out.push("    ca:\n      file: secrets/bmc-ca.pem".into());
-        } else {
-            out.push(line);
-        }
-    }
-    assert_eq!(
-        replaced, 3,
-        "nodes.yaml no longer has its BMCs on 127.0.0.1:8001..8003"
-    );
-    fs_err::write(inv.join("nodes.yaml"), out.join("\n") + "\n").unwrap();
-    (inv, ports)
-}
 
 /// An HTTP client trusting only `ca` (a PEM file).
 fn client(ca: &Path) -> reqwest::Client {
@@ -292,7 +248,7 @@ fn pids(status: &Value) -> Vec<u64> {
 #[test]
 fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     let dir = tempfile::tempdir().unwrap();
-    let (inv, ports) = inventory(dir.path(), false);
+    let (inv, ports) = lab_inventory(dir.path(), false);
     let (lab, status) = Lab::up(&inv, &dir.path().join("state"), &[]);
     assert_eq!(status["phase"], "ready");
     let variants: Vec<&str> = status["nodes"]
@@ -387,6 +343,8 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     }
 
     let before = lab.status();
+    // Without --hosts-up no node's SSH host runs before the simulated install says it finished.
+    assert_eq!(before["hosts"], serde_json::json!([]), "{before:#}");
     let id = before["labId"].as_str().unwrap().to_string();
     let removed = lab.down();
     assert_eq!(
@@ -419,7 +377,7 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
 #[test]
 fn tls_bmcs_verify_against_the_inventory_ca_and_want_the_password() {
     let dir = tempfile::tempdir().unwrap();
-    let (inv, ports) = inventory(dir.path(), true);
+    let (inv, ports) = lab_inventory(dir.path(), true);
     const PASSWORD: &str = "s3cret-lab-pw-4242";
     fs_err::write(
         inv.join("secrets/bmc.example"),
@@ -491,7 +449,7 @@ fn tls_bmcs_verify_against_the_inventory_ca_and_want_the_password() {
 #[test]
 fn a_crashed_lab_is_cleared_by_the_next_lab_up() {
     let dir = tempfile::tempdir().unwrap();
-    let (inv, ports) = inventory(dir.path(), false);
+    let (inv, ports) = lab_inventory(dir.path(), false);
     let state = dir.path().join("state");
     let (first, status) = Lab::up(&inv, &state, &[]);
     let old = pids(&status);
@@ -536,7 +494,7 @@ fn a_crashed_lab_is_cleared_by_the_next_lab_up() {
 #[test]
 fn a_ca_file_lab_up_did_not_write_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let (inv, _) = inventory(dir.path(), true);
+    let (inv, _) = lab_inventory(dir.path(), true);
     let ca_file = inv.join("secrets/bmc-ca.pem");
     fs_err::write(&ca_file, "the site's own CA\n").unwrap();
     let state = dir.path().join("state");

@@ -18,6 +18,7 @@ mod install;
 mod install_lab;
 mod installer_parity;
 mod inventory;
+mod lab_hosts;
 mod lab_seed;
 mod lab_site;
 mod mirror;

@@ -8,14 +8,16 @@
 
 pub mod bmc;
 pub mod cluster_api;
+pub mod fixture;
 pub mod gate;
+pub mod hosts;
 pub mod netns;
 pub mod pki;
 pub mod process;
 pub mod rendezvous;
 pub mod simulator;
-pub mod sshd;
 pub mod site_run;
+pub mod sshd;
 mod status;
 pub mod watcher;
 
@@ -30,7 +32,7 @@ use std::time::{Duration, Instant};
 use crate::inventory::{self, Inventory};
 use bmc::Emulator;
 use netns::LabNet;
-pub use status::{status, NodeStatus, SiteStatus, Status};
+pub use status::{status, HostStatus, NodeStatus, SiteStatus, Status};
 use watcher::Observation;
 
 /// The default state dir.
@@ -91,6 +93,9 @@ pub struct Simulation {
     /// A node whose host validation fails for its first steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_failure: Option<String>,
+    /// Every node's SSH host starts at once, as if installed (`lab up --hosts-up`).
+    #[serde(default)]
+    pub hosts_up: bool,
 }
 
 impl Simulation {
@@ -377,6 +382,9 @@ async fn start(
     record.site.pid = Some(spawn_site(record, bootstrap)?);
     record.write()?;
     wait_site(record).await?;
+    if record.simulation.hosts_up {
+        wait_hosts(record).await?;
+    }
     record.phase = Phase::Ready;
     record.write()
 }
@@ -435,6 +443,38 @@ async fn wait_site(record: &SiteRecord) -> Result<()> {
     Ok(())
 }
 
+/// With `--hosts-up`: waits until the site process lists every node's SSH host in
+/// `STATE/hosts.json`, or fails naming those missing and the site log.
+async fn wait_hosts(record: &SiteRecord) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let up: Vec<String> = hosts::read(&record.state_dir)
+            .into_iter()
+            .map(|h| h.node)
+            .collect();
+        let missing: Vec<&str> = record
+            .network
+            .nodes
+            .iter()
+            .map(|n| n.node.as_str())
+            .filter(|n| !up.iter().any(|u| u == n))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let pid = record.site.pid.unwrap_or_default();
+        if !process::alive(pid) || start.elapsed() > READY_TIMEOUT {
+            bail!(
+                "the SSH hosts of {} did not start; {} ends:\n{}",
+                missing.join(", "),
+                record.site.log.display(),
+                bmc::tail(&record.site.log, 15)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// What `lab down` removed.
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -479,10 +519,14 @@ fn teardown(state: &Path, id: &str, fresh: bool) -> Result<Removed> {
     // Found by command line, not by the recorded pids: that also finds a process started
     // before a crash kept lab up from recording it, and never a stranger that reused a pid.
     let pids = process::of_lab(state);
+    let sessions = process::sshd_namespaces(&pids);
     removed.processes = process::stop(&pids, Duration::from_secs(5));
+    for namespace in sessions {
+        process::kill_mount_namespace(&namespace);
+    }
     removed.network = netns::remove(id)?;
     removed.files = remove_written(state)?;
-    for f in [SITE_FILE, READY_FILE, OBSERVATIONS_FILE] {
+    for f in [SITE_FILE, READY_FILE, OBSERVATIONS_FILE, hosts::HOSTS_FILE] {
         let path = state.join(f);
         if path.exists() {
             fs_err::remove_file(path)?;
@@ -491,27 +535,30 @@ fn teardown(state: &Path, id: &str, fresh: bool) -> Result<Removed> {
     if state.join("pki").exists() {
         fs_err::remove_dir_all(state.join("pki"))?;
     }
-    clear_bmc_dirs(state, fresh)?;
+    clear_node_dirs(&state.join("bmc"), "emulator.log", fresh)?;
+    // A new lab's SSH hosts get new host keys; lab down keeps only their logs.
+    clear_node_dirs(&state.join(hosts::HOSTS_DIR), "sshd", fresh)?;
     if fresh && state.join(SITE_LOG).exists() {
         fs_err::remove_file(state.join(SITE_LOG))?;
     }
     Ok(removed)
 }
 
-/// Removes the emulators' files (state, downloaded media, keys, htpasswd); their logs too when
-/// `fresh` (lab up: a new lab's reset counts start from zero), else the logs stay for reading.
-fn clear_bmc_dirs(state: &Path, fresh: bool) -> Result<()> {
-    let bmc = state.join("bmc");
-    if !bmc.exists() {
+/// Removes the per-node files under `dir` (`bmc/NODE/`: emulator state, downloaded media,
+/// keys, htpasswd; `hosts/NODE/`: fixtures), all but the entry `keep` of each node (the
+/// emulator's log, the sshd's directory); everything when `fresh` (lab up: a new lab's reset
+/// counts start from zero, its SSH hosts get new host keys).
+fn clear_node_dirs(dir: &Path, keep: &str, fresh: bool) -> Result<()> {
+    if !dir.exists() {
         return Ok(());
     }
     if fresh {
-        return Ok(fs_err::remove_dir_all(&bmc)?);
+        return Ok(fs_err::remove_dir_all(dir)?);
     }
-    for node in fs_err::read_dir(&bmc)? {
+    for node in fs_err::read_dir(dir)? {
         for entry in fs_err::read_dir(node?.path())? {
             let entry = entry?;
-            if entry.file_name() == "emulator.log" {
+            if entry.file_name() == keep {
                 continue;
             }
             if entry.file_type()?.is_dir() {

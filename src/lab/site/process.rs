@@ -5,7 +5,7 @@
 //! recorded pid.
 
 use rustix::process::{kill_process_group, Pid, Signal};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// True when `pid` runs and is not a zombie (a finished process nobody reaped yet).
@@ -46,10 +46,23 @@ pub fn of_lab(state: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// The lab's programs: an emulator, or the site process. Anything else naming the state dir (a
-/// `lab status` running beside) is left alone.
+/// The lab's programs: an emulator, the site process, or a node's sshd (its config lies in
+/// the state dir). Anything else naming the state dir (a `lab status` running beside) is left
+/// alone.
 fn is_lab_program(cmdline: &str) -> bool {
-    cmdline.contains("sushy-emulator") || cmdline.contains(" lab site-run ")
+    cmdline.contains("sushy-emulator")
+        || cmdline.contains(" lab site-run ")
+        || cmdline.contains(super::sshd::SSHD)
+}
+
+/// The mount namespaces of the lab's sshd hosts among `pids`: each holds that host's login
+/// sessions, which run on after their sshd ends (each session is its own process group), so
+/// whoever stops the sshd ends them with [`kill_mount_namespace`].
+pub fn sshd_namespaces(pids: &[u32]) -> Vec<PathBuf> {
+    pids.iter()
+        .filter(|p| cmdline(**p).is_some_and(|c| c.contains(super::sshd::SSHD)))
+        .filter_map(|p| fs_err::read_link(format!("/proc/{p}/ns/mnt")).ok())
+        .collect()
 }
 
 /// True when a command line names the state dir as a whole path component (`STATE/...` or
@@ -77,6 +90,27 @@ pub fn stop(pids: &[u32], grace: Duration) -> Vec<u32> {
         std::thread::sleep(Duration::from_millis(50));
     }
     running
+}
+
+/// Kills every process whose mount namespace is `namespace` (the sessions an sshd left).
+/// Never this process's own namespace (the machine's processes are not a node's).
+pub fn kill_mount_namespace(namespace: &Path) {
+    if fs_err::read_link("/proc/self/ns/mnt").is_ok_and(|own| own == namespace) {
+        return;
+    }
+    let Ok(entries) = fs_err::read_dir("/proc") else {
+        return;
+    };
+    let pids = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs_err::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| ns == namespace)
+        });
+    for pid in pids {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
 }
 
 fn signal(pids: &[u32], sig: Signal) {
@@ -109,6 +143,9 @@ mod tests {
             "bootstrap lab site-run --state /x/.lab/site2",
             "/x/.lab/site"
         ));
+        let sshd = "sshd: /usr/sbin/sshd -D -e -f /x/.lab/site/hosts/master-0/sshd/sshd_config [listener] 0 of 10-100 startups";
+        assert!(is_lab_program(sshd) && names_state(sshd, "/x/.lab/site"));
+        assert!(!is_lab_program("bootstrap lab status --state /x/.lab/site"));
     }
 
     /// This process is alive; a pid past the kernel's limit is not.

@@ -329,6 +329,18 @@ impl Simulator {
         }
     }
 
+    /// The nodes that finished installing, whose SSH hosts may start: every host reported
+    /// `installed`, and node 0 once it has rebooted into the cluster (the cluster API is up).
+    pub fn installed(&self) -> Vec<String> {
+        let st = self.lock();
+        let rebooted = matches!(st.phase, Phase::Rebooted(_));
+        st.hosts
+            .iter()
+            .filter(|h| h.host.status == "installed" || (h.bootstrap && rebooted))
+            .map(|h| h.host.requested_hostname.clone())
+            .collect()
+    }
+
     /// The cluster's and the infra-env's ids.
     pub fn ids(&self) -> (String, String) {
         let st = self.lock();

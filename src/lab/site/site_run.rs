@@ -73,7 +73,8 @@ pub async fn run(state: &Path) -> Result<()> {
         seen_rx,
         out_tx,
     ));
-    hand_over(listeners, out_rx, record.simulation.config()).await
+    let config = record.simulation.config();
+    hand_over(listeners, out_rx, config, Some(record)).await
 }
 
 /// Every node's BMC with its credentials, as the watcher reads it.
@@ -124,10 +125,13 @@ async fn record_observations(
 /// Hands the listeners and the watcher's observations to the simulator: the rendezvous and
 /// cluster API stand-ins answer on the listeners, and every observation of a node (powered on,
 /// the inserted ISO, the boot override) goes to it, as a real node acts on what its BMC does.
+/// With the lab's `record`, each node's SSH host starts once the simulator says it finished
+/// installing (or at once with `hosts_up`), and stops with the site process ([`super::hosts`]).
 pub async fn hand_over(
     listeners: Listeners,
     mut observations: mpsc::Receiver<Observation>,
     config: super::simulator::SimulatorConfig,
+    record: Option<SiteRecord>,
 ) -> Result<()> {
     let sim = std::sync::Arc::new(super::simulator::Simulator::new(config));
     let feed = {
@@ -147,8 +151,18 @@ pub async fn hand_over(
             }
         }
     };
+    let hosts = {
+        let sim = sim.clone();
+        async move {
+            match record {
+                Some(record) => super::hosts::run(record, move || sim.installed()).await,
+                None => std::future::pending().await,
+            }
+        }
+    };
     tokio::select! {
         r = sim.serve(listeners.rendezvous, listeners.cluster_api) => r,
         () = feed => Ok(()),
+        r = hosts => r.context("the lab's SSH hosts"),
     }
 }

@@ -28,9 +28,46 @@ pub struct SshdSpec {
     pub namespace: Option<String>,
     /// The public keys allowed to log in, one OpenSSH line each.
     pub authorized_keys: String,
-    /// Bind mounts made in the daemon's own mount namespace before it starts: (source on this
-    /// machine, target path as the node's commands see it). Targets must exist.
-    pub mounts: Vec<(PathBuf, PathBuf)>,
+    /// Mounts made, in order, in the daemon's own mount namespace before it starts (the
+    /// node's fixture over the paths its commands read).
+    pub mounts: Vec<Mount>,
+}
+
+/// One mount of a node's fixture, made in the sshd's own mount namespace only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mount {
+    /// `mount --bind SOURCE TARGET`: a fixture file or directory over an existing one.
+    Bind(PathBuf, PathBuf),
+    /// An overlay over the existing directory `target`, its own submounts (`/dev/pts`) bound
+    /// back on top through `scratch` (an empty directory). `lower`: entries added read-only
+    /// (`/dev/disk` where `/dev` has none); `upper` (and its work dir, on the same filesystem):
+    /// where writes land (a node's own `/etc`). The machine's own `target` never changes.
+    Overlay {
+        /// The directory overlaid.
+        target: PathBuf,
+        /// A read-only layer above it.
+        lower: Option<PathBuf>,
+        /// The writable layer and overlayfs' work dir.
+        upper: Option<(PathBuf, PathBuf)>,
+        /// An empty directory used while the overlay is made.
+        scratch: PathBuf,
+    },
+    /// `/proc` replaced by `root`, a directory holding the fixture's own entries (`modules`)
+    /// and a symlink per other entry of a real procfs mounted at `root/.kernel`: for a kernel
+    /// without loadable modules, whose procfs has no `modules` to bind over and cannot be given
+    /// one. The daemon then runs as the first process of a PID namespace of its own whose
+    /// `pid_max` is `pids`, and `root` holds a link `N -> .kernel/N` for every pid up to it, so
+    /// `ps` and `/proc/PID` work for the node's processes. The daemon's end ends them all.
+    Proc {
+        /// The directory that stands for `/proc`.
+        root: PathBuf,
+        /// The PID namespace's `pid_max` (`root` links every pid up to it).
+        pids: u32,
+    },
+    /// `/proc/sys` read-only but for `/proc/sys/net`: a node's sysctls of its own network
+    /// namespace stay real and writable, the kernel-wide ones (`vm.*`, `kernel.*`), which are
+    /// this machine's, cannot be changed from a node.
+    SysctlNetOnly,
 }
 
 /// A running sshd; stopped when dropped.
@@ -53,14 +90,20 @@ impl Sshd {
         fs_err::write(spec.dir.join("authorized_keys"), &spec.authorized_keys)?;
         let config = spec.dir.join("sshd_config");
         fs_err::write(&config, config_text(spec))?;
-        let log = fs_err::File::create(spec.dir.join("sshd.log"))?.into_parts().0;
+        let log = fs_err::File::create(spec.dir.join("sshd.log"))?
+            .into_parts()
+            .0;
         let child = command(spec, &config)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .with_context(|| format!("cannot start {SSHD} for {}", spec.listen))?;
-        let mut sshd = Sshd { listen: spec.listen, host_key, child: Some(child) };
+        let mut sshd = Sshd {
+            listen: spec.listen,
+            host_key,
+            child: Some(child),
+        };
         sshd.wait_listening(&spec.dir, Duration::from_secs(10))?;
         Ok(sshd)
     }
@@ -78,7 +121,7 @@ impl Sshd {
             let _ = child.kill();
             let _ = child.wait();
             if let Some(namespace) = namespace {
-                kill_mount_namespace(&namespace);
+                super::process::kill_mount_namespace(&namespace);
             }
         }
     }
@@ -89,7 +132,11 @@ impl Sshd {
             if TcpStream::connect_timeout(&self.listen, Duration::from_millis(200)).is_ok() {
                 return Ok(());
             }
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 self.child = None;
                 bail!(
                     "sshd for {} exited ({status}) before listening: {}",
@@ -107,25 +154,6 @@ impl Sshd {
 impl Drop for Sshd {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// Kills every process whose mount namespace is `namespace` (the sessions an sshd left).
-/// Never this process's own namespace (the machine's processes are not a node's).
-fn kill_mount_namespace(namespace: &Path) {
-    if fs_err::read_link("/proc/self/ns/mnt").is_ok_and(|own| own == namespace) {
-        return;
-    }
-    let Ok(entries) = fs_err::read_dir("/proc") else { return };
-    let pids = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            fs_err::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| ns == namespace)
-        });
-    for pid in pids {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-        }
     }
 }
 
@@ -164,22 +192,93 @@ fn config_text(spec: &SshdSpec) -> String {
     )
 }
 
-/// `sshd -D -e -f CONFIG`, behind the bind mounts (a shell in a new mount namespace) and
-/// inside the network namespace when there is one. `ip netns exec` already gives its command
-/// a mount namespace of its own; without it `unshare -m` does.
-fn command(spec: &SshdSpec, config: &Path) -> Command {
-    let mut script = String::from("set -e; ");
-    for (source, target) in &spec.mounts {
-        script.push_str(&format!(
-            "mount --bind {} {}; ",
-            crate::hostprep::sh_quote(&source.display().to_string()),
-            crate::hostprep::sh_quote(&target.display().to_string())
-        ));
+fn q(path: &Path) -> String {
+    crate::hostprep::sh_quote(&path.display().to_string())
+}
+
+/// The shell lines that make `mount`.
+fn mount_script(mount: &Mount) -> String {
+    match mount {
+        Mount::Bind(source, target) => format!("mount --bind {} {}; ", q(source), q(target)),
+        Mount::Overlay {
+            target,
+            lower,
+            upper,
+            scratch,
+        } => {
+            let t = q(target);
+            let mut options = match lower {
+                Some(l) => format!("lowerdir={}:{t}", q(l)),
+                None => format!("lowerdir={t}"),
+            };
+            if let Some((u, w)) = upper {
+                options.push_str(&format!(",upperdir={},workdir={}", q(u), q(w)));
+            }
+            let mut s = format!(
+                "mkdir -p {k}; mount --rbind {t} {k}; mount -t overlay overlay -o {options} {t}; ",
+                k = q(scratch)
+            );
+            for sub in submounts(target) {
+                let rel = sub.strip_prefix(target).unwrap_or(&sub);
+                s.push_str(&format!(
+                    "mount --rbind {} {}; ",
+                    q(&scratch.join(rel)),
+                    q(&sub)
+                ));
+            }
+            s + &format!("umount -l {}; ", q(scratch))
+        }
+        Mount::Proc { root, pids } => format!(
+            "mount --bind {r} /proc; mount -t proc proc /proc/.kernel; \
+             mount --bind /proc/.kernel/sys /proc/sys; echo {pids} > /proc/sys/kernel/pid_max; ",
+            r = q(root)
+        ),
+        Mount::SysctlNetOnly => "mount --bind /proc/sys /proc/sys; \
+             mount -o remount,bind,ro /proc/sys; mount --bind /proc/sys/net /proc/sys/net; \
+             mount -o remount,bind,rw /proc/sys/net; "
+            .into(),
     }
-    script.push_str(&format!(
-        "exec {SSHD} -D -e -f {}",
-        crate::hostprep::sh_quote(&config.display().to_string())
-    ));
+}
+
+/// The mount points directly below `dir` in this process's mount table (`/dev/pts`,
+/// `/dev/shm` for `/dev`), which an overlay on `dir` would hide.
+fn submounts(dir: &Path) -> Vec<PathBuf> {
+    let table = fs_err::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = table
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(PathBuf::from)
+        .filter(|p| p.parent() == Some(dir))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// `sshd -D -e -f CONFIG`, behind the mounts (a shell in a new mount namespace) and inside the
+/// network namespace when there is one. `ip netns exec` already gives its command a mount
+/// namespace of its own; without it `unshare -m` does.
+/// From a [`Mount::Proc`] on, the mounts are made by the first process of a new PID
+/// namespace, which becomes the daemon.
+fn command(spec: &SshdSpec, config: &Path) -> Command {
+    let (mut outer, mut inner) = (String::from("set -e; "), None::<String>);
+    for mount in &spec.mounts {
+        if matches!(mount, Mount::Proc { .. }) {
+            inner.get_or_insert_with(|| String::from("set -e; "));
+        }
+        inner
+            .as_mut()
+            .unwrap_or(&mut outer)
+            .push_str(&mount_script(mount));
+    }
+    let sshd = format!("exec {SSHD} -D -e -f {}", q(config));
+    let script = match inner {
+        Some(inner) => format!(
+            "{outer}exec unshare --pid --fork --kill-child /bin/sh -c {}",
+            crate::hostprep::sh_quote(&format!("{inner}{sshd}"))
+        ),
+        None => outer + &sshd,
+    };
     let mut cmd = match &spec.namespace {
         Some(ns) => super::netns::command_in(ns, "/bin/sh"),
         None => {
@@ -190,4 +289,47 @@ fn command(spec: &SshdSpec, config: &Path) -> Command {
     };
     cmd.args(["-c", &script]);
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mounts from a `Proc` on are made inside the PID namespace the daemon leads.
+    #[test]
+    fn mounts_after_proc_are_made_in_the_daemons_pid_namespace() {
+        let spec = SshdSpec {
+            dir: "/s/h".into(),
+            listen: "127.0.0.1:22".parse().unwrap(),
+            namespace: None,
+            authorized_keys: String::new(),
+            mounts: vec![
+                Mount::Bind("/f/bin".into(), "/usr/local/bin".into()),
+                Mount::Proc {
+                    root: "/f/proc".into(),
+                    pids: 64,
+                },
+                Mount::SysctlNetOnly,
+            ],
+        };
+        let cmd = command(&spec, Path::new("/s/h/sshd_config"));
+        let script = cmd.get_args().last().unwrap().to_str().unwrap().to_string();
+        let (outer, inner) = script
+            .split_once("exec unshare --pid --fork --kill-child")
+            .unwrap();
+        assert!(
+            outer.contains("mount --bind /f/bin /usr/local/bin;"),
+            "{script}"
+        );
+        assert!(!outer.contains("/proc"), "{script}");
+        assert!(
+            inner.contains("echo 64 > /proc/sys/kernel/pid_max"),
+            "{script}"
+        );
+        assert!(inner.contains("remount,bind,ro /proc/sys"), "{script}");
+        assert!(
+            inner.ends_with("exec /usr/sbin/sshd -D -e -f /s/h/sshd_config'"),
+            "{script}"
+        );
+    }
 }

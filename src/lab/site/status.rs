@@ -8,6 +8,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use super::hosts::HostRecord;
 use super::watcher::Observation;
 use super::{absolute_state, bmc, observations, process, Phase, SiteRecord};
 
@@ -28,6 +29,19 @@ pub struct Status {
     pub site: SiteStatus,
     /// Every node.
     pub nodes: Vec<NodeStatus>,
+    /// The SSH hosts started (`STATE/hosts.json`).
+    pub hosts: Vec<HostStatus>,
+}
+
+/// One SSH host in [`Status`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostStatus {
+    /// As recorded: node, address, host key, pid.
+    #[serde(flatten)]
+    pub host: HostRecord,
+    /// Whether its sshd runs.
+    pub running: bool,
 }
 
 /// The site process in [`Status`].
@@ -111,6 +125,13 @@ pub fn status(state: &Path) -> Result<Status> {
             log: record.site.log.clone(),
         },
         nodes,
+        hosts: super::hosts::read(&state)
+            .into_iter()
+            .map(|host| HostStatus {
+                running: host.pid.is_some_and(process::alive),
+                host,
+            })
+            .collect(),
     })
 }
 
@@ -153,6 +174,20 @@ impl fmt::Display for Status {
                 n.bmc_variant,
                 run(n.running),
                 n.resets
+            )?;
+        }
+        if self.hosts.is_empty() {
+            return writeln!(f, "ssh hosts: none started");
+        }
+        for h in &self.hosts {
+            writeln!(
+                f,
+                "ssh host {:<10} {} ({}) pid {} {}",
+                h.host.node,
+                h.host.address,
+                run(h.running),
+                h.host.pid.map_or("-".into(), |p| p.to_string()),
+                h.host.host_key
             )?;
         }
         Ok(())

@@ -103,6 +103,50 @@ pub fn site_bmcs(inventory: &Path, ports: &[u16]) -> Vec<String> {
     bases
 }
 
+/// inventory/lab copied to `dir/inv` with free BMC ports: as shipped (master-0 and master-1
+/// TLS + Basic auth without verification, master-2 plain), or with `verified_tls` every node TLS + Basic
+/// auth verified against the lab CA at secrets/bmc-ca.pem (the variant its nodes.yaml describes).
+pub fn lab_inventory(dir: &Path, verified_tls: bool) -> (PathBuf, Vec<u16>) {
+    let inv = dir.join("inv");
+    super::run::copy_dir(&super::run::repo("inventory/lab"), &inv);
+    let ports = free_ports();
+    let text = fs_err::read_to_string(inv.join("nodes.yaml")).unwrap();
+    let shipped_bmc_lines = [
+        "    credentials:",
+        "      file: secrets/bmc.example",
+        "    insecureSkipTLSVerify: true",
+    ];
+    let mut out = Vec::new();
+    let mut replaced = 0;
+    for line in text.lines() {
+        if verified_tls && shipped_bmc_lines.contains(&line) {
+            continue;
+        }
+        let bmc = (0..3).find(|i| {
+            line.starts_with("    address: ") && line.contains(&format!("127.0.0.1:{}/", 8001 + i))
+        });
+        let Some(i) = bmc else {
+            out.push(line.to_string());
+            continue;
+        };
+        replaced += 1;
+        let line = line.replace(&format!(":{}/", 8001 + i), &format!(":{}/", ports[i]));
+        if verified_tls {
+            out.push(line.replace("http://", "https://"));
+            out.push("    credentials:\n      file: secrets/bmc.example".into());
+            out.push("    ca:\n      file: secrets/bmc-ca.pem".into());
+        } else {
+            out.push(line);
+        }
+    }
+    assert_eq!(
+        replaced, 3,
+        "nodes.yaml no longer has its BMCs on 127.0.0.1:8001..8003"
+    );
+    fs_err::write(inv.join("nodes.yaml"), out.join("\n") + "\n").unwrap();
+    (inv, ports)
+}
+
 /// The lab venv (sushy-tools) that scripts/install-deps.sh makes; tests tell `bootstrap` where
 /// it is, as their HOME is a private one.
 pub fn venv() -> String {
