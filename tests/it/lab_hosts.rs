@@ -122,11 +122,8 @@ fn check_fixtures(c: &Client) {
     let gpus = "grep -l 0x2335 /sys/bus/pci/devices/*/device | wc -l";
     assert_eq!(c.ok(NODE0, gpus).trim(), "8");
     assert_eq!(c.ok(NODE1, gpus).trim(), "7");
-    assert_eq!(
-        c.ok(NODE1, "ls /sys/bus/pci/devices/0000:9a:00.0 2>&1 || true")
-            .contains("No such file"),
-        true
-    );
+    let missing = c.ok(NODE1, "ls /sys/bus/pci/devices/0000:9a:00.0 2>&1 || true");
+    assert!(missing.contains("No such file"), "{missing}");
     assert_eq!(
         c.ok(NODE0, "basename $(readlink /sys/bus/pci/devices/0000:9a:00.0/driver); cat /sys/bus/pci/devices/0000:9a:00.0/numa_node"),
         "nvidia\n1\n"
@@ -254,7 +251,7 @@ fn hosts_up_serves_every_node_over_real_ssh_and_lab_down_ends_every_session() {
     );
     assert_eq!(processes("sleep 4242").len(), 1);
     let state = lab.state.display().to_string();
-    assert_eq!(processes(&format!("{state}/hosts/")).is_empty(), false);
+    assert!(!processes(&format!("{state}/hosts/")).is_empty());
     let removed = lab.down();
     assert!(
         removed["processes"].as_array().unwrap().len() >= 6,

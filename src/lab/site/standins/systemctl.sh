@@ -14,7 +14,7 @@ names=""
 for arg in "$@"; do
   case "$arg" in
     -q|--quiet) quiet=1 ;;
-    --no-pager|--no-ask-password|--system|--no-block|--no-legend) ;;
+    --no-pager|--no-ask-password|--system|--no-block|--no-legend|-l|--full|--plain|--all|-a|--type=*) ;;
     -*) echo "systemctl: unrecognized option '$arg'" >&2; exit 1 ;;
     *) if [ -z "$verb" ]; then verb="$arg"; else names="$names ${arg%.service}"; fi ;;
   esac
