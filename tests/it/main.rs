@@ -26,6 +26,7 @@ mod model;
 mod modules;
 mod openshift;
 mod playbook;
+mod prep_lab;
 mod records;
 mod redfish;
 mod release_extract;

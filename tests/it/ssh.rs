@@ -36,6 +36,7 @@ fn sshd(dir: &Path, port: u16, authorized: &str) -> Sshd {
         namespace: None,
         authorized_keys: format!("{authorized}\n"),
         mounts: Vec::new(),
+        hostname: None,
     })
     .unwrap()
 }

@@ -179,6 +179,7 @@ pub fn spec(record: &SiteRecord, inv: &Inventory, node: &Node) -> Result<SshdSpe
         namespace: Some(net.namespace.clone()),
         authorized_keys,
         mounts: mounts(&fixture)?,
+        hostname: Some(node.hostname.clone()),
     })
 }
 

@@ -31,6 +31,9 @@ pub struct SshdSpec {
     /// Mounts made, in order, in the daemon's own mount namespace before it starts (the
     /// node's fixture over the paths its commands read).
     pub mounts: Vec<Mount>,
+    /// The host name its sessions see (`hostname`, `uname -n`), in a UTS namespace of the
+    /// daemon's own; `None` keeps this machine's.
+    pub hostname: Option<String>,
 }
 
 /// One mount of a node's fixture, made in the sshd's own mount namespace only.
@@ -261,7 +264,11 @@ fn submounts(dir: &Path) -> Vec<PathBuf> {
 /// From a [`Mount::Proc`] on, the mounts are made by the first process of a new PID
 /// namespace, which becomes the daemon.
 fn command(spec: &SshdSpec, config: &Path) -> Command {
-    let (mut outer, mut inner) = (String::from("set -e; "), None::<String>);
+    let mut outer = String::from("set -e; ");
+    if let Some(name) = &spec.hostname {
+        outer.push_str(&format!("hostname {}; ", crate::hostprep::sh_quote(name)));
+    }
+    let mut inner = None::<String>;
     for mount in &spec.mounts {
         if matches!(mount, Mount::Proc { .. }) {
             inner.get_or_insert_with(|| String::from("set -e; "));
@@ -280,14 +287,18 @@ fn command(spec: &SshdSpec, config: &Path) -> Command {
         None => outer + &sshd,
     };
     let mut cmd = match &spec.namespace {
-        Some(ns) => super::netns::command_in(ns, "/bin/sh"),
+        Some(ns) => {
+            let mut c = super::netns::command_in(ns, "unshare");
+            c.arg("--uts");
+            c
+        }
         None => {
             let mut c = Command::new("unshare");
-            c.args(["-m", "--propagation", "private", "/bin/sh"]);
+            c.args(["-m", "--propagation", "private", "--uts"]);
             c
         }
     };
-    cmd.args(["-c", &script]);
+    cmd.args(["/bin/sh", "-c", &script]);
     cmd
 }
 
@@ -303,6 +314,7 @@ mod tests {
             listen: "127.0.0.1:22".parse().unwrap(),
             namespace: None,
             authorized_keys: String::new(),
+            hostname: None,
             mounts: vec![
                 Mount::Bind("/f/bin".into(), "/usr/local/bin".into()),
                 Mount::Proc {
