@@ -9,7 +9,8 @@
 //! namespace per node; the rendezvous and cluster API stand-ins) and runs `bootstrap install`
 //! with the lab inventory pointed at that registry through the wait stage (the release's own
 //! openshift-install and oc, lab stand-ins, extracted and pinned; the agent ISO built and served;
-//! every node booted over Redfish; the simulated install watched to the end), prints the stage
+//! every node booted over Redfish; the simulated install watched to the end; host prep over SSH
+//! on the lab's sshd hosts, which reports the seven GPUs and the irdma the lab plants), prints the stage
 //! table and the lab's status (each BMC's reset count), and takes the lab site down. The site
 //! registry speaks TLS with its own CA and Basic auth, as a site's does. Everything listens on
 //! 127.0.0.1 or in the lab's namespaces and stops at exit.
@@ -39,6 +40,77 @@ fn run_allowing(bin: &str, args: &[String], ok: &[i32]) {
         // A panic, not an exit: the lab site's guard still takes it down.
         panic!("lab rehearsal FAILED at: bootstrap {}", args.join(" "));
     }
+}
+
+/// Host prep again on its own (`bootstrap prep`, as an engineer reruns it): every node reached
+/// over SSH, master-0 passes, master-1 and master-2 fail on exactly the problem their fixture
+/// plants, one line each, and the shipped playbooks pass on all three without changing them.
+fn check_prep(bin: &str, inventory: &std::path::Path, run: &std::path::Path) {
+    let args = [
+        "prep",
+        "--inventory",
+        &inventory.display().to_string(),
+        "--run",
+        &run.display().to_string(),
+        "--output",
+        "json",
+    ];
+    eprintln!("\n$ bootstrap {}", args.join(" "));
+    let out = Command::new(bin)
+        .args(args)
+        .output()
+        .expect("running bootstrap");
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("prep's JSON report");
+    let findings = |node: &str| -> Vec<String> {
+        let n = report["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == node)
+            .unwrap();
+        assert_eq!(
+            n["reachable"], true,
+            "lab rehearsal FAILED: {node} unreachable: {n}"
+        );
+        n["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (m0, m1, m2) = (
+        findings("master-0"),
+        findings("master-1"),
+        findings("master-2"),
+    );
+    assert!(m0.is_empty(), "lab rehearsal FAILED: master-0: {m0:?}");
+    assert!(
+        m1.len() == 1 && m1[0].starts_with("master-1: 7 of 8 H200 found, missing 0000:9a:00.0"),
+        "lab rehearsal FAILED: master-1: {m1:?}"
+    );
+    assert!(
+        m2.len() == 1 && m2[0].contains("irdma"),
+        "lab rehearsal FAILED: master-2: {m2:?}"
+    );
+    for (path, pb) in report["playbooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (&p[0], &p[1]))
+    {
+        for (host, r) in pb["recap"].as_object().unwrap() {
+            assert!(
+                r["failed"] == 0 && r["changed"] == 0,
+                "lab rehearsal FAILED: {path}: {host}: {r}"
+            );
+        }
+    }
+    eprintln!(
+        "prep found what the lab plants, and nothing else:\n  {}\n  {}",
+        m1[0], m2[0]
+    );
 }
 
 /// The lab site, taken down when the rehearsal ends however it ends.
@@ -174,9 +246,11 @@ fn main() {
             s("--run"),
             run_dir.display().to_string(),
         ],
-        // 3: stopped before prep, the first stage not built yet.
-        &[0, 3],
+        // 1: prep finds what the lab's hardware fixtures plant (seven GPUs on master-1,
+        // irdma on master-2), checked below.
+        &[1],
     );
+    check_prep(&bin, &inventory, &run_dir);
     run(
         &bin,
         &[
@@ -196,7 +270,7 @@ fn main() {
         ],
     );
     eprintln!(
-        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through wait (three nodes booted over Redfish, the simulated install watched to the end) in {}; records and cluster-resources/ in {}",
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through prep (three nodes booted over Redfish, the simulated install watched to the end, each node's hardware checked over SSH and the shipped playbooks run) in {}; records and cluster-resources/ in {}",
         disk,
         site.host(),
         run_dir.display(),

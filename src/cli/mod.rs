@@ -518,11 +518,20 @@ pub struct PrepArgs {
     pub playbooks: Vec<PathBuf>,
 
     /// The site inventory directory: its nodes are the hosts, their hardware is checked.
-    #[arg(long, value_name = "DIR", required_unless_present = "ansible_inventory")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "ansible_inventory"
+    )]
     pub inventory: Option<PathBuf>,
 
     /// An Ansible inventory file (INI or YAML) naming the hosts instead; no hardware checks.
-    #[arg(short = 'i', long = "ansible-inventory", value_name = "FILE", conflicts_with = "inventory")]
+    #[arg(
+        short = 'i',
+        long = "ansible-inventory",
+        value_name = "FILE",
+        conflicts_with = "inventory"
+    )]
     pub ansible_inventory: Option<PathBuf>,
 
     /// The run directory (the install's): known_hosts, prep/ (facts, verdicts, the Ansible

@@ -5,8 +5,8 @@
 pub mod install;
 pub mod lab;
 pub mod mirror;
-pub mod prep;
 pub mod model;
+pub mod prep;
 pub mod release;
 pub mod render;
 pub mod serve;

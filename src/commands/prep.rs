@@ -21,7 +21,13 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
         None => None,
     };
     let playbook_paths = match (&inventory, args.playbooks.is_empty()) {
-        (Some(inv), true) => inv.site.prep.playbooks.iter().map(|p| inv.resolve(p)).collect(),
+        (Some(inv), true) => inv
+            .site
+            .prep
+            .playbooks
+            .iter()
+            .map(|p| inv.resolve(p))
+            .collect(),
         _ => args.playbooks.clone(),
     };
     let playbooks = match prep::load_playbooks(&playbook_paths) {
@@ -36,12 +42,25 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
     let (hosts, forks, command_timeout) = match (&inventory, &args.ansible_inventory) {
         (Some(inv), _) => {
             let p = &inv.site.prep;
-            (hosts::site_hosts(inv, &args.run, args.reachable_within)?, p.forks(), p.ssh.command_timeout())
+            (
+                hosts::site_hosts(inv, &args.run, args.reachable_within)?,
+                p.forks(),
+                p.ssh.command_timeout(),
+            )
         }
         (None, Some(file)) => {
             let ai = playbook::inventory::load_ansible_inventory(file).map_err(|e| anyhow!(e))?;
-            let hosts = hosts::ansible_hosts(&ai, &args.run, std::time::Duration::from_secs(10), args.reachable_within)?;
-            (hosts, crate::inventory::model::DEFAULT_FORKS, std::time::Duration::from_secs(300))
+            let hosts = hosts::ansible_hosts(
+                &ai,
+                &args.run,
+                std::time::Duration::from_secs(10),
+                args.reachable_within,
+            )?;
+            (
+                hosts,
+                crate::inventory::model::DEFAULT_FORKS,
+                std::time::Duration::from_secs(300),
+            )
         }
         (None, None) => bail!("give --inventory DIR or -i ANSIBLE_INVENTORY"),
     };
@@ -75,8 +94,8 @@ fn extra_vars(args: &[String]) -> Result<Map<String, Value>> {
     for a in args {
         let a = a.trim();
         if a.starts_with('{') {
-            let Value::Object(obj) = serde_json::from_str(a)
-                .map_err(|e| anyhow!("-e {a}: not a JSON object: {e}"))?
+            let Value::Object(obj) =
+                serde_json::from_str(a).map_err(|e| anyhow!("-e {a}: not a JSON object: {e}"))?
             else {
                 bail!("-e {a}: not a JSON object");
             };

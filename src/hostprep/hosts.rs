@@ -36,9 +36,21 @@ pub struct PrepHost {
 }
 
 impl PrepHost {
-    fn new(endpoint: Endpoint, config: Arc<SshConfig>, groups: Vec<String>, vars: Map<String, Value>) -> Self {
+    fn new(
+        endpoint: Endpoint,
+        config: Arc<SshConfig>,
+        groups: Vec<String>,
+        vars: Map<String, Value>,
+    ) -> Self {
         let ssh = Arc::new(SshHost::new(endpoint.clone(), config.clone()));
-        PrepHost { name: endpoint.name.clone(), endpoint, config, ssh, groups, vars }
+        PrepHost {
+            name: endpoint.name.clone(),
+            endpoint,
+            config,
+            ssh,
+            groups,
+            vars,
+        }
     }
 
     /// The playbook engine's view of it.
@@ -103,7 +115,11 @@ pub fn site_hosts(inv: &Inventory, run: &Path, reconnect_for: Duration) -> Resul
 }
 
 /// A node's groups (its role, its class, `gpu` when GPUs are expected) and variables.
-fn node_groups_and_vars(inv: &Inventory, node: &Node, endpoint: &Endpoint) -> (Vec<String>, Map<String, Value>) {
+fn node_groups_and_vars(
+    inv: &Inventory,
+    node: &Node,
+    endpoint: &Endpoint,
+) -> (Vec<String>, Map<String, Value>) {
     let expect = expectations(inv, node);
     let mut groups = vec![expect.role.clone()];
     groups.extend(node.class.clone());
@@ -137,8 +153,16 @@ pub fn machine_mtu(inv: &Inventory, node: &Node) -> u32 {
     let Some((_, interface)) = crate::render::files::machine_address(inv, node) else {
         return DEFAULT_MTU;
     };
-    let nic = node.nics.iter().find(|n| n.name == interface).and_then(|n| n.mtu);
-    let bond = node.bonds.iter().find(|b| b.name == interface).and_then(|b| b.mtu);
+    let nic = node
+        .nics
+        .iter()
+        .find(|n| n.name == interface)
+        .and_then(|n| n.mtu);
+    let bond = node
+        .bonds
+        .iter()
+        .find(|b| b.name == interface)
+        .and_then(|b| b.mtu);
     let vlan = node
         .vlans
         .iter()
@@ -151,7 +175,12 @@ pub fn machine_mtu(inv: &Inventory, node: &Node) -> u32 {
 /// The hosts of an Ansible inventory file: `ansible_host`, `ansible_port`, `ansible_user`
 /// (default `core`) and `ansible_ssh_private_key_file` (else the running ssh-agent), their
 /// groups and variables. Host keys are learned into, and checked against, `RUN/known_hosts`.
-pub fn ansible_hosts(ai: &AnsibleInventory, run: &Path, connect_timeout: Duration, reconnect_for: Duration) -> Result<Vec<PrepHost>> {
+pub fn ansible_hosts(
+    ai: &AnsibleInventory,
+    run: &Path,
+    connect_timeout: Duration,
+    reconnect_for: Duration,
+) -> Result<Vec<PrepHost>> {
     let known = Arc::new(KnownHosts::new(known_hosts_path(run)));
     let mut hosts = Vec::new();
     for h in &ai.hosts {
@@ -177,7 +206,12 @@ pub fn ansible_hosts(ai: &AnsibleInventory, run: &Path, connect_timeout: Duratio
         for (k, v) in connection_vars(&endpoint) {
             vars.entry(k).or_insert(v);
         }
-        hosts.push(PrepHost::new(endpoint, Arc::new(config), h.groups.clone(), vars));
+        hosts.push(PrepHost::new(
+            endpoint,
+            Arc::new(config),
+            h.groups.clone(),
+            vars,
+        ));
     }
     Ok(hosts)
 }
@@ -193,12 +227,21 @@ pub fn ansible_inventory_yaml(hosts: &[PrepHost], pinned: &Path) -> Result<Strin
         let mut vars = h.vars.clone();
         if let KeySource::File(key) = &h.config.key {
             let key = std::path::absolute(key).unwrap_or_else(|_| key.clone());
-            vars.insert("ansible_ssh_private_key_file".into(), json!(key.display().to_string()));
+            vars.insert(
+                "ansible_ssh_private_key_file".into(),
+                json!(key.display().to_string()),
+            );
         }
-        vars.insert("ansible_ssh_common_args".into(), json!(ssh_common_args(&h.config, pinned)));
+        vars.insert(
+            "ansible_ssh_common_args".into(),
+            json!(ssh_common_args(&h.config, pinned)),
+        );
         all_hosts.insert(h.name.clone(), Value::Object(vars));
         for g in &h.groups {
-            groups.entry(g.clone()).or_default().insert(h.name.clone(), Value::Null);
+            groups
+                .entry(g.clone())
+                .or_default()
+                .insert(h.name.clone(), Value::Null);
         }
     }
     let children: Map<String, Value> = groups
@@ -219,7 +262,10 @@ fn ssh_common_args(config: &SshConfig, pinned: &Path) -> String {
         config.connect_timeout.as_secs().max(1)
     );
     if let Some(b) = &config.bastion {
-        args.push_str(&format!(" -o ProxyJump={}@{}:{}", b.user, b.address, b.port));
+        args.push_str(&format!(
+            " -o ProxyJump={}@{}:{}",
+            b.user, b.address, b.port
+        ));
     }
     args
 }

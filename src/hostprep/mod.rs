@@ -40,7 +40,12 @@ pub struct Exec<'a> {
 impl<'a> Exec<'a> {
     /// A command with the default timeout (5 minutes) and output cap (4 MiB), no stdin.
     pub fn new(command: &'a str) -> Self {
-        Exec { command, stdin: None, timeout: Duration::from_secs(300), output_cap: 4 << 20 }
+        Exec {
+            command,
+            stdin: None,
+            timeout: Duration::from_secs(300),
+            output_cap: 4 << 20,
+        }
     }
 
     /// The same command with `stdin`.
@@ -111,7 +116,11 @@ pub enum RemoteError {
     Auth { host: String, detail: String },
     /// The command ran longer than its timeout.
     #[error("{host}: command timed out after {after:?}: {command}")]
-    Timeout { host: String, after: Duration, command: String },
+    Timeout {
+        host: String,
+        after: Duration,
+        command: String,
+    },
     /// Anything else (a local I/O error, a protocol error).
     #[error("{host}: {detail}")]
     Other { host: String, detail: String },
@@ -123,7 +132,9 @@ impl RemoteError {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            RemoteError::Unreachable { .. } | RemoteError::HostKey { .. } | RemoteError::Auth { .. }
+            RemoteError::Unreachable { .. }
+                | RemoteError::HostKey { .. }
+                | RemoteError::Auth { .. }
         )
     }
 }
@@ -180,7 +191,10 @@ impl Remote for Local {
 
 async fn local_exec(name: &str, exec: Exec<'_>) -> Result<Output, RemoteError> {
     use tokio::io::AsyncWriteExt;
-    let other = |detail: String| RemoteError::Other { host: name.to_string(), detail };
+    let other = |detail: String| RemoteError::Other {
+        host: name.to_string(),
+        detail,
+    };
     let mut child = tokio::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(exec.command)
@@ -201,13 +215,23 @@ async fn local_exec(name: &str, exec: Exec<'_>) -> Result<Output, RemoteError> {
     let cap = exec.output_cap;
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let all = async {
-        let ((), (out, o1), (err, o2), status) = tokio::join!(feed, read_capped(stdout, cap), read_capped(stderr, cap), child.wait());
+        let ((), (out, o1), (err, o2), status) = tokio::join!(
+            feed,
+            read_capped(stdout, cap),
+            read_capped(stderr, cap),
+            child.wait()
+        );
         (out, o1, err, o2, status)
     };
     match tokio::time::timeout(exec.timeout, all).await {
         Ok((stdout, o1, stderr, o2, status)) => {
             let status = status.map_err(|e| other(format!("waiting for /bin/sh: {e}")))?;
-            Ok(Output { status: status.code(), stdout, stderr, truncated: o1 || o2 })
+            Ok(Output {
+                status: status.code(),
+                stdout,
+                stderr,
+                truncated: o1 || o2,
+            })
         }
         Err(_) => Err(RemoteError::Timeout {
             host: name.to_string(),
@@ -218,7 +242,10 @@ async fn local_exec(name: &str, exec: Exec<'_>) -> Result<Output, RemoteError> {
 }
 
 /// Reads `pipe` to its end, keeping at most `cap` bytes; says whether more came.
-async fn read_capped<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, cap: usize) -> (Vec<u8>, bool) {
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(
+    pipe: Option<R>,
+    cap: usize,
+) -> (Vec<u8>, bool) {
     use tokio::io::AsyncReadExt;
     let (mut kept, mut over) = (Vec::new(), false);
     if let Some(mut pipe) = pipe {
@@ -251,12 +278,17 @@ mod tests {
     fn become_goes_through_sudo_unless_root() {
         assert_eq!(with_become("id -u", false, "core"), "id -u");
         assert_eq!(with_become("id -u", true, "root"), "id -u");
-        assert_eq!(with_become("id -u", true, "core"), "sudo -n -- /bin/sh -c 'id -u'");
+        assert_eq!(
+            with_become("id -u", true, "core"),
+            "sudo -n -- /bin/sh -c 'id -u'"
+        );
     }
 
     #[tokio::test]
     async fn local_runs_with_stdin_cap_and_status() {
-        let l = Local { name: "here".into() };
+        let l = Local {
+            name: "here".into(),
+        };
         let mut e = Exec::new("cat; echo err >&2; exit 3").with_stdin(b"hello");
         e.output_cap = 3;
         let out = l.exec(e).await.unwrap();
@@ -264,7 +296,9 @@ mod tests {
         assert_eq!(out.stdout, b"hel");
         assert!(out.truncated);
         assert_eq!(out.stderr_text(), "err");
-        let slow = l.exec(Exec::new("sleep 5").with_timeout(Duration::from_millis(100))).await;
+        let slow = l
+            .exec(Exec::new("sleep 5").with_timeout(Duration::from_millis(100)))
+            .await;
         assert!(matches!(slow, Err(RemoteError::Timeout { .. })));
     }
 }

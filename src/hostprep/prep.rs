@@ -119,7 +119,11 @@ pub async fn run(
     let hosts: Vec<PrepHost> = what
         .hosts
         .into_iter()
-        .filter(|h| opts.limit.as_deref().is_none_or(|l| playbook::matches(l, &h.host())))
+        .filter(|h| {
+            opts.limit
+                .as_deref()
+                .is_none_or(|l| playbook::matches(l, &h.host()))
+        })
         .collect();
     write_ansible_inventory(&hosts, out)?;
     let mut verdicts = reach_all(&hosts, opts, events).await;
@@ -143,18 +147,27 @@ pub async fn run(
             extra_vars: opts.extra_vars.clone(),
             timeout: opts.command_timeout,
         };
-        let result = playbook::run(pb, &reachable, &run_opts, &|e| events(PrepEvent::Play(e))).await;
+        let result =
+            playbook::run(pb, &reachable, &run_opts, &|e| events(PrepEvent::Play(e))).await;
         let name = path.display().to_string();
         for v in verdicts.iter_mut().filter(|v| v.reachable) {
-            v.playbooks.insert(name.clone(), result.recap.get(&v.node).copied().unwrap_or_default());
+            v.playbooks.insert(
+                name.clone(),
+                result.recap.get(&v.node).copied().unwrap_or_default(),
+            );
         }
         report.playbooks.push((name, result));
     }
     for v in &mut verdicts {
         v.ok = v.reachable
             && v.problems == 0
-            && v.playbooks.values().all(|r| r.failed == 0 && r.unreachable == 0);
-        crate::fs::write_atomic(&out.join(format!("{}.json", v.node)), &serde_json::to_vec_pretty(v)?)?;
+            && v.playbooks
+                .values()
+                .all(|r| r.failed == 0 && r.unreachable == 0);
+        crate::fs::write_atomic(
+            &out.join(format!("{}.json", v.node)),
+            &serde_json::to_vec_pretty(v)?,
+        )?;
     }
     report.nodes = verdicts;
     crate::fs::write_atomic(&out.join("prep.json"), &serde_json::to_vec_pretty(&report)?)?;
@@ -171,11 +184,18 @@ fn write_ansible_inventory(hosts: &[PrepHost], out: &Path) -> Result<()> {
 
 /// Connects to every host (at most `forks` at once), trying one that does not answer for
 /// `reachable_within`; a verdict per host, in the hosts' order.
-async fn reach_all(hosts: &[PrepHost], opts: &PrepOptions, events: &(dyn Fn(PrepEvent) + Sync)) -> Vec<NodeVerdict> {
+async fn reach_all(
+    hosts: &[PrepHost],
+    opts: &PrepOptions,
+    events: &(dyn Fn(PrepEvent) + Sync),
+) -> Vec<NodeVerdict> {
     use futures_util::StreamExt;
     futures_util::stream::iter(hosts)
         .map(|h| async move {
-            events(PrepEvent::Node { node: h.name.clone(), step: "connecting".into() });
+            events(PrepEvent::Node {
+                node: h.name.clone(),
+                step: "connecting".into(),
+            });
             let mut v = NodeVerdict {
                 node: h.name.clone(),
                 address: format!("{}:{}", h.endpoint.address, h.endpoint.port),
@@ -185,10 +205,16 @@ async fn reach_all(hosts: &[PrepHost], opts: &PrepOptions, events: &(dyn Fn(Prep
                 Ok(()) => {
                     v.reachable = true;
                     v.host_key = h.ssh.host_key_fingerprint();
-                    events(PrepEvent::Node { node: h.name.clone(), step: "connected".into() });
+                    events(PrepEvent::Node {
+                        node: h.name.clone(),
+                        step: "connected".into(),
+                    });
                 }
                 Err(e) => {
-                    events(PrepEvent::Node { node: h.name.clone(), step: format!("unreachable: {e}") });
+                    events(PrepEvent::Node {
+                        node: h.name.clone(),
+                        step: format!("unreachable: {e}"),
+                    });
                     v.error = Some(e.to_string());
                 }
             }
@@ -209,32 +235,43 @@ async fn check_all(
     events: &(dyn Fn(PrepEvent) + Sync),
 ) -> Result<()> {
     use futures_util::StreamExt;
-    let results: Vec<Option<Result<Vec<Finding>>>> = futures_util::stream::iter(hosts.iter().zip(verdicts.iter()))
-        .map(|(h, v)| async move {
-            if !v.reachable {
-                return None;
-            }
-            let node = inv.nodes.nodes.iter().find(|n| n.hostname == h.name)?;
-            events(PrepEvent::Node { node: h.name.clone(), step: "reading facts".into() });
-            Some(check_one(inv, node, h, out).await)
-        })
-        .buffered(forks.max(1))
-        .collect()
-        .await;
+    let results: Vec<Option<Result<Vec<Finding>>>> =
+        futures_util::stream::iter(hosts.iter().zip(verdicts.iter()))
+            .map(|(h, v)| async move {
+                if !v.reachable {
+                    return None;
+                }
+                let node = inv.nodes.nodes.iter().find(|n| n.hostname == h.name)?;
+                events(PrepEvent::Node {
+                    node: h.name.clone(),
+                    step: "reading facts".into(),
+                });
+                Some(check_one(inv, node, h, out).await)
+            })
+            .buffered(forks.max(1))
+            .collect()
+            .await;
     for (v, r) in verdicts.iter_mut().zip(results) {
         match r {
             Some(Ok(findings)) => {
-                let errors = findings.iter().filter(|f| f.severity != Severity::Warning).count();
+                let errors = findings
+                    .iter()
+                    .filter(|f| f.severity != Severity::Warning)
+                    .count();
                 let step = match errors {
                     0 => "hardware as the inventory says".to_string(),
                     n => format!("{n} hardware problem{}", if n == 1 { "" } else { "s" }),
                 };
-                events(PrepEvent::Node { node: v.node.clone(), step });
+                events(PrepEvent::Node {
+                    node: v.node.clone(),
+                    step,
+                });
                 v.findings = findings.iter().map(ToString::to_string).collect();
                 v.problems = errors;
             }
             Some(Err(e)) => {
-                v.findings.push(format!("{}: reading hardware facts failed: {e:#}", v.node));
+                v.findings
+                    .push(format!("{}: reading hardware facts failed: {e:#}", v.node));
                 v.problems += 1;
             }
             None => {}
@@ -243,11 +280,20 @@ async fn check_all(
     Ok(())
 }
 
-async fn check_one(inv: &Inventory, node: &crate::inventory::model::Node, h: &PrepHost, out: &Path) -> Result<Vec<Finding>> {
+async fn check_one(
+    inv: &Inventory,
+    node: &crate::inventory::model::Node,
+    h: &PrepHost,
+    out: &Path,
+) -> Result<Vec<Finding>> {
     let facts = facts::gather(h.ssh.as_ref()).await?;
     let file = out.join("facts").join(format!("{}.json", node.hostname));
     crate::fs::write_atomic(&file, facts.to_json().as_bytes())?;
-    Ok(checks::check(node, &checks::expectations(inv, node), &facts))
+    Ok(checks::check(
+        node,
+        &checks::expectations(inv, node),
+        &facts,
+    ))
 }
 
 /// Loads and checks every playbook before any host is touched; every problem of every one,
@@ -258,9 +304,10 @@ pub fn load_playbooks(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Playbook)>, Str
     for path in paths {
         match playbook::load(path) {
             Ok(pb) => loaded.push((path.clone(), pb)),
-            Err(found) => {
-                problems.push_str(&crate::yaml::render_problems(&path.display().to_string(), &found))
-            }
+            Err(found) => problems.push_str(&crate::yaml::render_problems(
+                &path.display().to_string(),
+                &found,
+            )),
         }
     }
     match problems.is_empty() {
@@ -289,7 +336,14 @@ pub fn event_line(event: &Event) -> Option<String> {
         Event::PlayStart { name } => format!("PLAY [{name}]"),
         Event::TaskStart { name } => format!("TASK [{name}]"),
         Event::HandlerStart { name } => format!("RUNNING HANDLER [{name}]"),
-        Event::HostResult { host, status, msg, diff, item, .. } => {
+        Event::HostResult {
+            host,
+            status,
+            msg,
+            diff,
+            item,
+            ..
+        } => {
             let mut line = format!("{}: [{host}]", status.word());
             if let Some(item) = item {
                 line.push_str(&format!(" => (item={item})"));

@@ -514,3 +514,54 @@ async fn wait_reachable_retries_until_the_node_answers() {
     assert!(matches!(err, RemoteError::HostKey { .. }), "{err:?}");
     assert_eq!(connections(), before + 1, "a refused host key was retried");
 }
+
+/// Every module's scenario (tests/it/support/modules.rs: first run changed, second ok, check
+/// mode changing nothing, --diff for copy, template and lineinfile) over a real SSH session,
+/// as on a node; systemctl and modprobe are stand-ins first on the session's PATH, as over
+/// Local (this machine has no systemd).
+#[tokio::test]
+async fn every_module_behaves_the_same_over_a_real_ssh_session() {
+    use crate::support::modules::*;
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (key, public) = client_key(tmp.path(), "client");
+    let port = free_ports()[0];
+    let _sshd = sshd(&tmp.path().join("sshd"), port, &public);
+    let host = SshHost::new(
+        endpoint("node", port),
+        config(tmp.path(), KeySource::File(key)),
+    );
+    let bin = tmp.path().join("bin");
+    fs_err::create_dir_all(&bin).unwrap();
+    let log = tmp.path().join("modprobe.log");
+    for (name, script) in [
+        ("systemctl", systemctl_standin(&tmp.path().join("systemd"))),
+        ("modprobe", modprobe_standin(&log)),
+    ] {
+        fs_err::write(bin.join(name), script).unwrap();
+        fs_err::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let remote = StubPath { local: host, bin };
+    let scenario = |name: &str| {
+        let dir = tmp.path().join(name);
+        fs_err::create_dir_all(&dir).unwrap();
+        dir
+    };
+    exercise_command(&remote, "root", &scenario("command")).await;
+    exercise_shell(&remote, "root", &scenario("shell")).await;
+    exercise_copy(&remote, "root", &scenario("copy")).await;
+    exercise_template(&remote, "root", &scenario("template")).await;
+    exercise_file(&remote, "root", &scenario("file")).await;
+    exercise_lineinfile(&remote, "root", &scenario("lineinfile")).await;
+    exercise_stat(&remote, "root", &scenario("stat")).await;
+    exercise_systemd_service(&remote, "root", &scenario("systemd_service")).await;
+    exercise_sysctl(&remote, "root", &scenario("sysctl")).await;
+    exercise_modprobe(
+        &remote,
+        "root",
+        &scenario("modprobe"),
+        &log.to_string_lossy(),
+    )
+    .await;
+    exercise_wait_for(&remote, "root", &scenario("wait_for"), port, "^SSH-2\\.0-").await;
+}

@@ -10,8 +10,8 @@
 
 use super::wait::WAIT_DIR;
 use super::{Inputs, StageContext, StageWork};
-use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::hostprep::hosts;
+use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::install::log::StageLog;
 use crate::install::rundir::PREP_DIR;
 use crate::inventory;
@@ -53,7 +53,13 @@ impl StageWork for Prep {
         let inv = inventory::load(&cx.inventory)
             .map_err(|e| anyhow!("{e}"))
             .context("loading the inventory")?;
-        let paths: Vec<_> = inv.site.prep.playbooks.iter().map(|p| inv.resolve(p)).collect();
+        let paths: Vec<_> = inv
+            .site
+            .prep
+            .playbooks
+            .iter()
+            .map(|p| inv.resolve(p))
+            .collect();
         let playbooks = prep::load_playbooks(&paths).map_err(|e| anyhow!("{e}"))?;
         let hosts = hosts::site_hosts(&inv, cx.run.root(), REACHABLE_WITHIN)?;
         let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
@@ -67,16 +73,21 @@ impl StageWork for Prep {
             command_timeout: inv.site.prep.ssh.command_timeout(),
             reachable_within: REACHABLE_WITHIN,
         };
-        let what = PrepRun { hosts, inventory: Some(&inv), playbooks: &playbooks };
+        let what = PrepRun {
+            hosts,
+            inventory: Some(&inv),
+            playbooks: &playbooks,
+        };
         let task_lines = std::sync::Mutex::new(Vec::new());
-        let report = tokio::runtime::Handle::current().block_on(prep::run(what, &opts, out, &|e| {
-            if let prep::PrepEvent::Play(ev) = &e {
-                if let Some(line) = prep::event_line(ev) {
-                    task_lines.lock().expect("task lines").push(line);
+        let report =
+            tokio::runtime::Handle::current().block_on(prep::run(what, &opts, out, &|e| {
+                if let prep::PrepEvent::Play(ev) = &e {
+                    if let Some(line) = prep::event_line(ev) {
+                        task_lines.lock().expect("task lines").push(line);
+                    }
                 }
-            }
-            prep::show(&lines, e);
-        }));
+                prep::show(&lines, e);
+            }));
         lines.finish();
         for line in task_lines.into_inner().expect("task lines") {
             log.line(&line)?;
@@ -117,7 +128,11 @@ fn failure(n: &prep::NodeVerdict) -> String {
     }
     for (pb, r) in &n.playbooks {
         if r.failed > 0 || r.unreachable > 0 {
-            why.push(format!("{} failed {} task(s) of {pb}", n.node, r.failed + r.unreachable));
+            why.push(format!(
+                "{} failed {} task(s) of {pb}",
+                n.node,
+                r.failed + r.unreachable
+            ));
         }
     }
     why.join(", ")

@@ -13,14 +13,14 @@ use bootstrap::hostprep::modules::{self, ModuleCtx, ModuleResult};
 use bootstrap::hostprep::{sh_quote, BoxFuture, Exec, Local, Output, Remote, RemoteError};
 use serde_json::{json, Map, Value};
 
-/// A [`Local`] host whose commands find `bin` first on `PATH`: stand-ins for `systemctl` and
+/// A host ([`Local`] unless said) whose commands find `bin` first on `PATH`: stand-ins for `systemctl` and
 /// `modprobe` on a machine without systemd.
-pub struct StubPath {
-    pub local: Local,
+pub struct StubPath<R: Remote = Local> {
+    pub local: R,
     pub bin: std::path::PathBuf,
 }
 
-impl Remote for StubPath {
+impl<R: Remote> Remote for StubPath<R> {
     fn name(&self) -> &str {
         self.local.name()
     }
