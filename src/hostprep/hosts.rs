@@ -77,8 +77,10 @@ pub fn site_hosts(inv: &Inventory, run: &Path, reconnect_for: Duration) -> Resul
         (Some(file), false) => KeySource::File(inv.resolve(&file.file)),
         (None, true) => KeySource::Agent,
         (Some(_), true) => bail!("site.yaml prep.ssh: give privateKey or agent: true, not both"),
+        // As ssh does: the agent's keys when one runs.
+        (None, false) if std::env::var_os("SSH_AUTH_SOCK").is_some() => KeySource::Agent,
         (None, false) => bail!(
-            "site.yaml prep.ssh: no key to log in with; set prep.ssh.privateKey.file to the private key of references.sshPublicKey, or prep.ssh.agent: true to use the running ssh-agent"
+            "site.yaml prep.ssh: no key to log in with and no ssh-agent running (SSH_AUTH_SOCK); set prep.ssh.privateKey.file to the private key of references.sshPublicKey, or start ssh-agent with that key added"
         ),
     };
     let bastion = ssh.bastion.as_ref().map(|b| Endpoint {

@@ -200,11 +200,25 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
         );
     }
 
-    // The rerun resumes the wait and finishes it; boot is not run again.
+    // The rerun resumes the wait and finishes it; boot is not run again. Then the prep stage
+    // reaches every installed node's sshd and fails on exactly what the lab's hardware
+    // fixtures plant (seven GPUs on master-1, irdma on master-2), naming both nodes.
     let o = install(&lab, &[]).output().unwrap();
     let second = stderr(&o);
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(3), "{stdout}\n{second}");
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{second}");
+    assert!(stdout.contains("prep      failed"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "2 of 3 nodes did not pass prep: master-1: 7 of 8 H200 found, missing 0000:9a:00.0"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("master-2: irdma is loaded beside mlx5_core"),
+        "{stdout}"
+    );
+    assert_eq!(stage_status(&run, "prep"), "failed");
     assert!(stdout.contains("boot      skipped"), "{stdout}");
     assert!(stdout.contains("wait      ran"), "{stdout}");
     assert_eq!(stage_status(&run, "wait"), "done");

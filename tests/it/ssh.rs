@@ -535,7 +535,10 @@ async fn every_module_behaves_the_same_over_a_real_ssh_session() {
     fs_err::create_dir_all(&bin).unwrap();
     let log = tmp.path().join("modprobe.log");
     for (name, script) in [
-        ("systemctl", systemctl_standin(&tmp.path().join("systemd"))),
+        (
+            "systemctl",
+            systemctl_standin(&tmp.path().join("systemd_service/systemd")),
+        ),
         ("modprobe", modprobe_standin(&log)),
     ] {
         fs_err::write(bin.join(name), script).unwrap();
