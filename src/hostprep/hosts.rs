@@ -221,7 +221,7 @@ pub fn ansible_hosts(
 /// The hosts as an Ansible inventory (YAML) for `ansible-playbook -i FILE`: the same address,
 /// port, user and key file (by path: the key itself is never copied), the host keys pinned
 /// through `RUN/known_hosts` and `pinned` (the keys the inventory pins, [`pinned_known_hosts`]),
-/// the bastion as ProxyJump, and every group and variable prep gives the playbooks.
+/// the bastion as a ProxyCommand held to the same pins, and every group and variable prep gives the playbooks.
 pub fn ansible_inventory_yaml(hosts: &[PrepHost], pinned: &Path) -> Result<String> {
     let mut all_hosts = Map::new();
     let mut groups: std::collections::BTreeMap<String, Map<String, Value>> = Default::default();
@@ -257,16 +257,22 @@ pub fn ansible_inventory_yaml(hosts: &[PrepHost], pinned: &Path) -> Result<Strin
 /// OpenSSH options that make `ssh` (under ansible-playbook) trust exactly what prep trusts.
 fn ssh_common_args(config: &SshConfig, pinned: &Path) -> String {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let mut args = format!(
-        "-o 'UserKnownHostsFile={} {}' -o StrictHostKeyChecking=yes -o ConnectTimeout={}",
+    let trust = format!(
+        "UserKnownHostsFile={} {}",
         abs(config.known_hosts.path()).display(),
-        abs(pinned).display(),
-        config.connect_timeout.as_secs().max(1)
+        abs(pinned).display()
     );
+    let timeout = config.connect_timeout.as_secs().max(1);
+    let mut args = format!("-o '{trust}' -o StrictHostKeyChecking=yes -o ConnectTimeout={timeout}");
+    // Not ProxyJump: its ssh would check the bastion against ~/.ssh/known_hosts, not these pins.
     if let Some(b) = &config.bastion {
+        let key = match &config.key {
+            KeySource::File(k) => format!(" -i {}", abs(k).display()),
+            KeySource::Agent => String::new(),
+        };
         args.push_str(&format!(
-            " -o ProxyJump={}@{}:{}",
-            b.user, b.address, b.port
+            " -o 'ProxyCommand=ssh -o \"{trust}\" -o StrictHostKeyChecking=yes -o ConnectTimeout={timeout}{key} -W %h:%p -p {} {}@{}'",
+            b.port, b.user, b.address
         ));
     }
     args

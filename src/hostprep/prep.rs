@@ -86,9 +86,9 @@ pub struct PrepReport {
 }
 
 impl PrepReport {
-    /// Every node ok.
+    /// Every node ok, and at least one node (a `--limit` that matches none is no pass).
     pub fn success(&self) -> bool {
-        self.nodes.iter().all(|n| n.ok)
+        !self.nodes.is_empty() && self.nodes.iter().all(|n| n.ok)
     }
 
     /// The nodes that are not ok.

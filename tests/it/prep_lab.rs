@@ -166,6 +166,10 @@ fn prep_reports_the_hardware_exactly_and_the_shipped_playbooks_run_clean_twice()
     let key = |r: &Value, n| node(r, n)["hostKey"].clone();
     assert_eq!(key(&report, "master-0"), key(&again, "master-0"));
 
+    // A dry run (--check) of the same: the playbooks only read, so they pass as they are.
+    let (_, checked) = prep(&inv, &run, &["--check"]);
+    assert_playbooks_clean(&checked, 0);
+
     // The same playbooks, unchanged, under ansible-playbook with the inventory prep wrote.
     let ansible = ansible_playbook(&run, tmp.path());
     assert!(

@@ -11,6 +11,9 @@ use super::model::{Play, Playbook, Task};
 use crate::hostprep::modules;
 use crate::yaml::{did_you_mean, index_text, Index, Location, Problem};
 
+/// The largest `retries` or `delay` (seconds) a task may give.
+const MAX_NUMBER: f64 = 86_400.0;
+
 /// The play keys we implement.
 const PLAY_KEYS: &[&str] = &[
     "name",
@@ -582,13 +585,15 @@ impl Loader {
         ok.map(str::to_string)
     }
 
+    /// `retries` and `delay`: a finite number, at most a day (a larger one is a typo, and
+    /// would overflow a duration).
     fn number(&mut self, at: &At, v: &Value) -> Option<f64> {
         let n = v
             .as_f64()
             .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-            .filter(|n| *n >= 0.0);
+            .filter(|n| n.is_finite() && (0.0..=MAX_NUMBER).contains(n));
         if n.is_none() {
-            self.at_value(at, "expected a number, 0 or more");
+            self.at_value(at, "expected a number from 0 to 86400");
         }
         n
     }

@@ -536,7 +536,7 @@ impl Step<'_, '_> {
         let tries = match self.task.retries {
             None => 3,
             Some(0) => 1,
-            Some(n) => n + 1,
+            Some(n) => n.saturating_add(1),
         };
         let delay = Duration::from_secs_f64(self.task.delay.unwrap_or(5.0));
         let mut n = 0;
@@ -579,7 +579,13 @@ impl Step<'_, '_> {
             Err(Call::Failed(msg)) => (failure(msg), false, None),
             Err(Call::Unreachable(msg)) => (failure(msg), true, None),
         };
-        if !unreachable {
+        // A result the module skipped (a command in check mode) is not judged by
+        // changed_when/failed_when, as in Ansible.
+        let skipped = result
+            .get("skipped")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if !unreachable && !skipped {
             if let Err(e) = self.override_flags(vars, &mut result) {
                 result = failure(e);
             }
