@@ -127,7 +127,8 @@ pub fn parse(text: &str) -> Result<Vec<Play>, Vec<Problem>> {
 }
 
 /// Plain `y`, `n` (and other words YAML readers differ on) read as booleans here are strings
-/// to ansible-playbook (PyYAML: only true/false/yes/no/on/off): put their text back.
+/// to ansible-playbook (PyYAML: only true/false/yes/no/on/off): put their text back. And plain
+/// numbers with a leading zero are octal, as PyYAML reads them.
 fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
     match value {
         Value::Bool(_) => {
@@ -140,6 +141,14 @@ fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
                 ) {
                     *value = Value::String(text);
                 }
+            }
+        }
+        // PyYAML reads YAML 1.1: a plain `0644` is octal (420), so `mode: 0644` means rw-r--r--
+        // there; a YAML 1.2 reader would make it 644.
+        Value::Number(_) | Value::String(_) => {
+            let plain = index.get(path).and_then(|e| e.plain.clone());
+            if let Some(octal) = plain.as_deref().and_then(yaml11_octal) {
+                *value = Value::from(octal);
             }
         }
         Value::Array(items) => {
@@ -159,6 +168,15 @@ fn pyyaml_booleans(value: &mut Value, index: &Index, path: &str) {
         }
         _ => {}
     }
+}
+
+/// A YAML 1.1 octal integer as PyYAML reads it: `0` followed by octal digits (`0644`).
+fn yaml11_octal(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix('0')?;
+    if digits.is_empty() || !digits.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return None;
+    }
+    i64::from_str_radix(digits, 8).ok()
 }
 
 fn one_line(s: &str) -> String {
@@ -756,6 +774,13 @@ fn set_fact_args(args: &Map<String, Value>) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plain_leading_zero_number_is_octal_as_in_ansible() {
+        let plays = parse("- hosts: all\n  tasks:\n    - copy: {content: x, dest: /tmp/x, mode: 0644}\n    - copy: {content: x, dest: /tmp/y, mode: '0644'}\n").unwrap();
+        assert_eq!(plays[0].tasks[0].args["mode"], serde_json::json!(420));
+        assert_eq!(plays[0].tasks[1].args["mode"], serde_json::json!("0644"));
+    }
 
     #[test]
     fn plain_y_and_n_stay_strings_as_in_ansible() {
