@@ -173,6 +173,7 @@ pub fn spec(record: &SiteRecord, inv: &Inventory, node: &Node) -> Result<SshdSpe
         super::fixture::write(&tmp, &super::fixture::NodeHardware::of(inv, index, node))?;
         fs_err::rename(&tmp, &fixture)?;
     }
+    own_hosts_entry(&fixture, &node.hostname)?;
     Ok(SshdSpec {
         dir: dir.join("sshd"),
         listen: SocketAddr::new(ip, SSH_PORT),
@@ -181,6 +182,17 @@ pub fn spec(record: &SiteRecord, inv: &Inventory, node: &Node) -> Result<SshdSpe
         mounts: mounts(&fixture)?,
         hostname: Some(node.hostname.clone()),
     })
+}
+
+/// The node's `/etc/hosts` (in its own `/etc`, the overlay's upper layer): this machine's
+/// entries and the node's own name, as a real node resolves its host name. Without it `sudo`
+/// on a node (which has a UTS namespace and a name of its own) waits on DNS for its name.
+fn own_hosts_entry(fixture: &Path, name: &str) -> Result<()> {
+    let machine = fs_err::read_to_string("/etc/hosts").unwrap_or_default();
+    let mut hosts = machine.trim_end().to_string();
+    hosts.push_str(&format!("\n127.0.1.1 {name}\n"));
+    fs_err::create_dir_all(fixture.join("etc"))?;
+    crate::fs::write_atomic(&fixture.join("etc/hosts"), hosts.trim_start().as_bytes())
 }
 
 /// The fixture's mounts, in order. `/proc/modules` is bound over when this kernel has one;
