@@ -229,9 +229,15 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
     // may have passed again before the wait began): printed once over both runs.
     let failure = "Host master-1: validation 'ntp-synced' is now failing";
     assert_eq!(both.matches(failure).count(), 1, "{both}");
-    for stage in ["Writing image to disk", "Rebooting"] {
-        assert!(both.contains(stage), "no host showed {stage}:\n{both}");
-    }
+    // The live lines sample each host's stage every poll: under load a stage that lasts one
+    // simulator step can fall between two polls, so one of the later stages must show, not
+    // each (the end itself is asserted from wait/result.json below).
+    assert!(
+        ["Writing image to disk", "Rebooting", "Done"]
+            .iter()
+            .any(|stage| both.contains(stage)),
+        "no host showed an install stage:\n{both}"
+    );
     let result = support::run::json(&run.join("wait/result.json"));
     assert!(result["installComplete"].is_string(), "{result}");
     assert_eq!(
