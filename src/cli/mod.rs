@@ -568,37 +568,4 @@ pub struct PrepArgs {
     pub reachable_within: std::time::Duration,
 }
 
-/// A duration as engineers write it: a whole number with `s`, `m` or `h` (`90m`, `2h`, `30s`).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; write e.g. 90m, 2h or 30s"))?;
-    let secs = match unit {
-        "s" => Some(n),
-        "m" => n.checked_mul(60),
-        "h" => n.checked_mul(3600),
-        _ => None,
-    }
-    .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 90m, 2h or 30s"))?;
-    if secs == 0 {
-        return Err(format!(
-            "{s:?}: a limit of zero would fail at once; give e.g. 90m"
-        ));
-    }
-    Ok(std::time::Duration::from_secs(secs))
-}
-
-/// A short duration: `300ms`, or what [`parse_duration`] reads.
-pub fn parse_duration_ms(s: &str) -> Result<std::time::Duration, String> {
-    match s.trim().strip_suffix("ms") {
-        Some(n) => n
-            .parse::<u64>()
-            .ok()
-            .filter(|n| *n > 0)
-            .map(std::time::Duration::from_millis)
-            .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 300ms, 3s or 1m")),
-        None => parse_duration(s),
-    }
-}
+pub use crate::output::{parse_duration, parse_duration_ms};

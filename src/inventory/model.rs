@@ -586,7 +586,7 @@ pub const DEFAULT_FORKS: u32 = 10;
 fn duration_or(value: &Option<String>, default: std::time::Duration) -> std::time::Duration {
     value
         .as_deref()
-        .and_then(|v| crate::cli::parse_duration_ms(v).ok())
+        .and_then(|v| crate::output::parse_duration_ms(v).ok())
         .unwrap_or(default)
 }
 

@@ -97,7 +97,7 @@ impl Validator<'_> {
 
     fn duration(&mut self, path: &str, value: &Option<String>) {
         if let Some(v) = value {
-            if let Err(e) = crate::cli::parse_duration_ms(v) {
+            if let Err(e) = crate::output::parse_duration_ms(v) {
                 self.site(path, e);
             }
         }
