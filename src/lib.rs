@@ -6,6 +6,7 @@ pub mod cli;
 pub mod commands;
 pub mod concurrency;
 pub mod fs;
+pub mod gitops;
 pub mod hostprep;
 pub mod install;
 pub mod installer;

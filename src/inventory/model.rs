@@ -41,6 +41,9 @@ pub struct Site {
     /// How the prep stage reaches the booted nodes over SSH, and what it runs there.
     #[serde(default)]
     pub prep: Prep,
+    /// The hand-off to Argo CD: the site's GitOps repository, the operator, the tenants.
+    #[serde(default)]
+    pub gitops: Option<Gitops>,
 }
 
 /// `boot`: how the BMCs fetch the agent ISO. Either bootstrap serves it itself (`isoServer`, the
@@ -639,4 +642,120 @@ pub fn is_pci_address(s: &str) -> bool {
     let parts: Vec<&str> = s.split([':', '.']).collect();
     matches!(parts.as_slice(), [d, b, dev, f]
         if is_hex(d, 4) && is_hex(b, 2) && is_hex(dev, 2) && matches!(*f, "0" | "1" | "2" | "3" | "4" | "5" | "6" | "7"))
+}
+
+/// `gitops` of site.yaml: what `bootstrap gitops init` scaffolds and the handoff stage hands
+/// over to Argo CD (OpenShift GitOps).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Gitops {
+    /// The site's GitOps repository, as Argo CD reaches it.
+    pub repository: GitRepository,
+    /// OpenShift GitOps itself: its channel and the mirrored CatalogSource it comes from.
+    #[serde(default)]
+    pub operator: OperatorChoice,
+    /// The platform's operators, by package name (`nfd`, `gpu-operator-certified`,
+    /// `nvidia-network-operator`, `rhods-operator`, ...): which mirrored CatalogSource and
+    /// channel each comes from, where the defaults do not fit.
+    #[serde(default)]
+    pub operators: BTreeMap<String, OperatorChoice>,
+    /// The tenants: one overlay of the standard tenant each.
+    #[serde(default)]
+    pub tenants: Vec<Tenant>,
+    /// How long the hand-off waits for the operator, and for the root Application and every
+    /// child to be Synced and Healthy (default `30m`).
+    #[serde(default)]
+    pub wait_timeout: Option<String>,
+}
+
+/// `gitops.repository`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitRepository {
+    /// The clone URL (`https://`, `ssh://`, `git@host:path`, or `git://` for a lab).
+    pub url: String,
+    /// The branch, tag or commit Argo CD follows (default `HEAD`).
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// The HTTPS user name, with `password`.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// The HTTPS password or token, by reference.
+    #[serde(default)]
+    pub password: Option<SecretRef>,
+    /// The SSH private key, by reference (for `ssh://` and `git@` URLs).
+    #[serde(default)]
+    pub ssh_private_key: Option<SecretRef>,
+    /// The Git server's CA (PEM), for a private CA: put into `argocd-tls-certs-cm`.
+    #[serde(default)]
+    pub ca: Option<FileRef>,
+    /// The Git server's SSH host keys (known_hosts lines), for SSH URLs.
+    #[serde(default)]
+    pub known_hosts: Vec<String>,
+    /// Let Argo CD skip TLS verification for this repository (explicit; default false).
+    #[serde(default)]
+    pub insecure_skip_tls_verify: bool,
+}
+
+/// An operator's source: the mirrored CatalogSource (its name in `openshift-marketplace`)
+/// and the channel.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OperatorChoice {
+    /// The CatalogSource's name (default: the mirrored catalog that carries the package).
+    #[serde(default)]
+    pub catalog: Option<String>,
+    /// The channel (default: the package's default channel).
+    #[serde(default)]
+    pub channel: Option<String>,
+}
+
+/// `gitops.tenants[]`: one team's share of the platform.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Tenant {
+    /// The tenant's name: its namespace and its KAI queue.
+    pub name: String,
+    /// Directory groups and the role each gets in the namespace.
+    #[serde(default)]
+    pub groups: TenantGroups,
+    /// The GPUs the tenant may request at once (`requests.nvidia.com/gpu` and the queue's
+    /// quota).
+    pub gpus: u32,
+    /// The CPU quota (`requests.cpu`, Kubernetes quantity), default none.
+    #[serde(default)]
+    pub cpu: Option<String>,
+    /// The memory quota (`requests.memory`, Kubernetes quantity), default none.
+    #[serde(default)]
+    pub memory: Option<String>,
+}
+
+/// `gitops.tenants[].groups`: directory groups bound to the namespace's `admin`, `edit` and
+/// `view` roles.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TenantGroups {
+    /// Bound to `admin`.
+    #[serde(default)]
+    pub admin: Vec<String>,
+    /// Bound to `edit`.
+    #[serde(default)]
+    pub edit: Vec<String>,
+    /// Bound to `view`.
+    #[serde(default)]
+    pub view: Vec<String>,
+}
+
+impl Gitops {
+    /// `waitTimeout`, default 30 min.
+    pub fn wait_timeout(&self) -> std::time::Duration {
+        duration_or(&self.wait_timeout, std::time::Duration::from_secs(30 * 60))
+    }
+}
+
+impl GitRepository {
+    /// `revision`, default `HEAD`.
+    pub fn revision(&self) -> &str {
+        self.revision.as_deref().unwrap_or("HEAD")
+    }
 }
