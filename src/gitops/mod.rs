@@ -8,3 +8,5 @@
 //! - the handoff stage: the mirror's cluster resources, OpenShift GitOps from the mirrored
 //!   catalog, repository credentials, the tenants' RBAC and health checks, the root Application,
 //!   and the waits in between, through kube-rs with server-side apply.
+pub mod handoff;
+pub mod kube;
