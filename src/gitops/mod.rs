@@ -9,4 +9,9 @@
 //!   catalog, repository credentials, the tenants' RBAC and health checks, the root Application,
 //!   and the waits in between, through kube-rs with server-side apply.
 
+pub mod builtin;
+pub mod crd;
+pub mod handoff;
+pub mod kube;
 pub mod scaffold;
+pub mod schema;
