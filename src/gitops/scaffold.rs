@@ -9,6 +9,7 @@ mod apps;
 mod catalogs;
 mod cluster;
 mod readme;
+pub mod selfcheck;
 mod tenants;
 
 pub use catalogs::{catalog_for, choice, read_catalog_sources, CatalogSource, GITOPS_PACKAGE};
@@ -67,6 +68,10 @@ pub fn scaffold(inv: &Inventory, catalogs: &[CatalogSource]) -> Result<Scaffold>
     files.text("README.md", readme::text(g, &components));
     let mut files = files.0;
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    let violations = selfcheck::check(&files);
+    if !violations.is_empty() {
+        bail!("the scaffold breaks the API's schemas (a bug of bootstrap's; nothing was written):\n{}", violations.join("\n"));
+    }
     Ok(Scaffold {
         files,
         components,

@@ -23,7 +23,7 @@ use anyhow::Result;
 use serde_json::{json, Value};
 
 /// The vendored KAI Queue CRD (its source and commit in its first lines).
-const KAI_QUEUE_CRD: &str = include_str!("../vendor/scheduling.run.ai_queues.yaml");
+pub(super) const KAI_QUEUE_CRD: &str = include_str!("../vendor/scheduling.run.ai_queues.yaml");
 
 /// The parent queue every tenant's queue hangs under.
 pub const PARENT_QUEUE: &str = "tenants";
