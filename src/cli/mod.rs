@@ -580,6 +580,35 @@ pub enum GitopsCmd {
     /// one child Application per component in sync waves, the operators from the mirrored
     /// catalogs, the standard tenant and one overlay per tenant, a README.
     Init(GitopsInitArgs),
+    /// Hand the cluster over to Argo CD, as the install's handoff stage does: the mirror's
+    /// cluster resources, OpenShift GitOps from the mirrored catalog, the repository's
+    /// credentials, the tenants' RBAC and health check, the root Application; each wait
+    /// observed until the root and every child are Synced and Healthy.
+    Handoff(GitopsHandoffArgs),
+}
+
+/// `bootstrap gitops handoff`.
+#[derive(Debug, Args)]
+pub struct GitopsHandoffArgs {
+    /// The inventory directory (site.yaml with its gitops section and mirror record).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// The cluster's admin kubeconfig (the install's RUN/iso/work/auth/kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+
+    /// Where applied.json and handoff.json are written.
+    #[arg(long, value_name = "DIR", default_value = "handoff")]
+    pub out: PathBuf,
+
+    /// The limit on all waits together (default: gitops.waitTimeout, else 30m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// How often a wait asks the cluster again, in milliseconds (default 2000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub poll_ms: Option<u64>,
 }
 
 /// `bootstrap gitops init`.

@@ -6,7 +6,7 @@
 //! [`write`] puts them in a directory. The same inventory gives the same bytes.
 
 mod apps;
-mod catalogs;
+pub mod catalogs;
 mod cluster;
 mod readme;
 pub mod selfcheck;
