@@ -3,6 +3,7 @@
 //! subresource, strict field validation against the kinds' schemas, CRDs, RBAC, finalizers and
 //! an audit trail of every call — served over HTTPS to kubectl and kube-rs.
 
+pub mod crds;
 pub mod kinds;
 pub mod managed;
 pub mod patch;
