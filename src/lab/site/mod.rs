@@ -12,6 +12,7 @@ pub mod fixture;
 pub mod gate;
 pub mod hosts;
 pub mod netns;
+pub mod olm;
 pub mod pki;
 pub mod process;
 pub mod rendezvous;
