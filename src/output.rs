@@ -162,6 +162,18 @@ pub fn parse_duration_ms(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// A duration as [`parse_duration_ms`] reads it back: the largest whole unit (`2h`, `90m`,
+/// `30s`, `300ms`).
+pub fn human_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        _ if !ms.is_multiple_of(1000) => format!("{ms}ms"),
+        _ if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        _ if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        _ => format!("{}s", ms / 1000),
+    }
+}
+
 /// Progress of one long operation.
 #[derive(Clone)]
 pub struct Progress {
@@ -439,6 +451,15 @@ impl NodeLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Durations print as they are written, and read back the same.
+    #[test]
+    fn durations_print_in_their_largest_whole_unit() {
+        for text in ["2h", "90m", "30s", "300ms", "61s"] {
+            let d = parse_duration_ms(text).expect("a duration");
+            assert_eq!(human_duration(d), text);
+        }
+    }
 
     /// Sizes read as people write them, and refused with the reason when they are not sizes.
     #[test]

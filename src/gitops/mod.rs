@@ -8,3 +8,9 @@
 //! - the handoff stage: the mirror's cluster resources, OpenShift GitOps from the mirrored
 //!   catalog, repository credentials, the tenants' RBAC and health checks, the root Application,
 //!   and the waits in between, through kube-rs with server-side apply.
+
+pub mod builtin;
+pub mod crd;
+pub mod handoff;
+pub mod kube;
+pub mod schema;

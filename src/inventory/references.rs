@@ -120,27 +120,12 @@ pub fn bmc_credentials(
     inv: &Inventory,
     node: &super::model::Node,
 ) -> anyhow::Result<Option<BmcCredentials>> {
-    use anyhow::{bail, Context};
+    use anyhow::Context;
     let Some(r) = &node.bmc.credentials else {
         return Ok(None);
     };
     let at = format!("node {}'s bmc.credentials", node.hostname);
-    let text = match (&r.file, &r.env) {
-        (Some(f), _) => {
-            let path = inv.resolve(f);
-            fs_err::read_to_string(&path).map_err(|e| {
-                anyhow::anyhow!(
-                    "{at}: reading {}: {}",
-                    path.display(),
-                    crate::yaml::io_reason(&e)
-                )
-            })?
-        }
-        (None, Some(var)) => std::env::var(var).with_context(|| {
-            format!("{at} names ${var}, which is not set (it should hold user:password)")
-        })?,
-        (None, None) => bail!("{at} names no file or env"),
-    };
+    let text = secret_text(inv, &at, r, "user:password")?;
     let line = text.trim().lines().next().unwrap_or_default();
     let (user, password) = line.split_once(':').with_context(|| {
         format!("{at} is not user:password (one line, the user, a colon, the password; value not shown)")
@@ -149,4 +134,32 @@ pub fn bmc_credentials(
         user: user.to_string(),
         password: Secret::new(password),
     }))
+}
+
+/// The text a secret reference names (a file's content or an environment variable's value),
+/// for the field `at` (`gitops.repository.password`); `holds` says what it should hold. Errors
+/// name the field and the file or variable, never the value.
+pub fn secret_text(
+    inv: &Inventory,
+    at: &str,
+    r: &SecretRef,
+    holds: &str,
+) -> anyhow::Result<String> {
+    use anyhow::{bail, Context};
+    match (&r.file, &r.env) {
+        (Some(f), _) => {
+            let path = inv.resolve(f);
+            fs_err::read_to_string(&path).map_err(|e| {
+                anyhow::anyhow!(
+                    "{at}: reading {}: {}",
+                    path.display(),
+                    crate::yaml::io_reason(&e)
+                )
+            })
+        }
+        (None, Some(var)) => std::env::var(var).with_context(|| {
+            format!("{at} names ${var}, which is not set (it should hold {holds})")
+        }),
+        (None, None) => bail!("{at} names no file or env"),
+    }
 }

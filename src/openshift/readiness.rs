@@ -42,6 +42,34 @@ pub fn route_resource() -> ApiResource {
     )
 }
 
+/// A client for the API the kubeconfig at `path` names (its current context), trusted by its
+/// `certificate-authority-data` (and `tls-server-name` when given); `address`, when given, is
+/// dialled instead of the kubeconfig's server (the certificate is still checked for the
+/// kubeconfig's `tls-server-name`, or for its server's host).
+pub async fn client_from_kubeconfig(
+    path: &Path,
+    address: Option<SocketAddr>,
+) -> Result<kube::Client> {
+    let kubeconfig = Kubeconfig::read_from(path)
+        .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("loading the kubeconfig {}", path.display()))?;
+    if let Some(addr) = address {
+        if config.tls_server_name.is_none() {
+            config.tls_server_name = config.cluster_url.host().map(str::to_string);
+        }
+        config.cluster_url = format!("https://{addr}")
+            .parse()
+            .context("the cluster API's address")?;
+    }
+    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    config.read_timeout = Some(std::time::Duration::from_secs(20));
+    kube::Client::try_from(config)
+        .with_context(|| format!("a client for the kubeconfig {}", path.display()))
+}
+
 /// The new cluster's API.
 #[derive(Clone)]
 pub struct ClusterApi {
@@ -90,29 +118,9 @@ pub struct OperatorHealth {
 }
 
 impl ClusterApi {
-    /// The API the kubeconfig at `path` names (its current context), trusted by its
-    /// `certificate-authority-data` (and `tls-server-name` when given); `address`, when given,
-    /// is dialled instead of the kubeconfig's server (the certificate is still checked for the
-    /// kubeconfig's `tls-server-name`, or for its server's host).
+    /// The API the kubeconfig at `path` names: [`client_from_kubeconfig`].
     pub async fn from_kubeconfig(path: &Path, address: Option<SocketAddr>) -> Result<Self> {
-        let kubeconfig = Kubeconfig::read_from(path)
-            .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("loading the kubeconfig {}", path.display()))?;
-        if let Some(addr) = address {
-            if config.tls_server_name.is_none() {
-                config.tls_server_name = config.cluster_url.host().map(str::to_string);
-            }
-            config.cluster_url = format!("https://{addr}")
-                .parse()
-                .context("the cluster API's address")?;
-        }
-        config.connect_timeout = Some(std::time::Duration::from_secs(10));
-        config.read_timeout = Some(std::time::Duration::from_secs(20));
-        let client = kube::Client::try_from(config)
-            .with_context(|| format!("a client for the kubeconfig {}", path.display()))?;
+        let client = client_from_kubeconfig(path, address).await?;
         Ok(ClusterApi { client })
     }
 
@@ -186,7 +194,7 @@ impl ClusterApi {
 }
 
 /// Whether the condition `kind` of `status.conditions` is True, and its message.
-fn condition(status: &Value, kind: &str) -> (bool, Option<String>) {
+pub fn condition(status: &Value, kind: &str) -> (bool, Option<String>) {
     let found = status["conditions"]
         .as_array()
         .into_iter()

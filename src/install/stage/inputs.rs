@@ -161,6 +161,17 @@ pub fn inventory_secrets(dir: &Path) -> Vec<String> {
             secrets.push(text);
         }
     }
+    if let Some(g) = &inv.site.gitops {
+        let repo = &g.repository;
+        for r in [&repo.password, &repo.ssh_private_key]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(text) = read(r) {
+                secrets.push(text.trim().to_string());
+            }
+        }
+    }
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     secrets.dedup();
     secrets

@@ -11,6 +11,7 @@ pub mod cluster_api;
 pub mod fixture;
 pub mod gate;
 pub mod hosts;
+pub mod kube;
 pub mod netns;
 pub mod olm;
 pub mod pki;

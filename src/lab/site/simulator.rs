@@ -654,7 +654,7 @@ pub(crate) fn now() -> String {
 }
 
 /// A random (version 4) UUID.
-fn uuid() -> String {
+pub(crate) fn uuid() -> String {
     let mut b = [0u8; 16];
     let _ = aws_lc_rs::rand::fill(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
