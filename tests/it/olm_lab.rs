@@ -64,7 +64,13 @@ fn r(api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> ObjectRef {
     }
 }
 
-fn get(store: &Store, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+fn get(
+    store: &Store,
+    api_version: &str,
+    kind: &str,
+    ns: Option<&str>,
+    name: &str,
+) -> Option<Value> {
     store.get(&r(api_version, kind, ns, name)).ok()
 }
 
@@ -92,31 +98,49 @@ fn apply(store: &Store, obj: Value) {
 /// The mirror's CatalogSource for the lab catalog, and the default sources disabled, as the
 /// hand-off does before it subscribes.
 fn mirrored_catalog(store: &Store) {
-    apply(store, json!({"apiVersion": V1ALPHA1, "kind": "CatalogSource",
+    apply(
+        store,
+        json!({"apiVersion": V1ALPHA1, "kind": "CatalogSource",
         "metadata": {"name": MIRRORED, "namespace": MARKETPLACE},
-        "spec": {"sourceType": "grpc", "image": "mirror.lab:8443/redhat/redhat-operator-index:v4.18"}}));
-    apply(store, json!({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub",
-        "metadata": {"name": "cluster"}, "spec": {"disableAllDefaultSources": true}}));
+        "spec": {"sourceType": "grpc", "image": "mirror.lab:8443/redhat/redhat-operator-index:v4.18"}}),
+    );
+    apply(
+        store,
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub",
+        "metadata": {"name": "cluster"}, "spec": {"disableAllDefaultSources": true}}),
+    );
 }
 
 fn namespace(store: &Store, ns: &str) {
-    apply(store, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}));
+    apply(
+        store,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    );
 }
 
 fn operator_group(store: &Store, ns: &str) {
-    apply(store, json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-        "metadata": {"name": ns, "namespace": ns}, "spec": {}}));
+    apply(
+        store,
+        json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+        "metadata": {"name": ns, "namespace": ns}, "spec": {}}),
+    );
 }
 
 fn subscribe(store: &Store, ns: &str, package: &str, channel: &str, source: &str) {
-    apply(store, json!({"apiVersion": V1ALPHA1, "kind": "Subscription",
+    apply(
+        store,
+        json!({"apiVersion": V1ALPHA1, "kind": "Subscription",
         "metadata": {"name": package, "namespace": ns},
         "spec": {"name": package, "channel": channel, "source": source,
-                 "sourceNamespace": MARKETPLACE, "installPlanApproval": "Automatic"}}));
+                 "sourceNamespace": MARKETPLACE, "installPlanApproval": "Automatic"}}),
+    );
 }
 
 fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
-    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind)
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
 }
 
 fn subscription(store: &Store, ns: &str, name: &str) -> Value {
@@ -128,10 +152,22 @@ async fn install_gitops(store: &Store) -> Value {
     mirrored_catalog(store);
     namespace(store, GITOPS_NS);
     operator_group(store, GITOPS_NS);
-    subscribe(store, GITOPS_NS, "openshift-gitops-operator", "latest", MIRRORED);
+    subscribe(
+        store,
+        GITOPS_NS,
+        "openshift-gitops-operator",
+        "latest",
+        MIRRORED,
+    );
     wait_for(store, "the GitOps CSV to succeed", |s| {
-        get(s, V1ALPHA1, "ClusterServiceVersion", Some(GITOPS_NS), GITOPS_CSV)
-            .filter(|c| c["status"]["phase"] == "Succeeded")
+        get(
+            s,
+            V1ALPHA1,
+            "ClusterServiceVersion",
+            Some(GITOPS_NS),
+            GITOPS_CSV,
+        )
+        .filter(|c| c["status"]["phase"] == "Succeeded")
     })
     .await
 }
@@ -149,9 +185,17 @@ async fn a_subscription_without_an_operator_group_says_so_and_installs_once_ther
     .await;
     assert_eq!(cond["status"], "True");
     assert_eq!(cond["reason"], "ErrorPreventedResolution");
-    assert_eq!(cond["message"], "expected 1 OperatorGroup in the namespace, found 0");
-    let plans = store.list(V1ALPHA1, "InstallPlan", Some("nfd-test"), None).unwrap();
-    assert!(plans.is_empty(), "an InstallPlan without an OperatorGroup: {plans:?}");
+    assert_eq!(
+        cond["message"],
+        "expected 1 OperatorGroup in the namespace, found 0"
+    );
+    let plans = store
+        .list(V1ALPHA1, "InstallPlan", Some("nfd-test"), None)
+        .unwrap();
+    assert!(
+        plans.is_empty(),
+        "an InstallPlan without an OperatorGroup: {plans:?}"
+    );
 
     operator_group(store, "nfd-test");
     let sub = wait_for(store, "nfd installed", |s| {
@@ -178,7 +222,11 @@ async fn a_subscription_installs_the_channel_head_through_an_install_plan_and_cs
     let health = condition(&sub, "CatalogSourcesUnhealthy").unwrap();
     assert_eq!(health["status"], "False", "{sub:#}");
     let catalogs = status["catalogHealth"].as_array().unwrap();
-    assert_eq!(catalogs.len(), 1, "only the mirrored source is left: {catalogs:?}");
+    assert_eq!(
+        catalogs.len(),
+        1,
+        "only the mirrored source is left: {catalogs:?}"
+    );
     assert_eq!(catalogs[0]["catalogSourceRef"]["name"], MIRRORED);
     assert_eq!(catalogs[0]["healthy"], true);
 
@@ -187,19 +235,51 @@ async fn a_subscription_installs_the_channel_head_through_an_install_plan_and_cs
     let plan = get(store, V1ALPHA1, "InstallPlan", Some(GITOPS_NS), plan_name).unwrap();
     assert_eq!(plan["spec"]["approval"], "Automatic");
     assert_eq!(plan["spec"]["approved"], true);
-    assert_eq!(plan["spec"]["clusterServiceVersionNames"], json!([GITOPS_CSV]));
+    assert_eq!(
+        plan["spec"]["clusterServiceVersionNames"],
+        json!([GITOPS_CSV])
+    );
     assert_eq!(plan["status"]["phase"], "Complete");
-    assert!(plan["status"]["plan"].as_array().unwrap().iter().all(|s| s["status"] == "Created"));
+    assert!(plan["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["status"] == "Created"));
 
-    let phases: Vec<&str> = csv["status"]["conditions"].as_array().unwrap().iter()
-        .map(|c| c["phase"].as_str().unwrap()).collect();
-    assert_eq!(phases, ["Pending", "InstallReady", "Installing", "Succeeded"]);
+    let phases: Vec<&str> = csv["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["Pending", "InstallReady", "Installing", "Succeeded"]
+    );
     assert_eq!(csv["status"]["reason"], "InstallSucceeded");
-    assert_eq!(csv["metadata"]["annotations"]["olm.operatorGroup"], GITOPS_NS, "{:#}", csv["metadata"]);
-    for crd in ["argocds.argoproj.io", "applications.argoproj.io", "appprojects.argoproj.io"] {
-        let obj = get(store, "apiextensions.k8s.io/v1", "CustomResourceDefinition", None, crd)
-            .unwrap_or_else(|| panic!("{crd} was not created"));
-        assert_eq!(condition(&obj, "Established").unwrap()["status"], "True", "{crd}");
+    assert_eq!(
+        csv["metadata"]["annotations"]["olm.operatorGroup"], GITOPS_NS,
+        "{:#}",
+        csv["metadata"]
+    );
+    for crd in [
+        "argocds.argoproj.io",
+        "applications.argoproj.io",
+        "appprojects.argoproj.io",
+    ] {
+        let obj = get(
+            store,
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            None,
+            crd,
+        )
+        .unwrap_or_else(|| panic!("{crd} was not created"));
+        assert_eq!(
+            condition(&obj, "Established").unwrap()["status"],
+            "True",
+            "{crd}"
+        );
     }
     assert!(store.is_established("argoproj.io/v1beta1", "ArgoCD"));
     audit_order(store, plan_name);
@@ -210,20 +290,45 @@ async fn a_subscription_installs_the_channel_head_through_an_install_plan_and_cs
 fn audit_order(store: &Store, plan_name: &str) {
     let audit = store.audit();
     let first = |pred: &dyn Fn(&bootstrap::lab::site::kube::AuditEvent) -> bool| {
-        audit.iter().position(|e| e.code < 300 && pred(e)).expect("no such call")
+        audit
+            .iter()
+            .position(|e| e.code < 300 && pred(e))
+            .expect("no such call")
     };
     let writes = |e: &bootstrap::lab::site::kube::AuditEvent| e.verb != "get" && e.verb != "list";
     let sub = first(&|e| writes(e) && e.kind == "Subscription" && e.subresource.is_none());
-    let plan = first(&|e| writes(e) && e.kind == "InstallPlan" && e.name.as_deref() == Some(plan_name));
+    let plan =
+        first(&|e| writes(e) && e.kind == "InstallPlan" && e.name.as_deref() == Some(plan_name));
     let crd = first(&|e| writes(e) && e.name.as_deref() == Some("argocds.argoproj.io"));
     let csv = first(&|e| writes(e) && e.kind == "ClusterServiceVersion" && e.subresource.is_none());
-    assert!(sub < plan && plan < crd && crd < csv, "order: sub {sub}, plan {plan}, crd {crd}, csv {csv}");
-    let phase_writes: Vec<_> = audit.iter()
-        .filter(|e| e.kind == "ClusterServiceVersion" && e.subresource.as_deref() == Some("status") && writes(e) && e.code < 300)
+    assert!(
+        sub < plan && plan < crd && crd < csv,
+        "order: sub {sub}, plan {plan}, crd {crd}, csv {csv}"
+    );
+    let phase_writes: Vec<_> = audit
+        .iter()
+        .filter(|e| {
+            e.kind == "ClusterServiceVersion"
+                && e.subresource.as_deref() == Some("status")
+                && writes(e)
+                && e.code < 300
+        })
         .collect();
-    assert_eq!(phase_writes.len(), 4, "one status write per phase: {phase_writes:#?}");
-    assert!(phase_writes.iter().all(|e| e.field_manager.as_deref() == Some("olm-operator")));
-    assert!(audit.iter().position(|e| std::ptr::eq(e, phase_writes[0])).unwrap() > csv);
+    assert_eq!(
+        phase_writes.len(),
+        4,
+        "one status write per phase: {phase_writes:#?}"
+    );
+    assert!(phase_writes
+        .iter()
+        .all(|e| e.field_manager.as_deref() == Some("olm-operator")));
+    assert!(
+        audit
+            .iter()
+            .position(|e| std::ptr::eq(e, phase_writes[0]))
+            .unwrap()
+            > csv
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,10 +349,21 @@ async fn a_wrong_source_or_package_fails_resolution_in_olms_words() {
     let sub = subscription(store, "wrong", "nfd");
     let health = condition(&sub, "CatalogSourcesUnhealthy").unwrap();
     assert_eq!(health["status"], "True");
-    assert_eq!(health["message"], "targeted catalogsource openshift-marketplace/no-such-catalog missing");
-    let cond = wait_for(store, "the unknown package's resolution to fail", failed("no-such-package")).await;
+    assert_eq!(
+        health["message"],
+        "targeted catalogsource openshift-marketplace/no-such-catalog missing"
+    );
+    let cond = wait_for(
+        store,
+        "the unknown package's resolution to fail",
+        failed("no-such-package"),
+    )
+    .await;
     assert_eq!(cond["message"], "constraints not satisfiable: subscription no-such-package exists, no operators found in package no-such-package in the catalog referenced by subscription no-such-package");
-    assert!(store.list(V1ALPHA1, "InstallPlan", Some("wrong"), None).unwrap().is_empty());
+    assert!(store
+        .list(V1ALPHA1, "InstallPlan", Some("wrong"), None)
+        .unwrap()
+        .is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,29 +372,85 @@ async fn gitops_brings_the_default_argocd_available_and_a_controller_without_quo
     let store = &lab.store;
     install_gitops(store).await;
     let argocd = wait_for(store, "the default ArgoCD Available", |s| {
-        get(s, "argoproj.io/v1beta1", "ArgoCD", Some("openshift-gitops"), "openshift-gitops")
-            .filter(|a| a["status"]["phase"] == "Available")
+        get(
+            s,
+            "argoproj.io/v1beta1",
+            "ArgoCD",
+            Some("openshift-gitops"),
+            "openshift-gitops",
+        )
+        .filter(|a| a["status"]["phase"] == "Available")
     })
     .await;
     assert_eq!(argocd["status"]["applicationController"], "Running");
-    let argo_status_writes: Vec<_> = store.audit().into_iter()
-        .filter(|e| e.kind == "ArgoCD" && e.subresource.as_deref() == Some("status") && e.code < 300 && e.verb != "get")
+    let argo_status_writes: Vec<_> = store
+        .audit()
+        .into_iter()
+        .filter(|e| {
+            e.kind == "ArgoCD"
+                && e.subresource.as_deref() == Some("status")
+                && e.code < 300
+                && e.verb != "get"
+        })
         .collect();
-    assert_eq!(argo_status_writes.len(), 2, "Pending, then Available: {argo_status_writes:#?}");
-    for cm in ["argocd-cm", "argocd-rbac-cm", "argocd-tls-certs-cm", "argocd-ssh-known-hosts-cm"] {
-        assert!(get(store, "v1", "ConfigMap", Some("openshift-gitops"), cm).is_some(), "{cm}");
+    assert_eq!(
+        argo_status_writes.len(),
+        2,
+        "Pending, then Available: {argo_status_writes:#?}"
+    );
+    for cm in [
+        "argocd-cm",
+        "argocd-rbac-cm",
+        "argocd-tls-certs-cm",
+        "argocd-ssh-known-hosts-cm",
+    ] {
+        assert!(
+            get(store, "v1", "ConfigMap", Some("openshift-gitops"), cm).is_some(),
+            "{cm}"
+        );
     }
-    assert!(get(store, "argoproj.io/v1alpha1", "AppProject", Some("openshift-gitops"), "default").is_some());
+    assert!(get(
+        store,
+        "argoproj.io/v1alpha1",
+        "AppProject",
+        Some("openshift-gitops"),
+        "default"
+    )
+    .is_some());
     let role = "openshift-gitops-openshift-gitops-argocd-application-controller";
-    let cluster_role = get(store, "rbac.authorization.k8s.io/v1", "ClusterRole", None, role).unwrap();
+    let cluster_role = get(
+        store,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        None,
+        role,
+    )
+    .unwrap();
     for rule in cluster_role["rules"].as_array().unwrap() {
-        let writes = rule["verbs"].as_array().unwrap().iter().any(|v| !["get", "list", "watch"].contains(&v.as_str().unwrap()));
-        let core_or_all = rule["apiGroups"].as_array().is_some_and(|g| g.iter().any(|g| g == "" || g == "*"));
-        let names = |r: &str| rule["resources"].as_array().is_some_and(|rs| rs.iter().any(|x| x == r || x == "*"));
-        assert!(!(writes && core_or_all && (names("resourcequotas") || names("limitranges"))), "{rule}");
+        let writes = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| !["get", "list", "watch"].contains(&v.as_str().unwrap()));
+        let core_or_all = rule["apiGroups"]
+            .as_array()
+            .is_some_and(|g| g.iter().any(|g| g == "" || g == "*"));
+        let names = |r: &str| {
+            rule["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|x| x == r || x == "*"))
+        };
+        assert!(
+            !(writes && core_or_all && (names("resourcequotas") || names("limitranges"))),
+            "{rule}"
+        );
     }
     // The store's RBAC agrees: the controller may make a namespace's ConfigMap, not its quota.
-    let as_controller = WriteOptions { field_manager: "argocd-controller".into(), user: CONTROLLER.into(), ..WriteOptions::default() };
+    let as_controller = WriteOptions {
+        field_manager: "argocd-controller".into(),
+        user: CONTROLLER.into(),
+        ..WriteOptions::default()
+    };
     namespace(store, "tenant-a");
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "tenant-a"}});
     store.create(cm, &as_controller).unwrap();
@@ -292,13 +464,20 @@ async fn a_health_check_in_the_argocd_spec_reaches_argocd_cm() {
     let lab = lab();
     let store = &lab.store;
     install_gitops(store).await;
-    let argocd = r("argoproj.io/v1beta1", "ArgoCD", Some("openshift-gitops"), "openshift-gitops");
+    let argocd = r(
+        "argoproj.io/v1beta1",
+        "ArgoCD",
+        Some("openshift-gitops"),
+        "openshift-gitops",
+    );
     wait_for(store, "the default ArgoCD", |s| s.get(&argocd).ok()).await;
     let patch = json!({"spec": {"resourceHealthChecks": [{"group": "argoproj.io", "kind": "Application", "check": "hs = {}\nreturn hs\n"}]}});
     store.merge_patch(&argocd, patch, &admin(), None).unwrap();
     let data = wait_for(store, "the health check in argocd-cm", |s| {
         let cm = get(s, "v1", "ConfigMap", Some("openshift-gitops"), "argocd-cm")?;
-        cm["data"].get("resource.customizations.health.argoproj.io_Application").cloned()
+        cm["data"]
+            .get("resource.customizations.health.argoproj.io_Application")
+            .cloned()
     })
     .await;
     assert_eq!(data, "hs = {}\nreturn hs\n");
@@ -308,14 +487,22 @@ async fn a_health_check_in_the_argocd_spec_reaches_argocd_cm() {
 async fn disabling_all_default_sources_removes_them_and_the_hub_says_so() {
     let lab = lab();
     let store = &lab.store;
-    let defaults = ["certified-operators", "community-operators", "redhat-marketplace", "redhat-operators"];
+    let defaults = [
+        "certified-operators",
+        "community-operators",
+        "redhat-marketplace",
+        "redhat-operators",
+    ];
     // An air-gapped cluster cannot read its default sources.
     wait_for(store, "the default sources failing", |s| {
-        defaults.iter().all(|d| {
-            get(s, V1ALPHA1, "CatalogSource", Some(MARKETPLACE), d).is_some_and(|c| {
-                c["status"]["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE"
+        defaults
+            .iter()
+            .all(|d| {
+                get(s, V1ALPHA1, "CatalogSource", Some(MARKETPLACE), d).is_some_and(|c| {
+                    c["status"]["connectionState"]["lastObservedState"] == "TRANSIENT_FAILURE"
+                })
             })
-        }).then_some(())
+            .then_some(())
     })
     .await;
     mirrored_catalog(store);
@@ -326,8 +513,12 @@ async fn disabling_all_default_sources_removes_them_and_the_hub_says_so() {
     })
     .await;
     assert!(hub.iter().all(|x| x["status"] == "Success"), "{hub:?}");
-    let left: Vec<String> = store.list(V1ALPHA1, "CatalogSource", Some(MARKETPLACE), None).unwrap()
-        .iter().map(|c| c["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    let left: Vec<String> = store
+        .list(V1ALPHA1, "CatalogSource", Some(MARKETPLACE), None)
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(left, [MIRRORED]);
     wait_for(store, "the mirrored source READY", |s| {
         get(s, V1ALPHA1, "CatalogSource", Some(MARKETPLACE), MIRRORED)
@@ -335,7 +526,19 @@ async fn disabling_all_default_sources_removes_them_and_the_hub_says_so() {
     })
     .await;
     // A source enabled by name comes back, as the marketplace operator honours the override.
-    apply(store, json!({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub", "metadata": {"name": "cluster"},
-        "spec": {"disableAllDefaultSources": true, "sources": [{"name": "redhat-operators", "disabled": false}]}}));
-    wait_for(store, "redhat-operators back", |s| get(s, V1ALPHA1, "CatalogSource", Some(MARKETPLACE), "redhat-operators")).await;
+    apply(
+        store,
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "OperatorHub", "metadata": {"name": "cluster"},
+        "spec": {"disableAllDefaultSources": true, "sources": [{"name": "redhat-operators", "disabled": false}]}}),
+    );
+    wait_for(store, "redhat-operators back", |s| {
+        get(
+            s,
+            V1ALPHA1,
+            "CatalogSource",
+            Some(MARKETPLACE),
+            "redhat-operators",
+        )
+    })
+    .await;
 }

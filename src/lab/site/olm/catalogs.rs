@@ -74,7 +74,7 @@ pub fn content<'a>(
         return None;
     }
     let image = ImageRef::parse(source["spec"]["image"].as_str()?).ok()?;
-    if unreachable.iter().any(|r| *r == image.registry) {
+    if unreachable.contains(&image.registry) {
         return None;
     }
     index.for_image(&image)
@@ -133,7 +133,9 @@ pub fn channel_head_bundle<'a>(
         format!("no operators found in package {package} in the catalog referenced by subscription {subscription}")
     };
     let pkg = catalog.packages.get(package).ok_or_else(no_package)?;
-    let channel = channel.filter(|c| !c.is_empty()).unwrap_or(&pkg.default_channel);
+    let channel = channel
+        .filter(|c| !c.is_empty())
+        .unwrap_or(&pkg.default_channel);
     let no_channel = || {
         format!("no operators found in channel {channel} of package {package} in the catalog referenced by subscription {subscription}")
     };
@@ -142,8 +144,8 @@ pub fn channel_head_bundle<'a>(
         .get(package)
         .and_then(|c| c.get(channel))
         .ok_or_else(no_channel)?;
-    let head = channel_head(entries)
-        .map_err(|e| format!("package {package} channel {channel}: {e}"))?;
+    let head =
+        channel_head(entries).map_err(|e| format!("package {package} channel {channel}: {e}"))?;
     catalog.bundle(package, head).ok_or_else(no_channel)
 }
 
@@ -168,7 +170,10 @@ mod tests {
             "mirror.lab:8443/redhat/redhat-operator-index:v4.18",
             "mirror.lab:8443/olm/redhat/redhat-operator-index:v4.18",
         ] {
-            assert!(content(&index, &unreachable, &source(image)).is_some(), "{image}");
+            assert!(
+                content(&index, &unreachable, &source(image)).is_some(),
+                "{image}"
+            );
         }
         for image in [
             "mirror.lab:8443/xredhat/redhat-operator-index:v4.18",
@@ -176,7 +181,10 @@ mod tests {
             // The default source, on a registry an air-gapped cluster cannot reach.
             "registry.redhat.io/redhat/redhat-operator-index:v4.18",
         ] {
-            assert!(content(&index, &unreachable, &source(image)).is_none(), "{image}");
+            assert!(
+                content(&index, &unreachable, &source(image)).is_none(),
+                "{image}"
+            );
         }
     }
 
@@ -185,13 +193,21 @@ mod tests {
         let index = lab();
         let image = ImageRef::parse("m:1/redhat/redhat-operator-index:v4.18").unwrap();
         let catalog = index.for_image(&image).unwrap();
-        let b = channel_head_bundle(catalog, "openshift-gitops-operator", Some("gitops-1.14"), "s");
+        let b = channel_head_bundle(
+            catalog,
+            "openshift-gitops-operator",
+            Some("gitops-1.14"),
+            "s",
+        );
         assert_eq!(b.unwrap().name, "openshift-gitops-operator.v1.14.3");
         let b = channel_head_bundle(catalog, "openshift-gitops-operator", None, "s");
         assert_eq!(b.unwrap().name, "openshift-gitops-operator.v1.15.1");
         let e = channel_head_bundle(catalog, "nfd", Some("beta"), "s").unwrap_err();
         assert_eq!(e, "no operators found in channel beta of package nfd in the catalog referenced by subscription s");
         let e = channel_head_bundle(catalog, "nope", None, "s").unwrap_err();
-        assert_eq!(e, "no operators found in package nope in the catalog referenced by subscription s");
+        assert_eq!(
+            e,
+            "no operators found in package nope in the catalog referenced by subscription s"
+        );
     }
 }

@@ -58,9 +58,15 @@ const OWNED: &[(&str, &[CrdFile])] = &[
         &[ARGOCDS, APPLICATIONS, APPPROJECTS],
     ),
     ("nfd", &[NODE_FEATURE_DISCOVERIES]),
-    ("gpu-operator-certified", &[CLUSTER_POLICIES, NVIDIA_DRIVERS]),
+    (
+        "gpu-operator-certified",
+        &[CLUSTER_POLICIES, NVIDIA_DRIVERS],
+    ),
     ("nvidia-network-operator", &[NIC_CLUSTER_POLICIES]),
-    ("rhods-operator", &[DATA_SCIENCE_CLUSTERS, DSC_INITIALIZATIONS]),
+    (
+        "rhods-operator",
+        &[DATA_SCIENCE_CLUSTERS, DSC_INITIALIZATIONS],
+    ),
 ];
 
 /// The CRDs `package` owns (none for a package the table does not list).
@@ -123,8 +129,18 @@ mod tests {
                 assert_eq!(crd["kind"], "CustomResourceDefinition");
                 assert_eq!(crd["metadata"]["name"], f.name);
                 let entry = owned_entry(f).unwrap();
-                assert!(entry["kind"].as_str().is_some_and(|k| !k.is_empty()), "{}", f.name);
-                assert!(entry["version"].as_str().is_some_and(|v| v.starts_with('v')), "{}", f.name);
+                assert!(
+                    entry["kind"].as_str().is_some_and(|k| !k.is_empty()),
+                    "{}",
+                    f.name
+                );
+                assert!(
+                    entry["version"]
+                        .as_str()
+                        .is_some_and(|v| v.starts_with('v')),
+                    "{}",
+                    f.name
+                );
             }
         }
     }
@@ -137,9 +153,16 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["argocds.argoproj.io", "applications.argoproj.io", "appprojects.argoproj.io"]
+            [
+                "argocds.argoproj.io",
+                "applications.argoproj.io",
+                "appprojects.argoproj.io"
+            ]
         );
         assert!(owned_by("kubernetes-nmstate-operator").is_empty());
-        assert_eq!(by_name("clusterpolicies.nvidia.com").unwrap().name, "clusterpolicies.nvidia.com");
+        assert_eq!(
+            by_name("clusterpolicies.nvidia.com").unwrap().name,
+            "clusterpolicies.nvidia.com"
+        );
     }
 }

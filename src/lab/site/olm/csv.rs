@@ -13,11 +13,31 @@ const FIELD_MANAGER: &str = "olm-operator";
 /// A phase with OLM's reason and message for it.
 type Phase = (&'static str, &'static str, &'static str);
 
-const PENDING: Phase = ("Pending", "RequirementsUnknown", "requirements not yet checked");
-const NOT_MET: Phase = ("Pending", "RequirementsNotMet", "one or more requirements couldn't be found");
-const INSTALL_READY: Phase = ("InstallReady", "AllRequirementsMet", "all requirements found, attempting install");
-const INSTALLING: Phase = ("Installing", "InstallSucceeded", "waiting for install components to report healthy");
-const SUCCEEDED: Phase = ("Succeeded", "InstallSucceeded", "install strategy completed with no errors");
+const PENDING: Phase = (
+    "Pending",
+    "RequirementsUnknown",
+    "requirements not yet checked",
+);
+const NOT_MET: Phase = (
+    "Pending",
+    "RequirementsNotMet",
+    "one or more requirements couldn't be found",
+);
+const INSTALL_READY: Phase = (
+    "InstallReady",
+    "AllRequirementsMet",
+    "all requirements found, attempting install",
+);
+const INSTALLING: Phase = (
+    "Installing",
+    "InstallSucceeded",
+    "waiting for install components to report healthy",
+);
+const SUCCEEDED: Phase = (
+    "Succeeded",
+    "InstallSucceeded",
+    "install strategy completed with no errors",
+);
 
 /// Moves every CSV one phase on.
 pub fn reconcile(store: &Store) -> Result<()> {
@@ -40,7 +60,10 @@ fn step(store: &Store, csv: &Value) -> Result<()> {
         "Installing" => SUCCEEDED,
         _ => return Ok(()),
     };
-    let current = (csv["status"]["phase"].as_str(), csv["status"]["reason"].as_str());
+    let current = (
+        csv["status"]["phase"].as_str(),
+        csv["status"]["reason"].as_str(),
+    );
     if current == (Some(next.0), Some(next.1)) {
         return Ok(());
     }
@@ -49,9 +72,16 @@ fn step(store: &Store, csv: &Value) -> Result<()> {
     Ok(())
 }
 
-fn status_with(csv: &Value, (phase, reason, message): Phase, requirements: Option<Vec<Value>>) -> Value {
+fn status_with(
+    csv: &Value,
+    (phase, reason, message): Phase,
+    requirements: Option<Vec<Value>>,
+) -> Value {
     let now = objects::now();
-    let mut conditions = csv["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    let mut conditions = csv["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     conditions.push(json!({
         "phase": phase, "reason": reason, "message": message,
         "lastUpdateTime": now, "lastTransitionTime": now,
@@ -83,7 +113,10 @@ fn requirement_status(store: &Store, csv: &Value) -> Result<Vec<Value>> {
                 .is_some_and(|e| e["status"] == "True")
         });
         let (status, message) = match (&crd, established) {
-            (Some(_), true) => ("Present", "CRD is present and Established condition is true"),
+            (Some(_), true) => (
+                "Present",
+                "CRD is present and Established condition is true",
+            ),
             (Some(_), false) => ("NotPresent", "CRD is not yet Established"),
             (None, _) => ("NotPresent", "CRD is not present"),
         };

@@ -26,11 +26,13 @@ pub const PACKAGE: &str = "openshift-gitops-operator";
 /// The application controller's ServiceAccount.
 pub const CONTROLLER_SA: &str = "openshift-gitops-argocd-application-controller";
 /// Its ClusterRole and ClusterRoleBinding (`<name>-<namespace>-argocd-application-controller`).
-pub const CONTROLLER_CLUSTER_ROLE: &str = "openshift-gitops-openshift-gitops-argocd-application-controller";
+pub const CONTROLLER_CLUSTER_ROLE: &str =
+    "openshift-gitops-openshift-gitops-argocd-application-controller";
 const ARGOCD_V1BETA1: &str = "argoproj.io/v1beta1";
 const FIELD_MANAGER: &str = "gitops-operator";
 /// The default `resource.exclusions` (`argocd.NewCR`: Tekton's runs).
-const RESOURCE_EXCLUSIONS: &str = "- apiGroups:\n  - tekton.dev\n  clusters:\n  - '*'\n  kinds:\n  - TaskRun\n  - PipelineRun\n";
+const RESOURCE_EXCLUSIONS: &str =
+    "- apiGroups:\n  - tekton.dev\n  clusters:\n  - '*'\n  kinds:\n  - TaskRun\n  - PipelineRun\n";
 /// argocd-operator's `ArgoCDDefaultSSHKnownHosts` (common/defaults.go; see crds/README.md).
 const DEFAULT_SSH_KNOWN_HOSTS: &str = include_str!("ssh_known_hosts");
 
@@ -42,7 +44,9 @@ pub fn reconcile(store: &Store) -> Result<()> {
     objects::apply(store, namespace(), FIELD_MANAGER)?;
     objects::create_absent(store, default_argocd(), FIELD_MANAGER)?;
     let r = objects::reference(ARGOCD_V1BETA1, "ArgoCD", Some(NAMESPACE), INSTANCE);
-    let Some(argocd) = objects::get(store, &r)? else { return Ok(()) };
+    let Some(argocd) = objects::get(store, &r)? else {
+        return Ok(());
+    };
     instance_objects(store, &argocd)?;
     advance_status(store, &argocd)
 }
@@ -61,9 +65,7 @@ fn namespace() -> Value {
 
 /// `argocd.NewCR("openshift-gitops", "openshift-gitops")` of gitops-operator 1.15.
 fn default_argocd() -> Value {
-    let res = |req_mem: &str, req_cpu: &str, lim_mem: &str, lim_cpu: &str| {
-        json!({"requests": {"memory": req_mem, "cpu": req_cpu}, "limits": {"memory": lim_mem, "cpu": lim_cpu}})
-    };
+    let res = |req_mem: &str, req_cpu: &str, lim_mem: &str, lim_cpu: &str| json!({"requests": {"memory": req_mem, "cpu": req_cpu}, "limits": {"memory": lim_mem, "cpu": lim_cpu}});
     let small = res("128Mi", "250m", "256Mi", "500m");
     json!({
         "apiVersion": ARGOCD_V1BETA1, "kind": "ArgoCD",
@@ -88,13 +90,36 @@ fn default_argocd() -> Value {
 }
 
 fn instance_objects(store: &Store, argocd: &Value) -> Result<()> {
-    objects::apply(store, config_map("argocd-cm", argocd_cm(argocd)), FIELD_MANAGER)?;
-    objects::apply(store, config_map("argocd-rbac-cm", rbac_cm(argocd)), FIELD_MANAGER)?;
-    objects::create_absent(store, config_map("argocd-tls-certs-cm", Map::new()), FIELD_MANAGER)?;
-    let known = Map::from_iter([("ssh_known_hosts".to_string(), json!(DEFAULT_SSH_KNOWN_HOSTS))]);
-    objects::create_absent(store, config_map("argocd-ssh-known-hosts-cm", known), FIELD_MANAGER)?;
-    objects::apply(store, json!({"apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": CONTROLLER_SA, "namespace": NAMESPACE, "labels": labels(CONTROLLER_SA)}}), FIELD_MANAGER)?;
+    objects::apply(
+        store,
+        config_map("argocd-cm", argocd_cm(argocd)),
+        FIELD_MANAGER,
+    )?;
+    objects::apply(
+        store,
+        config_map("argocd-rbac-cm", rbac_cm(argocd)),
+        FIELD_MANAGER,
+    )?;
+    objects::create_absent(
+        store,
+        config_map("argocd-tls-certs-cm", Map::new()),
+        FIELD_MANAGER,
+    )?;
+    let known = Map::from_iter([(
+        "ssh_known_hosts".to_string(),
+        json!(DEFAULT_SSH_KNOWN_HOSTS),
+    )]);
+    objects::create_absent(
+        store,
+        config_map("argocd-ssh-known-hosts-cm", known),
+        FIELD_MANAGER,
+    )?;
+    objects::apply(
+        store,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": CONTROLLER_SA, "namespace": NAMESPACE, "labels": labels(CONTROLLER_SA)}}),
+        FIELD_MANAGER,
+    )?;
     controller_rbac(store)?;
     objects::create_absent(store, default_project(), "argocd-server")?;
     Ok(())
@@ -116,17 +141,55 @@ fn argocd_cm(argocd: &Value) -> Map<String, Value> {
     let text = |v: &Value, default: &str| json!(v.as_str().unwrap_or(default));
     let flag = |v: &Value| json!(v.as_bool().unwrap_or(false).to_string());
     let mut data = Map::new();
-    data.insert("admin.enabled".into(), json!((!spec["disableAdmin"].as_bool().unwrap_or(false)).to_string()));
-    data.insert("application.instanceLabelKey".into(), text(&spec["applicationInstanceLabelKey"], "app.kubernetes.io/instance"));
-    data.insert("application.resourceTrackingMethod".into(), text(&spec["resourceTrackingMethod"], "label"));
-    data.insert("kustomize.buildOptions".into(), text(&spec["kustomizeBuildOptions"], ""));
-    data.insert("resource.exclusions".into(), text(&spec["resourceExclusions"], ""));
-    data.insert("resource.inclusions".into(), text(&spec["resourceInclusions"], ""));
-    data.insert("statusbadge.enabled".into(), flag(&spec["statusBadgeEnabled"]));
-    data.insert("users.anonymous.enabled".into(), flag(&spec["usersAnonymousEnabled"]));
-    for check in spec["resourceHealthChecks"].as_array().into_iter().flatten() {
-        let group = check["group"].as_str().filter(|g| !g.is_empty()).map(|g| format!("{g}_")).unwrap_or_default();
-        let key = format!("resource.customizations.health.{group}{}", check["kind"].as_str().unwrap_or_default());
+    data.insert(
+        "admin.enabled".into(),
+        json!((!spec["disableAdmin"].as_bool().unwrap_or(false)).to_string()),
+    );
+    data.insert(
+        "application.instanceLabelKey".into(),
+        text(
+            &spec["applicationInstanceLabelKey"],
+            "app.kubernetes.io/instance",
+        ),
+    );
+    data.insert(
+        "application.resourceTrackingMethod".into(),
+        text(&spec["resourceTrackingMethod"], "label"),
+    );
+    data.insert(
+        "kustomize.buildOptions".into(),
+        text(&spec["kustomizeBuildOptions"], ""),
+    );
+    data.insert(
+        "resource.exclusions".into(),
+        text(&spec["resourceExclusions"], ""),
+    );
+    data.insert(
+        "resource.inclusions".into(),
+        text(&spec["resourceInclusions"], ""),
+    );
+    data.insert(
+        "statusbadge.enabled".into(),
+        flag(&spec["statusBadgeEnabled"]),
+    );
+    data.insert(
+        "users.anonymous.enabled".into(),
+        flag(&spec["usersAnonymousEnabled"]),
+    );
+    for check in spec["resourceHealthChecks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let group = check["group"]
+            .as_str()
+            .filter(|g| !g.is_empty())
+            .map(|g| format!("{g}_"))
+            .unwrap_or_default();
+        let key = format!(
+            "resource.customizations.health.{group}{}",
+            check["kind"].as_str().unwrap_or_default()
+        );
         data.insert(key, text(&check["check"], ""));
     }
     data
@@ -137,7 +200,10 @@ fn rbac_cm(argocd: &Value) -> Map<String, Value> {
     let text = |v: &Value, default: &str| json!(v.as_str().unwrap_or(default));
     Map::from_iter([
         ("policy.csv".to_string(), text(&rbac["policy"], "")),
-        ("policy.default".to_string(), text(&rbac["defaultPolicy"], "role:readonly")),
+        (
+            "policy.default".to_string(),
+            text(&rbac["defaultPolicy"], "role:readonly"),
+        ),
         ("scopes".to_string(), text(&rbac["scopes"], "[groups]")),
     ])
 }
@@ -172,25 +238,49 @@ fn controller_role_rules() -> Vec<Value> {
 }
 
 fn controller_rbac(store: &Store) -> Result<()> {
-    let subject = json!([{"kind": "ServiceAccount", "name": CONTROLLER_SA, "namespace": NAMESPACE}]);
+    let subject =
+        json!([{"kind": "ServiceAccount", "name": CONTROLLER_SA, "namespace": NAMESPACE}]);
     let rbac = "rbac.authorization.k8s.io/v1";
-    objects::apply(store, json!({"apiVersion": rbac, "kind": "ClusterRole",
+    objects::apply(
+        store,
+        json!({"apiVersion": rbac, "kind": "ClusterRole",
         "metadata": {"name": CONTROLLER_CLUSTER_ROLE, "labels": labels(CONTROLLER_CLUSTER_ROLE)},
-        "rules": cluster_config_rules()}), FIELD_MANAGER)?;
-    objects::apply(store, json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+        "rules": cluster_config_rules()}),
+        FIELD_MANAGER,
+    )?;
+    objects::apply(
+        store,
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
         "metadata": {"name": CONTROLLER_CLUSTER_ROLE, "labels": labels(CONTROLLER_CLUSTER_ROLE)},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER_CLUSTER_ROLE},
-        "subjects": subject}), FIELD_MANAGER)?;
+        "subjects": subject}),
+        FIELD_MANAGER,
+    )?;
     let mut rules = controller_role_rules();
-    let admin = objects::get(store, &objects::reference(rbac, "ClusterRole", None, "admin"))?;
-    rules.extend(admin.and_then(|a| a["rules"].as_array().cloned()).unwrap_or_default());
-    objects::apply(store, json!({"apiVersion": rbac, "kind": "Role",
+    let admin = objects::get(
+        store,
+        &objects::reference(rbac, "ClusterRole", None, "admin"),
+    )?;
+    rules.extend(
+        admin
+            .and_then(|a| a["rules"].as_array().cloned())
+            .unwrap_or_default(),
+    );
+    objects::apply(
+        store,
+        json!({"apiVersion": rbac, "kind": "Role",
         "metadata": {"name": CONTROLLER_SA, "namespace": NAMESPACE, "labels": labels(CONTROLLER_SA)},
-        "rules": rules}), FIELD_MANAGER)?;
-    objects::apply(store, json!({"apiVersion": rbac, "kind": "RoleBinding",
+        "rules": rules}),
+        FIELD_MANAGER,
+    )?;
+    objects::apply(
+        store,
+        json!({"apiVersion": rbac, "kind": "RoleBinding",
         "metadata": {"name": CONTROLLER_SA, "namespace": NAMESPACE, "labels": labels(CONTROLLER_SA)},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER_SA},
-        "subjects": subject}), FIELD_MANAGER)?;
+        "subjects": subject}),
+        FIELD_MANAGER,
+    )?;
     Ok(())
 }
 

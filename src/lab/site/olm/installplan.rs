@@ -22,9 +22,16 @@ pub fn package_label(package: &str, namespace: &str) -> String {
 /// source `cs`, with its status planned; returns it.
 pub fn create(store: &Store, sub: &Value, bundle: &Bundle, cs: &Value) -> Result<Value> {
     let ns = namespace(sub);
-    let seed = format!("{}/{}", sub["metadata"]["uid"].as_str().unwrap_or_default(), bundle.name);
+    let seed = format!(
+        "{}/{}",
+        sub["metadata"]["uid"].as_str().unwrap_or_default(),
+        bundle.name
+    );
     let plan_name = format!("install-{}", objects::suffix(&seed));
-    let automatic = sub["spec"]["installPlanApproval"].as_str().unwrap_or("Automatic") != "Manual";
+    let automatic = sub["spec"]["installPlanApproval"]
+        .as_str()
+        .unwrap_or("Automatic")
+        != "Manual";
     let plan = json!({
         "apiVersion": OLM_V1ALPHA1, "kind": "InstallPlan",
         "metadata": {
@@ -71,10 +78,24 @@ fn steps(sub: &Value, bundle: &Bundle, cs: &Value) -> Result<Vec<Value>> {
     };
     let mut out: Vec<Value> = crds::owned_by(&bundle.package)
         .iter()
-        .map(|f| step("apiextensions.k8s.io", "v1", "CustomResourceDefinition", f.name, None))
+        .map(|f| {
+            step(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                f.name,
+                None,
+            )
+        })
         .collect();
     let csv = csv_manifest(sub, bundle)?;
-    out.push(step("operators.coreos.com", "v1alpha1", "ClusterServiceVersion", &bundle.name, Some(csv.to_string())));
+    out.push(step(
+        "operators.coreos.com",
+        "v1alpha1",
+        "ClusterServiceVersion",
+        &bundle.name,
+        Some(csv.to_string()),
+    ));
     Ok(out)
 }
 
@@ -132,11 +153,15 @@ pub fn reconcile(store: &Store) -> Result<()> {
 
 fn execute(store: &Store, plan: &Value) -> Result<()> {
     let mut status = plan["status"].clone();
-    let steps = status["plan"].as_array_mut().context("the InstallPlan has no status.plan")?;
+    let steps = status["plan"]
+        .as_array_mut()
+        .context("the InstallPlan has no status.plan")?;
     for step in steps.iter_mut() {
         let resource = &step["resource"];
         let outcome = match resource["kind"].as_str() {
-            Some("CustomResourceDefinition") => ensure_crd(store, resource["name"].as_str().unwrap_or_default())?,
+            Some("CustomResourceDefinition") => {
+                ensure_crd(store, resource["name"].as_str().unwrap_or_default())?
+            }
             Some("ClusterServiceVersion") => create_csv(store, plan, resource)?,
             other => bail!("step of kind {other:?}: the lab's OLM makes only CRDs and CSVs"),
         };
@@ -156,19 +181,27 @@ fn ensure_crd(store: &Store, name: &str) -> Result<&'static str> {
         return Ok("Present");
     }
     let file = crds::by_name(name).with_context(|| format!("no CRD file for {name}"))?;
-    store.load_crds(file.yaml).with_context(|| format!("creating CustomResourceDefinition {name}"))?;
+    store
+        .load_crds(file.yaml)
+        .with_context(|| format!("creating CustomResourceDefinition {name}"))?;
     Ok("Created")
 }
 
 /// Creates the CSV of a step's manifest, annotated with the namespace's OperatorGroup as the
 /// olm-operator annotates it.
 fn create_csv(store: &Store, plan: &Value, resource: &Value) -> Result<&'static str> {
-    let manifest = resource["manifest"].as_str().context("the CSV step has no manifest")?;
-    let mut csv: Value = serde_json::from_str(manifest).context("reading the CSV step's manifest")?;
+    let manifest = resource["manifest"]
+        .as_str()
+        .context("the CSV step has no manifest")?;
+    let mut csv: Value =
+        serde_json::from_str(manifest).context("reading the CSV step's manifest")?;
     let ns = namespace(plan);
     let groups = store.list(OLM_V1, "OperatorGroup", Some(ns), None)?;
     let [og] = groups.as_slice() else {
-        bail!("expected 1 OperatorGroup in namespace {ns}, found {}", groups.len());
+        bail!(
+            "expected 1 OperatorGroup in namespace {ns}, found {}",
+            groups.len()
+        );
     };
     let targets: Vec<&str> = og["spec"]["targetNamespaces"]
         .as_array()

@@ -85,7 +85,10 @@ pub async fn run(store: Store, cfg: OlmConfig) {
 pub fn reconcile(store: &Store, cfg: &OlmConfig) {
     let results = [
         ("OperatorHub", operatorhub::reconcile(store)),
-        ("CatalogSources", catalogs::reconcile(store, &cfg.catalogs, &cfg.unreachable_registries)),
+        (
+            "CatalogSources",
+            catalogs::reconcile(store, &cfg.catalogs, &cfg.unreachable_registries),
+        ),
         ("OperatorGroups", subscription::reconcile_groups(store)),
         ("Subscriptions", subscription::reconcile(store, cfg)),
         ("InstallPlans", installplan::reconcile(store)),

@@ -91,7 +91,12 @@ fn strip_times(v: &Value) -> Value {
 
 /// Replaces `obj`'s status with `status` (through the status subresource) unless only times
 /// would change; whether it wrote.
-pub fn write_status(store: &Store, obj: &Value, status: Value, field_manager: &str) -> Result<bool> {
+pub fn write_status(
+    store: &Store,
+    obj: &Value,
+    status: Value,
+    field_manager: &str,
+) -> Result<bool> {
     if same_but_times(&obj["status"], &status) {
         return Ok(false);
     }
@@ -198,8 +203,10 @@ mod tests {
 
     #[test]
     fn statuses_differing_only_in_times_are_the_same() {
-        let a = json!({"phase": "Succeeded", "conditions": [{"type": "A", "lastTransitionTime": "1"}]});
-        let b = json!({"phase": "Succeeded", "conditions": [{"type": "A", "lastTransitionTime": "2"}]});
+        let a =
+            json!({"phase": "Succeeded", "conditions": [{"type": "A", "lastTransitionTime": "1"}]});
+        let b =
+            json!({"phase": "Succeeded", "conditions": [{"type": "A", "lastTransitionTime": "2"}]});
         assert!(same_but_times(&a, &b));
         let c = json!({"phase": "Installing", "conditions": [{"type": "A", "lastTransitionTime": "2"}]});
         assert!(!same_but_times(&a, &c));
@@ -207,7 +214,8 @@ mod tests {
 
     #[test]
     fn a_condition_keeps_its_transition_time_while_its_status_holds() {
-        let mut status = json!({"conditions": [{"type": "X", "status": "False", "lastTransitionTime": "then"}]});
+        let mut status =
+            json!({"conditions": [{"type": "X", "status": "False", "lastTransitionTime": "then"}]});
         set_condition(&mut status, "X", Some(("False", "R", "m")));
         assert_eq!(status["conditions"][0]["lastTransitionTime"], "then");
         set_condition(&mut status, "X", Some(("True", "R", "m")));
@@ -221,6 +229,8 @@ mod tests {
         let s = suffix("uid-1");
         assert_eq!(s, suffix("uid-1"));
         assert_eq!(s.len(), 5);
-        assert!(s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        assert!(s
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
     }
 }

@@ -16,10 +16,30 @@ const FIELD_MANAGER: &str = "marketplace-operator";
 /// The default sources of an OpenShift 4.18 cluster: name, display name, index repository
 /// (on registry.redhat.io) and priority.
 pub const DEFAULT_SOURCES: [(&str, &str, &str, i64); 4] = [
-    ("certified-operators", "Certified Operators", "redhat/certified-operator-index", -200),
-    ("community-operators", "Community Operators", "redhat/community-operator-index", -400),
-    ("redhat-marketplace", "Red Hat Marketplace", "redhat/redhat-marketplace-index", -300),
-    ("redhat-operators", "Red Hat Operators", "redhat/redhat-operator-index", -100),
+    (
+        "certified-operators",
+        "Certified Operators",
+        "redhat/certified-operator-index",
+        -200,
+    ),
+    (
+        "community-operators",
+        "Community Operators",
+        "redhat/community-operator-index",
+        -400,
+    ),
+    (
+        "redhat-marketplace",
+        "Red Hat Marketplace",
+        "redhat/redhat-marketplace-index",
+        -300,
+    ),
+    (
+        "redhat-operators",
+        "Red Hat Operators",
+        "redhat/redhat-operator-index",
+        -100,
+    ),
 ];
 
 /// The default CatalogSource `name`.
@@ -47,9 +67,16 @@ pub fn operator_hub() -> Value {
 /// Adds or removes the default sources as the OperatorHub says, and reports it in its status.
 pub fn reconcile(store: &Store) -> Result<()> {
     let r = objects::reference(CONFIG_V1, "OperatorHub", None, "cluster");
-    let Some(hub) = objects::get(store, &r)? else { return Ok(()) };
-    let all_disabled = hub["spec"]["disableAllDefaultSources"].as_bool().unwrap_or(false);
-    let listed = hub["spec"]["sources"].as_array().cloned().unwrap_or_default();
+    let Some(hub) = objects::get(store, &r)? else {
+        return Ok(());
+    };
+    let all_disabled = hub["spec"]["disableAllDefaultSources"]
+        .as_bool()
+        .unwrap_or(false);
+    let listed = hub["spec"]["sources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let mut statuses = Vec::new();
     for source in DEFAULT_SOURCES {
         let name = source.0;
@@ -73,8 +100,10 @@ pub fn reconcile(store: &Store) -> Result<()> {
     for s in &listed {
         let name = s["name"].as_str().unwrap_or_default();
         if !DEFAULT_SOURCES.iter().any(|d| d.0 == name) {
-            statuses.push(json!({"name": name, "disabled": s["disabled"].as_bool().unwrap_or(false),
-                "status": "Error", "message": "Not present in the default definitions"}));
+            statuses.push(
+                json!({"name": name, "disabled": s["disabled"].as_bool().unwrap_or(false),
+                "status": "Error", "message": "Not present in the default definitions"}),
+            );
         }
     }
     objects::write_status(store, &hub, json!({"sources": statuses}), FIELD_MANAGER)?;

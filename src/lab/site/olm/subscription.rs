@@ -66,8 +66,13 @@ fn catalog_health(store: &Store, sub: &Value, status: &mut Value) -> Result<()> 
             json!({"catalogSourceRef": catalog_ref(s), "healthy": catalogs::healthy(s), "lastUpdated": now})
         })
         .collect();
-    let (target_ns, target) = (source_namespace(sub), sub["spec"]["source"].as_str().unwrap_or_default());
-    let targeted = sources.iter().find(|s| namespace(s) == target_ns && name(s) == target);
+    let (target_ns, target) = (
+        source_namespace(sub),
+        sub["spec"]["source"].as_str().unwrap_or_default(),
+    );
+    let targeted = sources
+        .iter()
+        .find(|s| namespace(s) == target_ns && name(s) == target);
     let old_cond = objects::condition(&status["conditions"], "CatalogSourcesUnhealthy");
     let mut message = old_cond
         .and_then(|c| c["message"].as_str())
@@ -90,7 +95,10 @@ fn catalog_health(store: &Store, sub: &Value, status: &mut Value) -> Result<()> 
             ("False", "AllCatalogSourcesHealthy")
         }
     };
-    let old = status["catalogHealth"].as_array().cloned().unwrap_or_default();
+    let old = status["catalogHealth"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     if health.len() > old.len() {
         reason = "CatalogSourcesAdded";
     } else if health.len() < old.len() {
@@ -101,7 +109,11 @@ fn catalog_health(store: &Store, sub: &Value, status: &mut Value) -> Result<()> 
     } else if !same_health(&old, &health) {
         reason = "CatalogSourcesUpdated";
     }
-    set_condition(status, "CatalogSourcesUnhealthy", Some((state, reason, &message)));
+    set_condition(
+        status,
+        "CatalogSourcesUnhealthy",
+        Some((state, reason, &message)),
+    );
     if let Some(m) = status.as_object_mut() {
         match health.is_empty() {
             true => m.remove("catalogHealth"),
@@ -133,24 +145,29 @@ fn source_namespace(sub: &Value) -> &str {
 /// Resolves the channel head and creates its InstallPlan, or says why not as OLM does.
 fn resolve(store: &Store, cfg: &OlmConfig, sub: &Value, status: &mut Value) -> Result<()> {
     let sub_name = name(sub);
-    let (source, source_ns) = (sub["spec"]["source"].as_str().unwrap_or_default(), source_namespace(sub));
-    let unsatisfiable = |why: String| {
-        format!("constraints not satisfiable: subscription {sub_name} exists, {why}")
-    };
-    let cs = objects::get(store, &objects::reference(OLM_V1ALPHA1, "CatalogSource", Some(source_ns), source))?;
+    let (source, source_ns) = (
+        sub["spec"]["source"].as_str().unwrap_or_default(),
+        source_namespace(sub),
+    );
+    let unsatisfiable =
+        |why: String| format!("constraints not satisfiable: subscription {sub_name} exists, {why}");
+    let cs = objects::get(
+        store,
+        &objects::reference(OLM_V1ALPHA1, "CatalogSource", Some(source_ns), source),
+    )?;
     let Some(cs) = cs else {
         let why = format!("no operators found from catalog {source} in namespace {source_ns} referenced by subscription {sub_name}");
-        return Ok(failed(status, "ConstraintsNotSatisfiable", &unsatisfiable(why)));
+        return failed(status, "ConstraintsNotSatisfiable", &unsatisfiable(why));
     };
     let Some(catalog) = catalogs::content(&cfg.catalogs, &cfg.unreachable_registries, &cs) else {
         let why = format!("error using catalogsource {source_ns}/{source}: failed to list bundles: rpc error: code = Unavailable desc = connection error");
-        return Ok(failed(status, "ErrorPreventedResolution", &why));
+        return failed(status, "ErrorPreventedResolution", &why);
     };
     let package = sub["spec"]["name"].as_str().unwrap_or_default();
     let channel = sub["spec"]["channel"].as_str();
     let bundle = match catalogs::channel_head_bundle(catalog, package, channel, sub_name) {
         Ok(b) => b,
-        Err(why) => return Ok(failed(status, "ConstraintsNotSatisfiable", &unsatisfiable(why))),
+        Err(why) => return failed(status, "ConstraintsNotSatisfiable", &unsatisfiable(why)),
     };
     let plan = installplan::create(store, sub, bundle, &cs)?;
     set_condition(status, "ResolutionFailed", None);
@@ -169,20 +186,31 @@ fn resolve(store: &Store, cfg: &OlmConfig, sub: &Value, status: &mut Value) -> R
     Ok(())
 }
 
-fn failed(status: &mut Value, reason: &str, message: &str) {
+fn failed(status: &mut Value, reason: &str, message: &str) -> Result<()> {
     set_condition(status, "ResolutionFailed", Some(("True", reason, message)));
+    Ok(())
 }
 
 /// Follows the referenced InstallPlan and the CSV it makes (ensureSubscriptionCSVState: the
 /// CSV existing is enough for `installedCSV` and `AtLatestKnown`).
 fn track(store: &Store, sub: &Value, status: &mut Value) -> Result<()> {
     let ns = namespace(sub);
-    let plan_name = status["installPlanRef"]["name"].as_str().unwrap_or_default().to_string();
-    let plan = objects::get(store, &objects::reference(OLM_V1ALPHA1, "InstallPlan", Some(ns), &plan_name))?;
+    let plan_name = status["installPlanRef"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let plan = objects::get(
+        store,
+        &objects::reference(OLM_V1ALPHA1, "InstallPlan", Some(ns), &plan_name),
+    )?;
     match &plan {
         None => {
             let message = format!("installplan {ns}/{plan_name} not found");
-            set_condition(status, "InstallPlanMissing", Some(("True", "ReferencedInstallPlanNotFound", &message)));
+            set_condition(
+                status,
+                "InstallPlanMissing",
+                Some(("True", "ReferencedInstallPlanNotFound", &message)),
+            );
         }
         Some(p) => {
             set_condition(status, "InstallPlanMissing", None);
@@ -190,14 +218,28 @@ fn track(store: &Store, sub: &Value, status: &mut Value) -> Result<()> {
             let message = p["status"]["message"].as_str().unwrap_or_default();
             match phase {
                 "Complete" => set_condition(status, "InstallPlanPending", None),
-                "Failed" => set_condition(status, "InstallPlanFailed", Some(("True", "InstallPlanFailed", message))),
-                "" => set_condition(status, "InstallPlanPending", Some(("True", "InstallPlanNotYetReconciled", message))),
+                "Failed" => set_condition(
+                    status,
+                    "InstallPlanFailed",
+                    Some(("True", "InstallPlanFailed", message)),
+                ),
+                "" => set_condition(
+                    status,
+                    "InstallPlanPending",
+                    Some(("True", "InstallPlanNotYetReconciled", message)),
+                ),
                 _ => set_condition(status, "InstallPlanPending", Some(("True", phase, message))),
             }
         }
     }
-    let current = status["currentCSV"].as_str().unwrap_or_default().to_string();
-    let csv = objects::get(store, &objects::reference(OLM_V1ALPHA1, "ClusterServiceVersion", Some(ns), &current))?;
+    let current = status["currentCSV"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let csv = objects::get(
+        store,
+        &objects::reference(OLM_V1ALPHA1, "ClusterServiceVersion", Some(ns), &current),
+    )?;
     if csv.is_some() {
         status["installedCSV"] = json!(current);
         status["state"] = json!("AtLatestKnown");
