@@ -230,21 +230,7 @@ async fn a_subscription_installs_the_channel_head_through_an_install_plan_and_cs
     assert_eq!(catalogs[0]["catalogSourceRef"]["name"], MIRRORED);
     assert_eq!(catalogs[0]["healthy"], true);
 
-    let plan_name = status["installPlanRef"]["name"].as_str().unwrap();
-    assert_eq!(status["installplan"]["name"], plan_name);
-    let plan = get(store, V1ALPHA1, "InstallPlan", Some(GITOPS_NS), plan_name).unwrap();
-    assert_eq!(plan["spec"]["approval"], "Automatic");
-    assert_eq!(plan["spec"]["approved"], true);
-    assert_eq!(
-        plan["spec"]["clusterServiceVersionNames"],
-        json!([GITOPS_CSV])
-    );
-    assert_eq!(plan["status"]["phase"], "Complete");
-    assert!(plan["status"]["plan"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|s| s["status"] == "Created"));
+    let plan_name = completed_plan(store, status);
 
     let phases: Vec<&str> = csv["status"]["conditions"]
         .as_array()
@@ -283,6 +269,27 @@ async fn a_subscription_installs_the_channel_head_through_an_install_plan_and_cs
     }
     assert!(store.is_established("argoproj.io/v1beta1", "ArgoCD"));
     audit_order(store, plan_name);
+}
+
+/// The Subscription's InstallPlan: automatic, approved, for the channel head, Complete with
+/// every step made; its name.
+fn completed_plan<'a>(store: &Store, status: &'a Value) -> &'a str {
+    let plan_name = status["installPlanRef"]["name"].as_str().unwrap();
+    assert_eq!(status["installplan"]["name"], plan_name);
+    let plan = get(store, V1ALPHA1, "InstallPlan", Some(GITOPS_NS), plan_name).unwrap();
+    assert_eq!(plan["spec"]["approval"], "Automatic");
+    assert_eq!(plan["spec"]["approved"], true);
+    assert_eq!(
+        plan["spec"]["clusterServiceVersionNames"],
+        json!([GITOPS_CSV])
+    );
+    assert_eq!(plan["status"]["phase"], "Complete");
+    assert!(plan["status"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["status"] == "Created"));
+    plan_name
 }
 
 /// The audit: the Subscription, then its InstallPlan, the CRDs, the CSV, then the CSV's four

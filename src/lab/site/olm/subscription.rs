@@ -66,35 +66,7 @@ fn catalog_health(store: &Store, sub: &Value, status: &mut Value) -> Result<()> 
             json!({"catalogSourceRef": catalog_ref(s), "healthy": catalogs::healthy(s), "lastUpdated": now})
         })
         .collect();
-    let (target_ns, target) = (
-        source_namespace(sub),
-        sub["spec"]["source"].as_str().unwrap_or_default(),
-    );
-    let targeted = sources
-        .iter()
-        .find(|s| namespace(s) == target_ns && name(s) == target);
-    let old_cond = objects::condition(&status["conditions"], "CatalogSourcesUnhealthy");
-    let mut message = old_cond
-        .and_then(|c| c["message"].as_str())
-        .unwrap_or_default()
-        .to_string();
-    let all_healthy = sources.iter().all(catalogs::healthy);
-    let (state, mut reason) = match targeted {
-        None => {
-            message = format!("targeted catalogsource {target_ns}/{target} missing");
-            ("True", "UnhealthyCatalogSourceFound")
-        }
-        Some(t) if !all_healthy => {
-            if !catalogs::healthy(t) {
-                message = format!("targeted catalogsource {target_ns}/{target} unhealthy");
-            }
-            ("True", "UnhealthyCatalogSourceFound")
-        }
-        Some(_) => {
-            message = "all available catalogsources are healthy".into();
-            ("False", "AllCatalogSourcesHealthy")
-        }
-    };
+    let (state, mut reason, mut message) = health_condition(sub, status, &sources);
     let old = status["catalogHealth"]
         .as_array()
         .cloned()
@@ -121,6 +93,46 @@ fn catalog_health(store: &Store, sub: &Value, status: &mut Value) -> Result<()> 
         };
     }
     Ok(())
+}
+
+/// The condition's status, reason and message from the health of the targeted source and
+/// the others (a message OLM does not set stays as it was).
+fn health_condition(
+    sub: &Value,
+    status: &Value,
+    sources: &[Value],
+) -> (&'static str, &'static str, String) {
+    let (target_ns, target) = (
+        source_namespace(sub),
+        sub["spec"]["source"].as_str().unwrap_or_default(),
+    );
+    let targeted = sources
+        .iter()
+        .find(|s| namespace(s) == target_ns && name(s) == target);
+    let old_message = objects::condition(&status["conditions"], "CatalogSourcesUnhealthy")
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    match targeted {
+        None => (
+            "True",
+            "UnhealthyCatalogSourceFound",
+            format!("targeted catalogsource {target_ns}/{target} missing"),
+        ),
+        Some(t) if !catalogs::healthy(t) => (
+            "True",
+            "UnhealthyCatalogSourceFound",
+            format!("targeted catalogsource {target_ns}/{target} unhealthy"),
+        ),
+        Some(_) if !sources.iter().all(catalogs::healthy) => {
+            ("True", "UnhealthyCatalogSourceFound", old_message)
+        }
+        Some(_) => (
+            "False",
+            "AllCatalogSourcesHealthy",
+            "all available catalogsources are healthy".into(),
+        ),
+    }
 }
 
 fn same_health(old: &[Value], new: &[Value]) -> bool {
