@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
+use bootstrap::cli::{Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -53,6 +53,10 @@ fn main() -> ExitCode {
             Command::Render(args) => commands::render::run(args, &printer),
             Command::Install(args) => commands::install::run(args, &printer).await,
             Command::Prep(args) => commands::prep::run(args, &printer).await,
+            Command::Gitops(GitopsCmd::Init(args)) => commands::gitops_init::run(args, &printer),
+            Command::Gitops(GitopsCmd::Handoff(args)) => {
+                commands::handoff::run(args, &printer).await
+            }
         }
     });
     match result {

@@ -65,6 +65,9 @@ pub enum Command {
     /// Host prep over SSH: connect to every node, check its hardware against the inventory and
     /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
     Prep(PrepArgs),
+    /// The site's GitOps repository: scaffold it from the inventory (`gitops init`).
+    #[command(subcommand)]
+    Gitops(GitopsCmd),
 }
 
 /// How to reach registries: credentials and trust.
@@ -569,3 +572,59 @@ pub struct PrepArgs {
 }
 
 pub use crate::output::{parse_duration, parse_duration_ms};
+
+/// `bootstrap gitops`.
+#[derive(Debug, Subcommand)]
+pub enum GitopsCmd {
+    /// Write the site's GitOps repository into DIR from the inventory: the root Application,
+    /// one child Application per component in sync waves, the operators from the mirrored
+    /// catalogs, the standard tenant and one overlay per tenant, a README.
+    Init(GitopsInitArgs),
+    /// Hand the cluster over to Argo CD, as the install's handoff stage does: the mirror's
+    /// cluster resources, OpenShift GitOps from the mirrored catalog, the repository's
+    /// credentials, the tenants' RBAC and health check, the root Application; each wait
+    /// observed until the root and every child are Synced and Healthy.
+    Handoff(GitopsHandoffArgs),
+}
+
+/// `bootstrap gitops handoff`.
+#[derive(Debug, Args)]
+pub struct GitopsHandoffArgs {
+    /// The inventory directory (site.yaml with its gitops section and mirror record).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// The cluster's admin kubeconfig (the install's RUN/iso/work/auth/kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: PathBuf,
+
+    /// Where applied.json and handoff.json are written.
+    #[arg(long, value_name = "DIR", default_value = "handoff")]
+    pub out: PathBuf,
+
+    /// The limit on all waits together (default: gitops.waitTimeout, else 30m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+
+    /// How often a wait asks the cluster again, in milliseconds (default 2000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub poll_ms: Option<u64>,
+}
+
+/// `bootstrap gitops init`.
+#[derive(Debug, Args)]
+pub struct GitopsInitArgs {
+    /// Where to write the repository (created when missing; refused when not empty, unless
+    /// --force).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The inventory directory (site.yaml with its gitops section, nodes.yaml).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// Write into a DIR that holds files: only the files gitops init owns are rewritten (those
+    /// whose content differs), others are left alone; the summary lists what changed.
+    #[arg(long)]
+    pub force: bool,
+}

@@ -13,4 +13,5 @@ pub mod builtin;
 pub mod crd;
 pub mod handoff;
 pub mod kube;
+pub mod scaffold;
 pub mod schema;

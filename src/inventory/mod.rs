@@ -7,7 +7,7 @@ pub mod model;
 mod references;
 pub mod validate;
 
-pub use references::{bmc_credentials, read_referenced, BmcCredentials, Referenced};
+pub use references::{bmc_credentials, read_referenced, secret_text, BmcCredentials, Referenced};
 
 pub use validate::validate;
 

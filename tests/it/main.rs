@@ -12,6 +12,7 @@ mod boot_lab;
 mod challenges;
 mod cli;
 mod facts;
+mod gitops_init;
 mod harness;
 mod hostile;
 mod install;

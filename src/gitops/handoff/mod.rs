@@ -41,6 +41,9 @@ pub struct Handoff {
     pub gitops: crate::inventory::model::Gitops,
     /// The mirror's cluster resources ([`objects::mirror_resources`]).
     pub mirror: Vec<Value>,
+    /// The CatalogSource OpenShift GitOps comes from (`gitops.operator.catalog`, else the
+    /// mirrored catalog that usually carries it).
+    pub catalog: String,
     /// The repository's credentials, read from their references.
     pub creds: RepoCredentials,
     /// The AppProject(s) and the root Application, as the repository's `bootstrap/` has them.
@@ -232,7 +235,7 @@ pub async fn run(
         deadline: Instant::now() + opts.timeout,
         applied: Mutex::default(),
     };
-    let catalog = operator_catalog(&h.gitops, &h.mirror)?;
+    let catalog = h.catalog.clone();
     r.mirror(h).await?;
     let csv = r.operator(h, &catalog).await?;
     r.credentials(h).await?;

@@ -89,34 +89,6 @@ pub fn mirror_resources(dir: &Path) -> Result<Vec<Value>> {
     Ok(out)
 }
 
-/// The CatalogSource OpenShift GitOps comes from: the inventory's `gitops.operator.catalog`,
-/// else the mirrored Red Hat operator index, else the only mirrored catalog.
-pub fn operator_catalog(gitops: &Gitops, mirror: &[Value]) -> Result<String> {
-    if let Some(name) = &gitops.operator.catalog {
-        return Ok(name.clone());
-    }
-    let catalogs: Vec<&Value> = mirror
-        .iter()
-        .filter(|o| o["kind"] == "CatalogSource")
-        .collect();
-    let redhat = catalogs.iter().find(|c| {
-        c["spec"]["image"]
-            .as_str()
-            .is_some_and(|i| i.contains("/redhat-operator-index"))
-    });
-    match (redhat, catalogs.as_slice()) {
-        (Some(c), _) | (None, [c]) => Ok(c["metadata"]["name"].as_str().unwrap_or_default().to_string()),
-        (None, []) => bail!(
-            "the mirror has no CatalogSource to install OpenShift GitOps from: mirror the redhat-operator-index with the openshift-gitops-operator package, or set gitops.operator.catalog in site.yaml"
-        ),
-        (None, many) => bail!(
-            "the mirror has {} catalogs and none is the redhat-operator-index: set gitops.operator.catalog in site.yaml to the one that carries openshift-gitops-operator ({})",
-            many.len(),
-            many.iter().filter_map(|c| c["metadata"]["name"].as_str()).collect::<Vec<_>>().join(", ")
-        ),
-    }
-}
-
 /// OperatorHub `cluster` with every default source disabled: an air-gapped cluster only uses
 /// the mirror's catalogs.
 pub fn operator_hub() -> Value {

@@ -6,6 +6,7 @@
 //! whole only when the stage succeeded.
 
 mod boot;
+pub mod handoff;
 mod inputs;
 mod iso;
 mod prep;
@@ -44,7 +45,7 @@ pub enum Stage {
     Wait,
     /// Host preparation over SSH: facts, checks, playbooks.
     Prep,
-    /// The hand-off to Argo CD (not built yet).
+    /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
     Handoff,
 }
 
@@ -81,7 +82,7 @@ impl Stage {
             Stage::Boot => Some(&boot::Boot),
             Stage::Wait => Some(&wait::Wait),
             Stage::Prep => Some(&prep::Prep),
-            Stage::Handoff => None,
+            Stage::Handoff => Some(&handoff::HandoffStage),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! it references are read; secrets are never read here.
 
 mod cross;
+mod gitops;
 mod nodes;
 mod prep;
 mod site;
@@ -43,6 +44,7 @@ pub fn validate(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
     v.boot();
     v.prep_site();
     v.prep_nodes();
+    v.gitops();
     v.problems.sort_by(|a, b| {
         (a.0, a.1.location.map(|l| (l.line, l.column)))
             .cmp(&(b.0, b.1.location.map(|l| (l.line, l.column))))

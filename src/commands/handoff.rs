@@ -1,0 +1,105 @@
+//! `bootstrap gitops handoff`: the hand-off on its own, to a cluster named by a kubeconfig (the
+//! install's handoff stage runs the same steps). One live line for the step and one per
+//! Application on stderr; the report on stdout (text or JSON), `applied.json` and
+//! `handoff.json` in `--out`. Exit 0 when the root and every child are Synced and Healthy, 1
+//! when a step or a wait failed, 2 when the inventory or the mirror was refused before the
+//! cluster was touched.
+
+use super::Printer;
+use crate::cli::GitopsHandoffArgs;
+use crate::gitops::handoff::{self, Event, Options, Report};
+use crate::install::stage::handoff::{prepare, APPLIED_FILE, REPORT_FILE};
+use crate::output::NodeLines;
+use anyhow::{anyhow, Context, Result};
+use std::fmt;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+
+/// Runs `bootstrap gitops handoff`.
+pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode> {
+    let prepared = crate::inventory::load(&args.inventory)
+        .map_err(|e| anyhow!("{e}"))
+        .and_then(|inv| Ok((prepare(&inv)?, inv)));
+    let (h, inv) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            printer.error(format_args!("{e:#}"));
+            printer.note("refused before the cluster was touched\n");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let g = inv.site.gitops.as_ref().expect("prepare checked gitops");
+    let opts = Options {
+        kubeconfig: args.kubeconfig.clone(),
+        api_address: None,
+        timeout: args.timeout.unwrap_or_else(|| g.wait_timeout()),
+        poll: std::time::Duration::from_millis(args.poll_ms.unwrap_or(2000)),
+    };
+    let mut names = vec!["step".to_string(), h.root_name()];
+    names.extend(h.children.iter().cloned());
+    let lines = NodeLines::new("handoff", &names);
+    let on = |e: Event| match e {
+        Event::Step { step, message } => lines.set("step", format!("{step}: {message}")),
+        Event::App { name, message } => lines.set(&name, message),
+    };
+    let cancel = AtomicBool::new(false);
+    let result = handoff::run(&h, &opts, &cancel, &on).await;
+    lines.finish();
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            printer.error(format_args!("{e:#}"));
+            return Ok(ExitCode::from(1));
+        }
+    };
+    fs_err::create_dir_all(&args.out)?;
+    for (file, text) in [
+        (APPLIED_FILE, serde_json::to_string_pretty(&report.applied)?),
+        (REPORT_FILE, serde_json::to_string_pretty(&report)?),
+    ] {
+        let path = args.out.join(file);
+        crate::oci::layout::write_atomic(&path, (text + "\n").as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    printer.result(&Shown(&report))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report as text: the operator, then each Application.
+struct Shown<'a>(&'a Report);
+
+impl serde::Serialize for Shown<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        writeln!(
+            f,
+            "OpenShift GitOps {} from CatalogSource {}; {} objects applied",
+            r.csv,
+            r.catalog,
+            r.applied.len()
+        )?;
+        let w = r
+            .applications
+            .iter()
+            .map(|a| a.name.len())
+            .max()
+            .unwrap_or(4);
+        for a in &r.applications {
+            writeln!(
+                f,
+                "  {:w$}  {:9} {:11} {}",
+                a.name,
+                a.sync,
+                a.health,
+                a.revision.as_deref().unwrap_or("")
+            )?;
+        }
+        Ok(())
+    }
+}
