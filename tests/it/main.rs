@@ -25,6 +25,7 @@ mod lab_site;
 mod mirror;
 mod model;
 mod modules;
+mod olm_lab;
 mod openshift;
 mod playbook;
 mod prep_lab;

@@ -13,6 +13,7 @@ pub mod gate;
 pub mod hosts;
 pub mod kube;
 pub mod netns;
+pub mod olm;
 pub mod pki;
 pub mod process;
 pub mod rendezvous;

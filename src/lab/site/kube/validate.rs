@@ -102,6 +102,11 @@ fn prune_object(
     let keep_unknown = preserves(schema) || additional.is_some();
     let keys: Vec<String> = m.keys().cloned().collect();
     for k in keys {
+        // The root's metadata is ObjectMeta (pruned above), whatever the CRD's schema says
+        // of it (`metadata: {type: object}` would drop every label and annotation).
+        if root && k == "metadata" {
+            continue;
+        }
         let path = format!("{prefix}{k}");
         let sub = props.and_then(|p| p.get(&k)).or(additional);
         match sub {

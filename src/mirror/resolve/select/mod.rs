@@ -180,6 +180,12 @@ pub fn select(
     build(catalog, &kept, &defaults, dependencies)
 }
 
+/// The head of `channel` (the one entry nothing replaces or skips), checked as opm checks it:
+/// what OLM installs for a Subscription to that channel.
+pub fn channel_head(channel: &Channel) -> Result<&str, String> {
+    ChannelGraph::new(channel).map(|g| channel.entries[g.head].name.as_str())
+}
+
 /// `full: true` without packages: everything, unchanged.
 fn whole_catalog(catalog: &Catalog) -> Selection {
     let images = images_of(catalog.bundles.values().flat_map(|b| b.values()));
