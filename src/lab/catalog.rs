@@ -1,5 +1,5 @@
 //! The lab's operator catalog: `redhat/redhat-operator-index:v4.18`, a file-based catalog of
-//! six real packages with realistic channels, `replaces` chains, `skips` and `skipRange`, and a
+//! seven real packages with realistic channels, `replaces` chains, `skips` and `skipRange`, and a
 //! dependency (gpu-operator-certified v24.9.x requires nfd >=4.17.0). Every bundle image and
 //! related image is a small real image pushed by digest, so a catalog mirror can be rehearsed
 //! end to end.
@@ -202,6 +202,19 @@ const SRIOV_RELATED: &[Related] = &[
     ),
 ];
 
+const NETWORK_RELATED: &[Related] = &[
+    Related(
+        "network-operator",
+        "nvidia/cloud-native/network-operator",
+        "v24.10.0",
+    ),
+    Related(
+        "doca-driver",
+        "nvidia/mellanox/doca-driver",
+        "24.10-0.7.0.0-0",
+    ),
+];
+
 const fn bundle(version: &'static str, related: &'static [Related]) -> BundleDef {
     BundleDef {
         version,
@@ -263,6 +276,22 @@ const PACKAGES: &[PackageDef] = &[
                 skip_range: None,
             },
         ])],
+    },
+    PackageDef {
+        name: "nvidia-network-operator",
+        prefix: "nvidia-network-operator.v",
+        default_channel: "stable",
+        description: "NVIDIA Network Operator: drivers, device plugins and secondary networks for ConnectX NICs (RDMA, GPUDirect).",
+        bundle_repo: "nvidia/cloud-native/network-operator-bundle",
+        gvk: ("mellanox.com", "v1alpha1", "NicClusterPolicy"),
+        bundles: &[
+            bundle("24.10.0", NETWORK_RELATED),
+            bundle("24.10.1", NETWORK_RELATED),
+        ],
+        channels: &[
+            ("stable", &[entry("24.10.0", None), entry("24.10.1", Some("24.10.0"))]),
+            ("v24.10", &[entry("24.10.0", None), entry("24.10.1", Some("24.10.0"))]),
+        ],
     },
     PackageDef {
         name: "openshift-gitops-operator",

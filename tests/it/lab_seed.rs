@@ -130,7 +130,7 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
         }
         let files = read_config_dir(layers.iter().map(|l| l.as_slice()), "/configs").unwrap();
         let catalog = Catalog::parse(&files).unwrap();
-        assert_eq!(catalog.packages.len(), 6);
+        assert_eq!(catalog.packages.len(), 7);
         let mut checked = 0;
         for bundle in catalog.bundles.values().flat_map(|b| b.values()) {
             fetch_image(&client, &bundle.image).await;

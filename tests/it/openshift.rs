@@ -420,6 +420,7 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
             "gpu-operator-certified",
             "kubernetes-nmstate-operator",
             "nfd",
+            "nvidia-network-operator",
             "openshift-gitops-operator",
             "rhods-operator",
             "sriov-network-operator"
