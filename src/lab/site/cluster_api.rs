@@ -44,7 +44,7 @@ pub async fn serve(sim: Arc<Simulator>, listener: std::net::TcpListener) -> Resu
     Ok(())
 }
 
-fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor> {
+pub(crate) fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls::TlsAcceptor> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs =

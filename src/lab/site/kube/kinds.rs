@@ -34,6 +34,8 @@ pub struct KindInfo {
     pub top_fields: Option<&'static [&'static str]>,
     /// The CRD that registered the kind.
     pub crd: Option<String>,
+    /// The CRD's schema checks.
+    pub checker: Option<std::sync::Arc<crate::gitops::crd::Crd>>,
 }
 
 impl KindInfo {
@@ -257,6 +259,7 @@ pub fn builtins() -> Vec<KindInfo> {
                 printer_columns: Vec::new(),
                 top_fields: Some(top),
                 crd: None,
+                checker: None,
             },
         )
         .collect()
@@ -326,5 +329,8 @@ pub fn from_crd(crd: &Value) -> Result<KindInfo, ApiError> {
             .unwrap_or_default(),
         top_fields: None,
         crd: Some(name.to_string()),
+        checker: Some(std::sync::Arc::new(
+            crate::gitops::crd::Crd::from_value(crd).map_err(|e| invalid(name, &e))?,
+        )),
     })
 }

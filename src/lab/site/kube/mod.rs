@@ -4,14 +4,18 @@
 //! an audit trail of every call — served over HTTPS to kubectl and kube-rs.
 
 pub mod crds;
+pub mod discovery;
+pub mod http;
 pub mod kinds;
 pub mod managed;
 pub mod patch;
 pub mod rbac;
 pub mod ssa;
 pub mod store;
+pub mod table;
 pub mod validate;
 
+pub use http::{serve_loopback, Api, Auth, LoopbackApi};
 pub use store::{ApiError, AuditEvent, ObjectRef, Store, WriteOptions};
 
 #[cfg(test)]

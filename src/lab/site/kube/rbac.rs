@@ -7,8 +7,11 @@
 use super::store::ApiError;
 use serde_json::Value;
 
-/// The in-process administrator (the kubeconfig's admin user, and the lab's own writers).
+/// The administrator (the kubeconfig's admin user; the lab's own writers have its rights).
 pub const ADMIN: &str = "system:admin";
+/// Who the audit trail names for the lab's own in-process calls (the OLM imitation, seeding):
+/// authorized as [`ADMIN`], recorded apart so a trail tells them from a kubeconfig's calls.
+pub const IN_PROCESS: &str = "system:lab";
 
 /// What a request asks to do.
 #[derive(Clone, Debug)]

@@ -77,7 +77,7 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// fieldValidation=Strict: unknown fields are refused (else pruned, with a warning).
     pub strict: bool,
-    /// Who asks ("" is the lab itself, as system:admin).
+    /// Who asks ("" is the lab itself: authorized as system:admin, recorded as system:lab).
     pub user: String,
 }
 
@@ -306,10 +306,6 @@ impl Store {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
-        f(&self.lock())
-    }
-
     /// Records a call in the trail (and the audit log file), and wakes waiters on a write.
     fn record(&self, st: &mut State, mut ev: AuditEvent, code: u16, revision_before: u64) {
         ev.seq = st.audit.len() as u64 + 1;
@@ -395,7 +391,7 @@ fn event(
     AuditEvent {
         seq: 0,
         user: if user.is_empty() {
-            rbac::ADMIN.into()
+            rbac::IN_PROCESS.into()
         } else {
             user.into()
         },
@@ -824,7 +820,7 @@ impl Write<'_, '_> {
                 ),
             ));
         }
-        let unknown = validate::prune_unknown(self.info, &mut obj);
+        let unknown = validate::take_unknown(self.info, &mut obj);
         if self.o.strict && !unknown.is_empty() {
             return Err(self.strict_error(&unknown, apply));
         }
@@ -883,9 +879,9 @@ impl Write<'_, '_> {
             let meta =
                 json!({"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]});
             let mut cut = json!({"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": meta, "status": obj["status"]});
-            cut["metadata"]
-                .as_object_mut()
-                .map(|m| m.retain(|_, v| !v.is_null()));
+            if let Some(m) = cut["metadata"].as_object_mut() {
+                m.retain(|_, v| !v.is_null());
+            }
             return cut;
         }
         if self.info.status_subresource {
@@ -1066,15 +1062,7 @@ impl Write<'_, '_> {
 
     /// The schema's rules (422 Invalid with every violation).
     fn check(&self, new: &Value) -> Result<(), ApiError> {
-        let crd = self.info.crd.as_ref().and_then(|name| {
-            self.st.objects.get(&(
-                "apiextensions.k8s.io".to_string(),
-                "CustomResourceDefinition".to_string(),
-                None,
-                name.clone(),
-            ))
-        });
-        let found = validate::violations(self.info, crd, new);
+        let found = validate::violations(self.info, new);
         if found.is_empty() {
             return Ok(());
         }

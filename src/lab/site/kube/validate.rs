@@ -6,14 +6,10 @@
 use super::kinds::KindInfo;
 use serde_json::{Map, Value};
 
-/// One schema violation: the field's path and what is wrong with it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
-    /// `spec.destination.server`; "" is the object.
-    pub path: String,
-    /// What is wrong.
-    pub message: String,
-}
+pub use crate::gitops::schema::Violation;
+
+/// What the schema checks call an unknown field.
+const UNKNOWN: &str = "field not declared in schema";
 
 /// The fields ObjectMeta has.
 const OBJECT_META: &[&str] = &[
@@ -135,9 +131,98 @@ fn prune_value(schema: &Value, v: &mut Value, path: &str, out: &mut Vec<String>)
     }
 }
 
-/// The violations of an object of a CRD kind (the storage version's schema) or of a built-in
-/// kind, from the project's schema checks.
-pub fn violations(kind: &KindInfo, crd: Option<&Value>, obj: &Value) -> Vec<Violation> {
-    let _ = (kind, crd, obj);
-    Vec::new()
+/// The fields of a request's object the kind does not know, removed from it: those the
+/// structural pruning finds, then those the schema checks name (deep inside built-in kinds).
+pub fn take_unknown(kind: &KindInfo, obj: &mut Value) -> Vec<String> {
+    let mut unknown = prune_unknown(kind, obj);
+    for v in checks(kind, obj)
+        .into_iter()
+        .filter(|v| v.message == UNKNOWN)
+    {
+        remove_path(obj, &v.path);
+        unknown.push(v.path);
+    }
+    unknown
+}
+
+/// The violations of an object of a CRD kind (its version's schema) or of a built-in kind,
+/// from the project's schema checks.
+pub fn violations(kind: &KindInfo, obj: &Value) -> Vec<Violation> {
+    checks(kind, obj)
+}
+
+fn checks(kind: &KindInfo, obj: &Value) -> Vec<Violation> {
+    if let Some(crd) = &kind.checker {
+        // The API server allows an object's type and ObjectMeta at the root whether or not
+        // the CRD's schema declares them.
+        let root = |p: &str| ["apiVersion", "kind", "metadata"].contains(&p);
+        let mut found = crd.validate(obj);
+        found.retain(|v| !(v.message == UNKNOWN && root(&v.path)));
+        return found;
+    }
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    crate::gitops::builtin::validate_builtin(api_version, &kind.kind, obj).unwrap_or_default()
+}
+
+/// The steps of a violation's path: `spec.egress[0].to`, `metadata.labels[app.kubernetes.io/name]`.
+fn steps(path: &str) -> Vec<String> {
+    let (mut out, mut cur, mut bracket) = (Vec::new(), String::new(), false);
+    for c in path.chars() {
+        match c {
+            '.' if !bracket => out.push(std::mem::take(&mut cur)),
+            '[' if !bracket => {
+                out.push(std::mem::take(&mut cur));
+                bracket = true;
+            }
+            ']' if bracket => {
+                out.push(std::mem::take(&mut cur));
+                bracket = false;
+            }
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Removes the field a violation's path names.
+fn remove_path(obj: &mut Value, path: &str) {
+    let steps = steps(path);
+    let Some((last, parents)) = steps.split_last() else {
+        return;
+    };
+    let mut at = obj;
+    for s in parents {
+        let next = match at {
+            Value::Object(m) => m.get_mut(s),
+            Value::Array(a) => s.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        match next {
+            Some(n) => at = n,
+            None => return,
+        }
+    }
+    if let Value::Object(m) = at {
+        m.remove(last);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths with indexes and bracketed map keys (holding dots) name the field to remove.
+    #[test]
+    fn violation_paths_remove_their_field() {
+        let mut v = serde_json::json!({"spec": {"egress": [{"to": [{"x": 1, "y": 2}]}]},
+            "metadata": {"labels": {"app.kubernetes.io/name": "a", "b": "c"}}});
+        remove_path(&mut v, "spec.egress[0].to[0].x");
+        remove_path(&mut v, "metadata.labels[app.kubernetes.io/name]");
+        assert_eq!(
+            v,
+            serde_json::json!({"spec": {"egress": [{"to": [{"y": 2}]}]}, "metadata": {"labels": {"b": "c"}}})
+        );
+    }
 }

@@ -1,0 +1,88 @@
+//! Discovery as kubectl reads it: `/version`, `/api`, `/apis` and each group version's
+//! resource list (kinds, verbs, namespaced, short names, categories), built from the kinds the
+//! store serves. Aggregated discovery is not offered: kubectl falls back to these documents.
+
+use super::kinds::KindInfo;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// `/version`: the Kubernetes version of OpenShift 4.18.
+pub fn version() -> Value {
+    json!({"major": "1", "minor": "31", "gitVersion": "v1.31.6", "gitCommit": "", "gitTreeState": "clean",
+        "buildDate": "2025-02-20T00:00:00Z", "goVersion": "go1.22.12", "compiler": "gc", "platform": "linux/amd64"})
+}
+
+/// `/api`.
+pub fn core_versions() -> Value {
+    json!({"kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "0.0.0.0:6443"}]})
+}
+
+/// `/apis`: every group but the core one, its versions, preferred first.
+pub fn groups(kinds: &[KindInfo]) -> Value {
+    let mut by_group: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for k in kinds.iter().filter(|k| !k.group.is_empty()) {
+        let vs = by_group.entry(&k.group).or_default();
+        for v in &k.versions {
+            if !vs.contains(&v.as_str()) {
+                vs.push(v);
+            }
+        }
+    }
+    let groups: Vec<Value> = by_group
+        .iter()
+        .map(|(g, vs)| {
+            let versions: Vec<Value> = vs
+                .iter()
+                .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+                .collect();
+            json!({"name": g, "versions": versions, "preferredVersion": versions[0]})
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/api/v1` or `/apis/GROUP/VERSION`, None when nothing is served there.
+pub fn resources(kinds: &[KindInfo], group: &str, version: &str) -> Option<Value> {
+    let mut list = Vec::new();
+    for k in kinds
+        .iter()
+        .filter(|k| k.group == group && k.versions.iter().any(|v| v == version))
+    {
+        let mut r = json!({"name": k.plural, "singularName": k.singular, "namespaced": k.namespaced,
+            "kind": k.kind, "verbs": VERBS});
+        if !k.short_names.is_empty() {
+            r["shortNames"] = json!(k.short_names);
+        }
+        if !k.categories.is_empty() {
+            r["categories"] = json!(k.categories);
+        }
+        list.push(r);
+        if k.status_subresource {
+            list.push(json!({"name": format!("{}/status", k.plural), "singularName": "", "namespaced": k.namespaced,
+                "kind": k.kind, "verbs": ["get", "patch", "update"]}));
+        }
+    }
+    if list.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
+    )
+}
