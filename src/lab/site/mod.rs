@@ -6,10 +6,12 @@
 //! ([`SiteRecord`]) and named after the lab id (from the state dir's path), so `lab down`, or
 //! the next `lab up` after a crash, removes exactly that.
 
+pub mod argocd;
 pub mod bmc;
 pub mod cluster_api;
 pub mod fixture;
 pub mod gate;
+pub mod git_server;
 pub mod hosts;
 pub mod kube;
 pub mod netns;

@@ -74,7 +74,7 @@ fn default_argocd() -> Value {
             "applicationSet": {"resources": res("512Mi", "250m", "1024Mi", "2000m")},
             "controller": {"resources": res("1024Mi", "250m", "2048Mi", "2000m")},
             "sso": {"provider": "dex", "dex": {"openShiftOAuth": true, "resources": small}},
-            "grafana": {"resources": small},
+            "grafana": {"enabled": false, "resources": small},
             "ha": {"enabled": false, "resources": small},
             "redis": {"resources": small},
             "repo": {"resources": res("256Mi", "250m", "1024Mi", "1000m")},
