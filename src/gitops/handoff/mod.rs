@@ -257,8 +257,17 @@ impl Run<'_> {
         });
     }
 
-    /// A server-side dry run of every object, then the real applies, each recorded.
+    /// Namespaces first (a namespaced object's dry run needs its namespace), then a
+    /// server-side dry run of every other object and the real applies, each recorded:
+    /// a refused object stops the step before anything of the batch changed.
     async fn apply_all(&self, step: &'static str, objs: &[Value]) -> Result<()> {
+        let (namespaces, rest): (Vec<Value>, Vec<Value>) =
+            objs.iter().cloned().partition(|o| o["kind"] == "Namespace");
+        self.apply_batch(step, &namespaces).await?;
+        self.apply_batch(step, &rest).await
+    }
+
+    async fn apply_batch(&self, step: &'static str, objs: &[Value]) -> Result<()> {
         for o in objs {
             self.cluster.apply(o, true).await?;
         }

@@ -28,7 +28,8 @@ pub const ARGO_CRDS: [&str; 3] = [
 ];
 /// The repository credential Secret.
 pub const REPO_SECRET: &str = "bootstrap-site-repository";
-/// The ClusterRole (and its binding) that lets the controller write the tenants' limits.
+/// The ClusterRole (and its binding) that lets the controller write what the platform and the
+/// tenants need beyond the default instance's rules ([`PLATFORM_KINDS`]).
 pub const TENANCY_ROLE: &str = "bootstrap-argocd-tenancy";
 /// Where the mirror's CatalogSources live.
 pub const MARKETPLACE: &str = "openshift-marketplace";
@@ -210,24 +211,73 @@ pub fn known_hosts(current: Option<&Value>, lines: &[String]) -> Option<Value> {
         "data": {"ssh_known_hosts": text}}))
 }
 
-/// The narrow ClusterRole the tenants need and the default instance lacks (ResourceQuota,
-/// LimitRange, the KAI queues), bound to its application controller.
+/// The narrow ClusterRole the platform and the tenants need and the default instance lacks
+/// ([`PLATFORM_KINDS`]), bound to its application controller.
 pub fn tenancy_rbac() -> Vec<Value> {
     let verbs = [
         "get", "list", "watch", "create", "update", "patch", "delete",
     ];
+    let rules: Vec<Value> = PLATFORM_KINDS
+        .iter()
+        .map(|(group, resources, _)| json!({"apiGroups": [group], "resources": resources, "verbs": verbs}))
+        .collect();
     vec![
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": TENANCY_ROLE},
-            "rules": [
-                {"apiGroups": [""], "resources": ["resourcequotas", "limitranges"], "verbs": verbs},
-                {"apiGroups": ["scheduling.run.ai"], "resources": ["queues"], "verbs": verbs}]}),
+            "rules": rules}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": TENANCY_ROLE},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": TENANCY_ROLE},
             "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER_SA, "namespace": ARGO_NAMESPACE}]}),
     ]
 }
+
+/// What the site's repository creates that the default instance's controller may not write
+/// (its ClusterRole covers namespaces, RBAC, OLM and cluster config, and reads everything):
+/// API group, resources, and why. Nothing else is granted: no Secrets, no workloads.
+pub const PLATFORM_KINDS: [(&str, &[&str], &str); 9] = [
+    (
+        "",
+        &["resourcequotas", "limitranges"],
+        "the tenants' limits",
+    ),
+    (
+        "networking.k8s.io",
+        &["networkpolicies"],
+        "the tenants' default-deny policy",
+    ),
+    ("scheduling.run.ai", &["queues"], "KAI queues"),
+    (
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        "the KAI scheduler's Queue CRD",
+    ),
+    (
+        "scheduling.k8s.io",
+        &["priorityclasses"],
+        "interactive, inference and training priorities",
+    ),
+    (
+        "nfd.openshift.io",
+        &["nodefeaturediscoveries"],
+        "the NFD instance",
+    ),
+    (
+        "nvidia.com",
+        &["clusterpolicies"],
+        "the GPU operator's ClusterPolicy",
+    ),
+    (
+        "mellanox.com",
+        &["nicclusterpolicies"],
+        "the network operator's NicClusterPolicy",
+    ),
+    (
+        "datasciencecluster.opendatahub.io",
+        &["datascienceclusters"],
+        "OpenShift AI's DataScienceCluster",
+    ),
+];
 
 /// The ArgoCD resource's `spec.resourceHealthChecks` with the Application check added to the
 /// ones it has (a list is applied whole: the others are kept).

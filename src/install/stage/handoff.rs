@@ -191,6 +191,8 @@ fn bootstrap_objects(repo: &scaffold::Scaffold) -> Result<Vec<serde_json::Value>
         .files
         .iter()
         .filter(|f| f.path.starts_with("bootstrap/"))
+        // Kustomize's own file names the objects; it is not one.
+        .filter(|f| !f.path.ends_with("/kustomization.yaml"))
     {
         let text = std::str::from_utf8(&f.bytes).context("the scaffold's bootstrap files")?;
         let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)

@@ -21,6 +21,7 @@
 
 pub mod client;
 pub mod faultproxy;
+pub mod gitops_lab;
 pub mod images;
 pub mod labsite;
 pub mod layers;
