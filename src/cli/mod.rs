@@ -65,7 +65,8 @@ pub enum Command {
     /// Host prep over SSH: connect to every node, check its hardware against the inventory and
     /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
     Prep(PrepArgs),
-    /// The site's GitOps repository: scaffold it from the inventory (`gitops init`).
+    /// The site's GitOps repository: scaffold it from the inventory (`gitops init`), check it
+    /// (`gitops check`), hand the cluster to Argo CD (`gitops handoff`).
     #[command(subcommand)]
     Gitops(GitopsCmd),
 }
@@ -580,6 +581,11 @@ pub enum GitopsCmd {
     /// one child Application per component in sync waves, the operators from the mirrored
     /// catalogs, the standard tenant and one overlay per tenant, a README.
     Init(GitopsInitArgs),
+    /// Check a GitOps repository as Argo CD and the cluster will read it: every Application and
+    /// AppProject against the Argo CD CRDs (and Argo CD's own rules), built-in kinds against
+    /// their Kubernetes types, every Kustomize folder built with `kubectl kustomize`. Prints
+    /// file:line:col: path: message; exit 0 clean, 1 problems found, 2 the check cannot run.
+    Check(GitopsCheckArgs),
     /// Hand the cluster over to Argo CD, as the install's handoff stage does: the mirror's
     /// cluster resources, OpenShift GitOps from the mirrored catalog, the repository's
     /// credentials, the tenants' RBAC and health check, the root Application; each wait
@@ -609,6 +615,28 @@ pub struct GitopsHandoffArgs {
     /// How often a wait asks the cluster again, in milliseconds (default 2000).
     #[arg(long, value_name = "MS", hide = true)]
     pub poll_ms: Option<u64>,
+}
+
+/// `bootstrap gitops check`.
+#[derive(Debug, Args)]
+pub struct GitopsCheckArgs {
+    /// The repository's checkout.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The repository's own URL: an Application whose repoURL is this one must name a path
+    /// that exists in DIR.
+    #[arg(long, value_name = "URL", conflicts_with = "inventory")]
+    pub repo_url: Option<String>,
+
+    /// The site inventory whose gitops.repository.url is the repository's own URL (as
+    /// --repo-url).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: Option<PathBuf>,
+
+    /// The kubectl that builds Kustomize folders.
+    #[arg(long, value_name = "PATH", default_value = "kubectl")]
+    pub kubectl: PathBuf,
 }
 
 /// `bootstrap gitops init`.

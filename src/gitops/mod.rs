@@ -10,6 +10,7 @@
 //!   and the waits in between, through kube-rs with server-side apply.
 
 pub mod builtin;
+pub mod check;
 pub mod crd;
 pub mod handoff;
 pub mod kube;

@@ -22,6 +22,7 @@ pub use load::{
     io_reason, load_file, parse, read_text, Document, LoadError, Loaded, Positions, Schema,
 };
 pub(crate) use reshape::did_you_mean;
+pub(crate) use reshape::problem as reshape_error;
 pub use scalar::{unquoted_non_strings, StringFields};
 
 use std::fmt;

@@ -8,11 +8,14 @@
 mod support;
 
 mod agent_validate;
+mod argocd_lab;
 mod boot_lab;
 mod challenges;
 mod cli;
 mod facts;
+mod gitops_check;
 mod gitops_init;
+mod handoff;
 mod harness;
 mod hostile;
 mod install;
