@@ -67,11 +67,14 @@ impl LabInstall {
         make_iso(dir.path(), &work);
         let served = serve_iso(&work).await;
         let iso_url = served.url.clone();
-        let sim = Arc::new(Simulator::new(SimulatorConfig {
-            step,
-            validation_failure: validation_failure.map(str::to_string),
-            failure_steps: 3,
-        }));
+        let sim = Arc::new(
+            Simulator::new(SimulatorConfig {
+                step,
+                validation_failure: validation_failure.map(str::to_string),
+                failure_steps: 3,
+            })
+            .unwrap(),
+        );
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (rendezvous, api_addr) = (rest.local_addr().unwrap(), api.local_addr().unwrap());
@@ -464,11 +467,14 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
 
     let served = serve_iso(&work).await;
     let iso_url = served.url.clone();
-    let sim = Arc::new(Simulator::new(SimulatorConfig {
-        step: STEP,
-        validation_failure: None,
-        failure_steps: 1,
-    }));
+    let sim = Arc::new(
+        Simulator::new(SimulatorConfig {
+            step: STEP,
+            validation_failure: None,
+            failure_steps: 1,
+        })
+        .unwrap(),
+    );
     let rest = std::net::TcpListener::bind(format!("{ip}:8090")).unwrap();
     let api = std::net::TcpListener::bind(format!("{ip}:6443")).unwrap();
     tokio::spawn(sim.clone().serve(rest, api));

@@ -1,30 +1,36 @@
-//! The new cluster's Kubernetes API, as the wait stage (and `kubectl get`) reads it: HTTPS on
-//! port 6443 with the serving certificate the booted ISO carries (signed by the CA of the
-//! installer's kubeconfig, for `api.NAME.DOMAIN`), answered from the [`Simulator`].
+//! The new cluster's Kubernetes API: HTTPS on port 6443 with the serving certificate the booted
+//! ISO carries (signed by the CA of the installer's kubeconfig, for `api.NAME.DOMAIN`), answered
+//! by the lab's Kubernetes API stand-in ([`super::kube`]: discovery, get/list/watch-free reads,
+//! server-side apply, the status subresource, dry run, strict validation, RBAC, tables) over the
+//! [`Simulator`]'s store. It answers only once node 0 has rebooted into the cluster (see
+//! [`super::gate`]).
 //!
-//! What it imitates: bearer-token authentication (the kubeconfig's admin token, checked against
-//! the sha256 the ISO carries; anything else is 401 with a `Status` body); `GET` of ConfigMap
-//! `kube-system/bootstrap` (`data.status: complete` once bootstrap is done; 404 `Status` before),
-//! ClusterVersion `version` (Progressing, then Available), the ClusterOperators (list and one;
-//! Progressing, then Available one per step), Route `openshift-console/console` (admitted at the
-//! end); and enough discovery (`/version`, `/api`, `/apis`, `/api/v1`, the two groups'
-//! resource lists) for `kubectl get` to find them. The API answers only once node 0 has
-//! rebooted into the cluster (see [`super::gate`]).
+//! The install's progress is written into the store as a real cluster's operators write it:
+//! ConfigMap `kube-system/bootstrap` (`data.status: complete` once bootstrap is done; absent,
+//! so 404, before), ClusterVersion `version` (Progressing, then Available), the ClusterOperators
+//! (Available one per step), Route `openshift-console/console` (admitted at the end). The
+//! kubeconfig's admin token (checked against the sha256 the ISO carries) is `system:admin`;
+//! anything else is 401 with a `Status` body. The lab's OLM and Argo CD imitations work on the
+//! same store (`lab site-run` starts them), so the hand-off runs against this API as against a
+//! site's.
 //!
-//! What it does not: watches, writes, field or label selectors, tables (`kubectl` falls back to
-//! the plain objects), any other kind or namespace, aggregated discovery, or OpenAPI.
+//! What it does not: watches, aggregated discovery, OpenAPI, or any OpenShift API beyond the
+//! CRDs the lab registers.
 
 use super::gate::{AcceptorFn, GatedTlsListener};
-use super::json_response;
+use super::kube::http::{router, Api};
+use super::kube::Store;
+use super::olm::objects;
 use super::simulator::{ApiView, Simulator, OPERATORS};
-use anyhow::Result;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use anyhow::{Context, Result};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
-/// Serves the stand-in on `listener` until an error.
+/// The field manager of the install's own objects (the cluster-version operator's, on a site).
+const FIELD_MANAGER: &str = "cluster-version-operator";
+
+/// Serves the stand-in on `listener` until an error (the simulator writes the install's
+/// progress into the store, [`write_view`]).
 pub async fn serve(sim: Arc<Simulator>, listener: std::net::TcpListener) -> Result<()> {
     let cached: Arc<Mutex<Option<tokio_rustls::TlsAcceptor>>> = Arc::default();
     let acceptor: AcceptorFn = {
@@ -39,8 +45,41 @@ pub async fn serve(sim: Arc<Simulator>, listener: std::net::TcpListener) -> Resu
         })
     };
     let gated = GatedTlsListener::new(listener, sim.api_gate.clone(), acceptor)?;
-    let app = axum::Router::new().fallback(handle).with_state(sim);
-    axum::serve(gated, app).await?;
+    let app = router(Api {
+        store: sim.store.clone(),
+        auth: sim.api_auth.clone(),
+    });
+    axum::serve(gated, app)
+        .await
+        .context("serving the cluster API")
+}
+
+/// The install's objects as the view has them: each applied, then its status written.
+pub(crate) fn write_view(store: &Store, view: &ApiView, name: &str, domain: &str) -> Result<()> {
+    if view.bootstrap_complete {
+        objects::create_absent(
+            store,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "bootstrap", "namespace": "kube-system"},
+                "data": {"status": "complete"}}),
+            FIELD_MANAGER,
+        )?;
+    }
+    objects::create_absent(
+        store,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-console"}}),
+        FIELD_MANAGER,
+    )?;
+    let mut objs = vec![cluster_version(view), route(view, name, domain)];
+    objs.extend((0..OPERATORS.len()).map(|i| operator(view, i)));
+    for mut obj in objs {
+        let status = obj["status"].take();
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+        let applied = objects::apply(store, obj, FIELD_MANAGER)?;
+        objects::write_status(store, &applied, status, FIELD_MANAGER)?;
+    }
     Ok(())
 }
 
@@ -58,134 +97,6 @@ pub(crate) fn tls_acceptor(cert_pem: &str, key_pem: &str) -> Result<tokio_rustls
     .with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
-}
-
-fn status(code: StatusCode, reason: &str, message: &str) -> Response {
-    json_response(
-        code,
-        &(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code.as_u16()})),
-    )
-    .into_response()
-}
-
-async fn handle(
-    State(sim): State<Arc<Simulator>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let view = sim.cluster_api_view();
-    let Some(install) = view.install.clone() else {
-        return status(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailable",
-            "not installed",
-        );
-    };
-    let token = headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or_default();
-    let sha = crate::oci::digest::Digest::of(token.as_bytes());
-    if token.is_empty() || sha.hex() != install.admin_token_sha256 {
-        return status(StatusCode::UNAUTHORIZED, "Unauthorized", "Unauthorized");
-    }
-    if method != Method::GET {
-        return status(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "the lab's cluster API stand-in only reads",
-        );
-    }
-    match answer(uri.path(), &view, &install.name, &install.domain) {
-        Some(v) => json_response(StatusCode::OK, &(v)),
-        None => status(
-            StatusCode::NOT_FOUND,
-            "NotFound",
-            &format!(
-                "the server could not find the requested resource ({})",
-                uri.path()
-            ),
-        ),
-    }
-}
-
-fn answer(path: &str, view: &ApiView, name: &str, domain: &str) -> Option<Value> {
-    let path = path.trim_end_matches('/');
-    Some(match path {
-        "/version" => json!({"major": "1", "minor": "31", "gitVersion": "v1.31.6",
-            "platform": "linux/amd64", "goVersion": "go1.22.12", "compiler": "gc"}),
-        "/api" => json!({"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "0.0.0.0:6443"}]}),
-        "/apis" => json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-            group("config.openshift.io"), group("route.openshift.io")]}),
-        "/api/v1" => resources("v1", &[("configmaps", "ConfigMap", true)]),
-        "/apis/config.openshift.io/v1" => resources(
-            "config.openshift.io/v1",
-            &[
-                ("clusterversions", "ClusterVersion", false),
-                ("clusteroperators", "ClusterOperator", false),
-            ],
-        ),
-        "/apis/route.openshift.io/v1" => {
-            resources("route.openshift.io/v1", &[("routes", "Route", true)])
-        }
-        "/api/v1/namespaces/kube-system/configmaps/bootstrap" => {
-            if !view.bootstrap_complete {
-                return None;
-            }
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "bootstrap", "namespace": "kube-system"},
-                "data": {"status": "complete"}})
-        }
-        "/apis/config.openshift.io/v1/clusterversions/version" => cluster_version(view),
-        "/apis/config.openshift.io/v1/clusterversions" => list(
-            "ClusterVersionList",
-            "config.openshift.io/v1",
-            vec![cluster_version(view)],
-        ),
-        "/apis/config.openshift.io/v1/clusteroperators" => list(
-            "ClusterOperatorList",
-            "config.openshift.io/v1",
-            (0..OPERATORS.len()).map(|i| operator(view, i)).collect(),
-        ),
-        "/apis/route.openshift.io/v1/namespaces/openshift-console/routes/console" => {
-            route(view, name, domain)
-        }
-        "/apis/route.openshift.io/v1/namespaces/openshift-console/routes" => list(
-            "RouteList",
-            "route.openshift.io/v1",
-            vec![route(view, name, domain)],
-        ),
-        p => {
-            let one = p.strip_prefix("/apis/config.openshift.io/v1/clusteroperators/")?;
-            operator(view, OPERATORS.iter().position(|o| *o == one)?)
-        }
-    })
-}
-
-fn group(name: &str) -> Value {
-    let v = json!({"groupVersion": format!("{name}/v1"), "version": "v1"});
-    json!({"name": name, "versions": [v.clone()], "preferredVersion": v})
-}
-
-fn resources(group_version: &str, list: &[(&str, &str, bool)]) -> Value {
-    let resources: Vec<Value> = list
-        .iter()
-        .map(|(plural, kind, namespaced)| {
-            json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
-                "kind": kind, "verbs": ["get", "list"]})
-        })
-        .collect();
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version,
-        "resources": resources})
-}
-
-fn list(kind: &str, api_version: &str, items: Vec<Value>) -> Value {
-    json!({"kind": kind, "apiVersion": api_version, "metadata": {"resourceVersion": "1"},
-        "items": items})
 }
 
 fn condition(kind: &str, on: bool, message: &str) -> Value {
@@ -207,7 +118,11 @@ fn cluster_version(view: &ApiView) -> Value {
     json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
         "metadata": {"name": "version"},
         "spec": {"clusterID": "00000000-0000-4000-8000-000000000000"},
-        "status": {"desired": {"version": "4.18.3"}, "conditions": [
+        "status": {"desired": {"version": "4.18.3",
+                "image": "quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64"},
+            // An air-gapped cluster has no update service: no updates are known.
+            "availableUpdates": null, "observedGeneration": 1, "versionHash": "lab-4.18.3",
+            "conditions": [
             condition("Available", done, &msg),
             condition("Failing", false, ""),
             condition("Progressing", !done, &msg)]}})
@@ -221,7 +136,7 @@ fn operator(view: &ApiView, i: usize) -> Value {
         "Rolling out"
     };
     json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
-        "metadata": {"name": OPERATORS[i]},
+        "metadata": {"name": OPERATORS[i]}, "spec": {},
         "status": {"conditions": [
             condition("Available", available, msg),
             condition("Degraded", false, ""),
@@ -236,4 +151,80 @@ fn route(view: &ApiView, name: &str, domain: &str) -> Value {
         "spec": {"host": host, "to": {"kind": "Service", "name": "console"}},
         "status": {"ingress": [{"host": host, "routerName": "default",
             "conditions": [condition("Admitted", admitted, "")]}]}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lab::site::kube::ObjectRef;
+
+    fn get(store: &Store, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Value {
+        store
+            .get(&ObjectRef {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                namespace: ns.map(String::from),
+                name: name.into(),
+            })
+            .unwrap_or_else(|e| panic!("{kind} {name}: {}", e.message))
+    }
+
+    /// Each stage of the install is written as valid objects (the CRDs' schemas accept them),
+    /// and the next stage's status replaces the last.
+    #[test]
+    fn the_install_progress_is_written_as_valid_objects() {
+        let store = Store::lab_cluster().unwrap();
+        crate::lab::site::olm::seed(&store).unwrap();
+        let mut view = ApiView {
+            bootstrap_complete: true,
+            operators_available: 2,
+            installed: false,
+            install: None,
+        };
+        write_view(&store, &view, "lab", "example.com").unwrap();
+        let cm = get(&store, "v1", "ConfigMap", Some("kube-system"), "bootstrap");
+        assert_eq!(cm["data"]["status"], "complete");
+        let console = get(
+            &store,
+            "config.openshift.io/v1",
+            "ClusterOperator",
+            None,
+            "console",
+        );
+        assert!(
+            console["status"]["conditions"]
+                .to_string()
+                .contains("Rolling out"),
+            "{console}"
+        );
+        view.operators_available = OPERATORS.len();
+        view.installed = true;
+        write_view(&store, &view, "lab", "example.com").unwrap();
+        let cv = get(
+            &store,
+            "config.openshift.io/v1",
+            "ClusterVersion",
+            None,
+            "version",
+        );
+        let available = cv["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Available")
+            .cloned()
+            .unwrap();
+        assert_eq!(available["status"], "True", "{cv}");
+        let route = get(
+            &store,
+            "route.openshift.io/v1",
+            "Route",
+            Some("openshift-console"),
+            "console",
+        );
+        assert_eq!(
+            route["spec"]["host"],
+            "console-openshift-console.apps.lab.example.com"
+        );
+    }
 }

@@ -250,7 +250,7 @@ mod tests {
     fn hosts_start_when_installed_or_all_with_hosts_up() {
         let nodes = names(&["master-0", "master-1", "master-2"]);
         let none = BTreeSet::new();
-        let sim = super::super::simulator::Simulator::new(Default::default());
+        let sim = super::super::simulator::Simulator::new(Default::default()).unwrap();
         assert!(sim.installed().is_empty());
         assert!(to_start(&nodes, false, &sim.installed(), &none).is_empty());
         let installed = names(&["master-1"]);

@@ -139,13 +139,25 @@ pub struct Simulator {
     state: Mutex<State>,
     pub(crate) rendezvous_gate: Gate,
     pub(crate) api_gate: Gate,
+    /// The cluster's objects, as its Kubernetes API serves them ([`super::cluster_api`]):
+    /// the lab cluster's CRDs and OLM seed, the install's progress, and whatever clients and
+    /// the lab's controllers (OLM, Argo CD) write.
+    pub(crate) store: crate::lab::site::kube::Store,
+    /// The cluster API's tokens: the installer's admin token once the ISO is read.
+    pub(crate) api_auth: crate::lab::site::kube::http::Auth,
+    /// The install's progress as last written into the store.
+    reflected: Mutex<Option<(bool, usize, bool)>>,
     http: reqwest::Client,
 }
 
 impl Simulator {
-    /// A site with no node booted yet.
-    pub fn new(config: SimulatorConfig) -> Self {
-        Simulator {
+    /// A site with no node booted yet; its cluster holds what a fresh lab cluster holds
+    /// (fails only if the lab's own CRDs or catalog seed do not load).
+    pub fn new(config: SimulatorConfig) -> Result<Self> {
+        let store = crate::lab::site::kube::Store::lab_cluster()
+            .map_err(|e| anyhow::anyhow!("the lab cluster's CRDs: {}", e.message))?;
+        crate::lab::site::olm::seed(&store)?;
+        Ok(Simulator {
             config,
             state: Mutex::new(State {
                 install: None,
@@ -159,8 +171,16 @@ impl Simulator {
             }),
             rendezvous_gate: Gate::default(),
             api_gate: Gate::default(),
+            store,
+            api_auth: Default::default(),
+            reflected: Mutex::new(None),
             http: reqwest::Client::new(),
-        }
+        })
+    }
+
+    /// The cluster's objects (the lab's controllers run on them).
+    pub fn store(&self) -> crate::lab::site::kube::Store {
+        self.store.clone()
     }
 
     /// Serves the rendezvous stand-in on `rendezvous` and the cluster API stand-in on
@@ -272,11 +292,47 @@ impl Simulator {
         });
     }
 
-    /// One step of the install.
+    /// One step of the install. The store has the step's progress before the cluster API
+    /// first answers.
     pub fn step(&self) {
-        let mut st = self.lock();
+        let api_up = self.step_locked(&mut self.lock());
+        self.reflect();
+        if api_up {
+            self.rendezvous_gate.set(false);
+            self.api_gate.set(true);
+        }
+    }
+
+    /// Writes the install's progress into the store when it changed since the last write, and
+    /// lets the installer's admin token in.
+    fn reflect(&self) {
+        let view = self.cluster_api_view();
+        let Some(install) = view.install.clone() else {
+            return;
+        };
+        self.api_auth.add_token(
+            &install.admin_token_sha256,
+            crate::lab::site::kube::rbac::ADMIN,
+        );
+        let now = (
+            view.bootstrap_complete,
+            view.operators_available,
+            view.installed,
+        );
+        let mut last = self.reflected.lock().unwrap_or_else(|e| e.into_inner());
+        if *last == Some(now) {
+            return;
+        }
+        match super::cluster_api::write_view(&self.store, &view, &install.name, &install.domain) {
+            Ok(()) => *last = Some(now),
+            Err(e) => tracing::warn!("simulated cluster: recording the install's progress: {e:#}"),
+        }
+    }
+
+    /// Advances the state; whether the cluster API comes up with this step.
+    fn step_locked(&self, st: &mut State) -> bool {
         let before = (st.status.clone(), format!("{:?}", st.phase));
-        self.advance(&mut st);
+        let api_up = advance(st);
         if before != (st.status.clone(), format!("{:?}", st.phase)) {
             tracing::info!(
                 "simulated cluster: {} ({:?}), hosts {}",
@@ -289,22 +345,27 @@ impl Simulator {
                     .join(" ")
             );
         }
+        api_up
     }
+}
 
-    fn advance(&self, st: &mut State) {
-        match st.phase {
-            Phase::Discovering => discover(st),
-            Phase::Installing => {
-                if install_step(st) {
-                    st.phase = Phase::Rebooted(0);
-                    self.rendezvous_gate.set(false);
-                    self.api_gate.set(true);
-                }
+/// One step of the state machine; whether node 0 rebooted into the cluster with it (the
+/// rendezvous API goes away and the cluster API comes up).
+fn advance(st: &mut State) -> bool {
+    match st.phase {
+        Phase::Discovering => discover(st),
+        Phase::Installing => {
+            if install_step(st) {
+                st.phase = Phase::Rebooted(0);
+                return true;
             }
-            Phase::Rebooted(n) => st.phase = Phase::Rebooted(n.saturating_add(1)),
         }
+        Phase::Rebooted(n) => st.phase = Phase::Rebooted(n.saturating_add(1)),
     }
+    false
+}
 
+impl Simulator {
     /// The cluster as `GET /v2/clusters/{id}` answers it.
     pub fn cluster(&self) -> Cluster {
         let st = self.lock();
@@ -678,7 +739,7 @@ mod tests {
     /// boot the ISO: nothing is fetched and no host registers.
     #[tokio::test]
     async fn only_a_node_booting_the_inserted_iso_registers() {
-        let sim = Simulator::new(SimulatorConfig::default());
+        let sim = Simulator::new(SimulatorConfig::default()).unwrap();
         let url = Some("http://127.0.0.1:1/agent.x86_64.iso".to_string());
         for (powered_on, media, boot_cd) in [
             (false, url.clone(), true),

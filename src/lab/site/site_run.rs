@@ -133,7 +133,7 @@ pub async fn hand_over(
     config: super::simulator::SimulatorConfig,
     record: Option<SiteRecord>,
 ) -> Result<()> {
-    let sim = std::sync::Arc::new(super::simulator::Simulator::new(config));
+    let sim = std::sync::Arc::new(super::simulator::Simulator::new(config)?);
     let feed = {
         let sim = sim.clone();
         async move {
