@@ -747,7 +747,7 @@ mod tests {
         let files = read_config_dir(layers, "/configs").unwrap();
         assert_eq!(files, built.files);
         let catalog = Catalog::parse(&files).unwrap();
-        assert_eq!(catalog.packages.len(), 6);
+        assert_eq!(catalog.packages.len(), 7);
         let op = Operator {
             catalog: format!("{HOST}/{CATALOG_REPO}:{CATALOG_TAG}"),
             packages: vec![package("gpu-operator-certified", Some("stable"))],

@@ -62,7 +62,8 @@ mod tests {
             ["openshift-gitops-operator.v1.15.1"]
         );
         assert_eq!(names["rhods-operator"], ["rhods-operator.2.17.0"]);
-        assert_eq!(names.len(), 6);
+        assert!(names.contains_key("nvidia-network-operator"), "{names:?}");
+        assert_eq!(names.len(), 7);
 
         let model = &isc.mirror.additional_images[0].name;
         assert_eq!(
