@@ -1,6 +1,6 @@
 //! The lab mirror rehearsal: the air-gap journey in miniature, on one machine. It starts a local
 //! source registry, seeds it with `bootstrap lab seed` (4.18 release payloads and their update
-//! graph, an operator catalog of six real packages, a modelcar; see docs/lab.md), mirrors
+//! graph, an operator catalog of seven real packages, a modelcar; see docs/lab.md), mirrors
 //! `mirrorsets/lab.yaml` to disk with `bootstrap mirror` (releases from the graph, the catalog
 //! filtered and rebuilt), verifies the disk mirror, pushes it on to a second local registry (as
 //! on the far side of the air gap) with its cluster resources, verifies that registry against
@@ -129,6 +129,107 @@ impl Drop for LabSite {
     }
 }
 
+/// The hand-off, as the engineer does it once prep's findings are dealt with: the site's GitOps
+/// repository written by `bootstrap gitops init` and pushed with real `git` to the lab's Git
+/// server (HTTPS, verified against the CA lab up wrote into the inventory, the password from
+/// its reference through GIT_ASKPASS), then `bootstrap gitops handoff` with the installer's
+/// admin kubeconfig: OpenShift GitOps from the mirrored catalog, the root Application, and every
+/// child Synced and Healthy, shown by real `kubectl`. (The install's handoff stage runs the same
+/// code after a clean prep; the lab's planted prep findings stop the pipeline before it.)
+fn handoff(
+    bin: &str,
+    inventory: &std::path::Path,
+    work: &std::path::Path,
+    run_dir: &std::path::Path,
+) {
+    let s = |v: &str| v.to_string();
+    // The mirror's cluster resources go beside the record the inventory names.
+    support::run::copy_dir(
+        &work.join("cluster-resources"),
+        &inventory.join("cluster-resources"),
+    );
+    let repo = work.join("gitops");
+    run(
+        bin,
+        &[
+            s("gitops"),
+            s("init"),
+            repo.display().to_string(),
+            s("--inventory"),
+            inventory.display().to_string(),
+        ],
+    );
+    run(
+        bin,
+        &[
+            s("gitops"),
+            s("check"),
+            repo.display().to_string(),
+            s("--inventory"),
+            inventory.display().to_string(),
+        ],
+    );
+    let askpass = work.join("git-askpass.sh");
+    fs_err::write(&askpass, "#!/bin/sh\ncase \"$1\" in Username*) echo lab;; *) cat \"$LAB_GIT_PASSWORD_FILE\";; esac\n")
+        .expect("writing the askpass helper");
+    Command::new("chmod")
+        .arg("755")
+        .arg(&askpass)
+        .status()
+        .expect("chmod");
+    let git = |args: &[&str]| {
+        let st = Command::new("git")
+            .current_dir(&repo)
+            .args([
+                "-c",
+                "user.name=delivery-engineer",
+                "-c",
+                "user.email=engineer@lab",
+            ])
+            .args(args)
+            .env("GIT_SSL_CAINFO", inventory.join("secrets/git-ca.pem"))
+            .env("GIT_ASKPASS", &askpass)
+            .env(
+                "LAB_GIT_PASSWORD_FILE",
+                inventory.join("secrets/git-password"),
+            )
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .status()
+            .expect("running git");
+        assert!(st.success(), "git {args:?} failed");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&[
+        "commit",
+        "-q",
+        "-m",
+        "the site's GitOps repository, as bootstrap gitops init wrote it",
+    ]);
+    git(&["push", "-q", "https://192.168.111.1:8443/site.git", "main"]);
+    let kubeconfig = run_dir.join("iso/work/auth/kubeconfig");
+    run(
+        bin,
+        &[
+            s("gitops"),
+            s("handoff"),
+            s("--inventory"),
+            inventory.display().to_string(),
+            s("--kubeconfig"),
+            kubeconfig.display().to_string(),
+            s("--out"),
+            run_dir.join("handoff").display().to_string(),
+        ],
+    );
+    let st = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["get", "applications", "-A"])
+        .status()
+        .expect("running kubectl");
+    assert!(st.success(), "kubectl get applications -A failed");
+}
+
 fn main() {
     let bin = std::env::var("BOOTSTRAP_BIN").unwrap_or_else(|_| "target/release/bootstrap".into());
     let work = std::env::var("LAB_DIR")
@@ -251,6 +352,7 @@ fn main() {
         &[1],
     );
     check_prep(&bin, &inventory, &run_dir);
+    handoff(&bin, &inventory, &work, &run_dir);
     run(
         &bin,
         &[
@@ -270,7 +372,7 @@ fn main() {
         ],
     );
     eprintln!(
-        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through prep (three nodes booted over Redfish, the simulated install watched to the end, each node's hardware checked over SSH and the shipped playbooks run) in {}; records and cluster-resources/ in {}",
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through prep (three nodes booted over Redfish, the simulated install watched to the end, each node's hardware checked over SSH and the shipped playbooks run) and the hand-off to Argo CD (root and every child Application Synced and Healthy) in {}; records and cluster-resources/ in {}",
         disk,
         site.host(),
         run_dir.display(),

@@ -86,6 +86,71 @@ pub struct SiteRecord {
     /// How the site process simulates the install.
     #[serde(default)]
     pub simulation: Simulation,
+    /// The lab's Git server, when the inventory's `gitops.repository.url` is an HTTPS URL on
+    /// the lab gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSite>,
+}
+
+/// The lab's Git server (`git http-backend` over HTTPS, [`git_server`]), run by the site
+/// process: the site's GitOps repository the hand-off points Argo CD at.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSite {
+    /// Where it listens (the gateway address and the URL's port).
+    pub listen: SocketAddr,
+    /// The repository's name (`site` for `.../site.git`), created empty at start.
+    pub repository: String,
+    /// The HTTPS user.
+    pub user: String,
+    /// Its certificate (for the gateway address), signed by the lab CA.
+    pub tls: TlsFiles,
+    /// The bare repositories.
+    pub root: PathBuf,
+}
+
+/// The lab Git server for `inv`'s `gitops.repository` when the lab can serve it: an `https://`
+/// URL whose host is the lab gateway and whose path is one repository.
+fn plan_git(state: &Path, inv: &Inventory) -> Result<Option<GitSite>> {
+    let Some(repo) = inv.site.gitops.as_ref().map(|g| &g.repository) else {
+        return Ok(None);
+    };
+    let Ok(url) = reqwest::Url::parse(&repo.url) else {
+        return Ok(None);
+    };
+    let gateway: std::net::IpAddr = inv.site.networks.gateway.parse()?;
+    let host_is_gateway = url
+        .host_str()
+        .and_then(|h| h.trim_matches(['[', ']']).parse::<std::net::IpAddr>().ok())
+        == Some(gateway);
+    if url.scheme() != "https" || !host_is_gateway {
+        tracing::info!(
+            "gitops.repository.url {} is not https on the lab gateway {gateway}: the lab serves no Git repository",
+            repo.url
+        );
+        return Ok(None);
+    }
+    let name = url
+        .path()
+        .trim_matches('/')
+        .trim_end_matches(".git")
+        .to_string();
+    if name.is_empty() {
+        bail!(
+            "site.yaml gitops.repository.url {}: no repository in the path; use https://{gateway}:PORT/NAME.git",
+            repo.url
+        );
+    }
+    Ok(Some(GitSite {
+        listen: SocketAddr::new(gateway, url.port().unwrap_or(443)),
+        repository: name,
+        user: repo.username.clone().unwrap_or_else(|| "lab".into()),
+        tls: TlsFiles {
+            cert: state.join("pki/git-server.crt"),
+            key: state.join("pki/git-server.key"),
+        },
+        root: state.join("git"),
+    }))
 }
 
 /// How the simulated nodes install (`lab up --step`, `--inject-validation-failure`).
@@ -327,6 +392,7 @@ fn plan(state: &Path, id: &str, inv: &Inventory, ca: &Path) -> Result<SiteRecord
             cluster_api: SocketAddr::new(api_vip, CLUSTER_API_PORT),
         },
         simulation: Simulation::default(),
+        git: plan_git(state, inv)?,
     })
 }
 
@@ -334,20 +400,35 @@ fn plan(state: &Path, id: &str, inv: &Inventory, ca: &Path) -> Result<SiteRecord
 /// wrote before (its marker in the state dir); refuses a file lab up did not write.
 fn write_inventory_ca(state: &Path, inv: &Inventory, ca: &pki::LabCa) -> Result<()> {
     let mut files: Vec<(String, PathBuf)> = Vec::new();
+    let mut add = |what: String, path: PathBuf| {
+        if !files.iter().any(|(_, p)| *p == path) {
+            files.push((what, path));
+        }
+    };
     for n in &inv.nodes.nodes {
         if let Some(f) = &n.bmc.ca {
-            let path = inv.resolve(&f.file);
-            if !files.iter().any(|(_, p)| *p == path) {
-                files.push((n.hostname.clone(), path));
-            }
+            add(
+                format!("node {}'s bmc.ca", n.hostname),
+                inv.resolve(&f.file),
+            );
         }
     }
+    // The lab Git server's certificate is signed by the same CA.
+    if let Some(f) = inv
+        .site
+        .gitops
+        .as_ref()
+        .and_then(|g| g.repository.ca.as_ref())
+    {
+        add("gitops.repository.ca".into(), inv.resolve(&f.file));
+    }
     let mut written = Vec::new();
-    for (node, path) in files {
+    for (what, path) in files {
         if path.exists() {
             bail!(
-                "node {node}'s bmc.ca {} exists and was not written by lab up: the lab signs its BMC certificates with a new CA on every lab up and cannot use that one; remove the file (lab up writes the lab CA there) or point bmc.ca elsewhere",
-                path.display()
+                "{what} {} exists and was not written by lab up: the lab signs its BMC and Git server certificates with a new CA on every lab up and cannot use that one; remove the file (lab up writes the lab CA there) or point {} elsewhere",
+                path.display(),
+                what.rsplit(' ').next().unwrap_or_default()
             );
         }
         if let Some(parent) = path.parent() {
@@ -383,6 +464,11 @@ async fn start(
     record.write()?;
     bmc::wait_ready(&record.emulators, &ca.pem.cert, READY_TIMEOUT).await?;
     write_cluster_api_cert(record, inv, ca)?;
+    if let Some(git) = &record.git {
+        let pem = ca.server(&[git.listen.ip()], &[])?;
+        crate::fs::write_atomic(&git.tls.cert, pem.cert.as_bytes())?;
+        crate::fs::write_atomic_mode(&git.tls.key, pem.key.as_bytes(), 0o600)?;
+    }
     record.site.pid = Some(spawn_site(record, bootstrap)?);
     record.write()?;
     wait_site(record).await?;

@@ -3,6 +3,9 @@
 //! cluster API listener (`<apiVIP>:6443`) inside the rendezvous host's namespace, announces
 //! itself in `STATE/site-run.json`, and runs the BMC watcher, whose observations it records
 //! (`STATE/observations.json`, and one log line per change) and hands over to the simulator.
+//! It also runs the cluster's controllers (the OLM and Argo CD imitations, on the simulated
+//! cluster's store) and, when the inventory's GitOps repository is on the lab gateway, the
+//! lab's Git server (`STATE/git`).
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,9 @@ pub struct Listeners {
     /// `<apiVIP>:6443`: the cluster's API.
     pub cluster_api: TcpListener,
 }
+
+/// The registry the lab catalog's bundle images name (the lab OLM never pulls them).
+const LAB_CATALOG_REGISTRY: &str = "registry.lab.example.com:8443";
 
 /// `STATE/site-run.json`: the site process is up and listening.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -52,6 +58,11 @@ pub async fn run(state: &Path) -> Result<()> {
     };
     listeners.rendezvous.set_nonblocking(true)?;
     listeners.cluster_api.set_nonblocking(true)?;
+    // Before the site says it is ready: lab up's callers may push at once.
+    let _git = match &record.git {
+        Some(git) => Some(start_git(&record, git).await?),
+        None => None,
+    };
     let ready = Ready {
         pid: std::process::id(),
         rendezvous: listeners.rendezvous.local_addr()?,
@@ -75,6 +86,46 @@ pub async fn run(state: &Path) -> Result<()> {
     ));
     let config = record.simulation.config();
     hand_over(listeners, out_rx, config, Some(record)).await
+}
+
+/// Starts the lab's Git server with the site's (empty) repository; the password is the
+/// inventory's `gitops.repository.password`.
+async fn start_git(
+    record: &SiteRecord,
+    git: &super::GitSite,
+) -> Result<super::git_server::GitServer> {
+    let inv = inventory::load(&record.inventory)?;
+    let repo = inv
+        .site
+        .gitops
+        .as_ref()
+        .map(|g| &g.repository)
+        .context("site.yaml gitops.repository is gone since lab up")?;
+    let pw_ref = repo.password.as_ref().context(
+        "site.yaml gitops.repository.password is not set: the lab's Git server needs one for its user",
+    )?;
+    let password = inventory::secret_text(
+        &inv,
+        "gitops.repository.password",
+        pw_ref,
+        "the repository password",
+    )?;
+    let tls = super::git_server::GitTls {
+        chain_pem: fs_err::read_to_string(&git.tls.cert)?,
+        key_pem: fs_err::read_to_string(&git.tls.key)?,
+        ca_pem: fs_err::read_to_string(&record.ca)?,
+    };
+    let server = super::git_server::GitServer::start(
+        &git.root,
+        git.listen,
+        &git.user,
+        crate::secret::Secret::new(password.trim().to_string()),
+        tls,
+    )
+    .await?;
+    let url = server.create_repo(&git.repository)?;
+    tracing::info!("lab Git server: {url} (user {})", git.user);
+    Ok(server)
 }
 
 /// Every node's BMC with its credentials, as the watcher reads it.
@@ -151,6 +202,22 @@ pub async fn hand_over(
             }
         }
     };
+    // The cluster's controllers: OLM and the Argo CD application controller, on its store.
+    if let Some(record) = &record {
+        let olm = super::olm::OlmConfig::lab(LAB_CATALOG_REGISTRY)?;
+        tokio::spawn(super::olm::run(sim.store(), olm));
+        let argo = super::argocd::ArgoConfig {
+            work_dir: record.state_dir.join("argocd"),
+            kubectl: std::path::PathBuf::from("kubectl"),
+            resync: std::time::Duration::from_secs(3),
+        };
+        let store = sim.store();
+        tokio::spawn(async move {
+            if let Err(e) = super::argocd::run(store, argo).await {
+                tracing::error!("the Argo CD imitation stopped: {e:#}");
+            }
+        });
+    }
     let hosts = {
         let sim = sim.clone();
         async move {
