@@ -22,6 +22,7 @@ mod install;
 mod install_lab;
 mod installer_parity;
 mod inventory;
+mod kube_api;
 mod lab_hosts;
 mod lab_seed;
 mod lab_site;

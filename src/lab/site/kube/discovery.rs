@@ -1,6 +1,9 @@
 //! Discovery as kubectl reads it: `/version`, `/api`, `/apis` and each group version's
 //! resource list (kinds, verbs, namespaced, short names, categories), built from the kinds the
 //! store serves. Aggregated discovery is not offered: kubectl falls back to these documents.
+//! OpenAPI v3 is published only as far as kubectl reads it before `apply --server-side`: the
+//! index and, per group version, each kind's PATCH operation and its query parameters (no
+//! schemas: validation is the server's, `fieldValidation=Strict`).
 
 use super::kinds::KindInfo;
 use serde_json::{json, Value};
@@ -85,4 +88,74 @@ pub fn resources(kinds: &[KindInfo], group: &str, version: &str) -> Option<Value
     Some(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": list}),
     )
+}
+
+/// The group versions the store serves, as OpenAPI v3 paths (`api/v1`, `apis/GROUP/VERSION`).
+fn openapi_paths(kinds: &[KindInfo]) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    for k in kinds {
+        for v in &k.versions {
+            let path = if k.group.is_empty() {
+                format!("api/{v}")
+            } else {
+                format!("apis/{}/{v}", k.group)
+            };
+            if !out.iter().any(|(p, _, _)| *p == path) {
+                out.push((path, k.group.clone(), v.clone()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `/openapi/v3`: the index of group-version documents, as kubectl reads it before a
+/// server-side apply to learn whether the server validates fields itself.
+pub fn openapi_index(kinds: &[KindInfo]) -> Value {
+    let paths: serde_json::Map<String, Value> = openapi_paths(kinds)
+        .into_iter()
+        .map(|(p, _, _)| {
+            let url = format!("/openapi/v3/{p}");
+            (p, json!({"serverRelativeURL": url}))
+        })
+        .collect();
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1`, `/openapi/v3/apis/GROUP/VERSION`: each kind's PATCH operation with
+/// its group-version-kind and the query parameters the store honours (`fieldValidation`,
+/// `fieldManager`, `force`, `dryRun`). Schemas are not published: the store validates
+/// server-side, so kubectl sends `fieldValidation` instead of validating itself.
+pub fn openapi_document(kinds: &[KindInfo], path: &str) -> Option<Value> {
+    let (_, group, version) = openapi_paths(kinds)
+        .into_iter()
+        .find(|(p, _, _)| p == path)?;
+    let params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation", "force"]
+        .iter()
+        .map(|n| json!({"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": true}}))
+        .collect();
+    let mut paths = serde_json::Map::new();
+    for k in kinds
+        .iter()
+        .filter(|k| k.group == group && k.versions.contains(&version))
+    {
+        let scope = if k.namespaced {
+            "namespaces/{namespace}/"
+        } else {
+            ""
+        };
+        let p = format!("/{path}/{scope}{}/{{name}}", k.plural);
+        paths.insert(
+            p,
+            json!({"patch": {
+                "operationId": format!("patch{}", k.kind),
+                "parameters": params,
+                "x-kubernetes-action": "patch",
+                "x-kubernetes-group-version-kind": {"group": k.group, "version": version, "kind": k.kind},
+                "responses": {"200": {"description": "OK"}}}}),
+        );
+    }
+    Some(json!({"openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.31.6"},
+        "paths": paths, "components": {"schemas": {}}}))
 }

@@ -94,6 +94,10 @@ pub fn respond(
         "/api" => Some(discovery::core_versions()),
         "/apis" => Some(discovery::groups(&kinds)),
         "/api/v1" => discovery::resources(&kinds, "", "v1"),
+        "/openapi/v3" => Some(discovery::openapi_index(&kinds)),
+        p if p.starts_with("/openapi/v3/") => {
+            discovery::openapi_document(&kinds, &p["/openapi/v3/".len()..])
+        }
         p => p
             .strip_prefix("/apis/")
             .and_then(|gv| gv.split_once('/'))

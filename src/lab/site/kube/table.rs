@@ -9,10 +9,11 @@ use serde_json::{json, Value};
 pub fn table(kind: &KindInfo, objects: &[Value], revision: u64) -> Value {
     let name_col = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
     let mut columns = vec![name_col];
-    if kind.printer_columns.is_empty() {
+    let printer = printer_columns(kind);
+    if printer.is_empty() {
         columns.push(json!({"name": "Age", "type": "date", "format": "", "description": "CreationTimestamp", "priority": 0}));
     } else {
-        for c in &kind.printer_columns {
+        for c in &printer {
             columns.push(json!({"name": c["name"], "type": c["type"], "format": c.get("format").cloned().unwrap_or(json!("")),
                 "description": c.get("description").cloned().unwrap_or(json!("")), "priority": c.get("priority").cloned().unwrap_or(json!(0))}));
         }
@@ -24,10 +25,11 @@ pub fn table(kind: &KindInfo, objects: &[Value], revision: u64) -> Value {
 
 fn row(kind: &KindInfo, obj: &Value) -> Value {
     let mut cells = vec![obj["metadata"]["name"].clone()];
-    if kind.printer_columns.is_empty() {
+    let printer = printer_columns(kind);
+    if printer.is_empty() {
         cells.push(json!(age(obj["metadata"]["creationTimestamp"].as_str())));
     } else {
-        for c in &kind.printer_columns {
+        for c in &printer {
             let found = json_path(obj, c["jsonPath"].as_str().unwrap_or_default());
             let cell = match (c["type"].as_str(), found.first()) {
                 (_, None) => Value::Null,
@@ -44,6 +46,21 @@ fn row(kind: &KindInfo, obj: &Value) -> Value {
     }
     let meta = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]});
     json!({"cells": cells, "object": meta})
+}
+
+/// A CRD kind's additionalPrinterColumns; for the built-in kinds whose columns the API server
+/// prints beyond NAME and AGE and that a JSONPath can express, those (Namespace: STATUS).
+fn printer_columns(kind: &KindInfo) -> Vec<Value> {
+    if !kind.printer_columns.is_empty() {
+        return kind.printer_columns.clone();
+    }
+    match (kind.group.as_str(), kind.kind.as_str()) {
+        ("", "Namespace") => vec![
+            json!({"name": "Status", "type": "string", "description": "The status of the namespace", "jsonPath": ".status.phase"}),
+            json!({"name": "Age", "type": "date", "description": "CreationTimestamp", "jsonPath": ".metadata.creationTimestamp"}),
+        ],
+        _ => Vec::new(),
+    }
 }
 
 fn scalar(v: &Value) -> String {
