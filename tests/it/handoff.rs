@@ -374,3 +374,84 @@ fn day_two_a_pushed_change_reaches_the_cluster_through_argo_cd() {
         .map(|m| m["manager"].clone());
     assert_eq!(writer, Some(Value::from("argocd-controller")), "{obj}");
 }
+
+/// The install pipeline's handoff stage (`bootstrap install --from handoff`, the stages before
+/// it recorded done, the installer's kubeconfig where the iso stage leaves it): it runs the
+/// hand-off to its end, records its outputs, and the password is nowhere in state.json, the
+/// stage's log, applied.json, handoff.json or the output; `install status` shows it done.
+#[test]
+fn the_install_pipelines_handoff_stage_runs_it_and_keeps_the_password_out_of_state() {
+    let lab = GitopsLab::start();
+    let run = lab.dir.join("run");
+    fs_err::create_dir_all(run.join("iso/work/auth")).unwrap();
+    fs_err::copy(&lab.kubeconfig, run.join("iso/work/auth/kubeconfig")).unwrap();
+    let done: Vec<Value> = ["validate", "render", "tools", "iso", "boot", "wait", "prep"]
+        .iter()
+        .map(|s| serde_json::json!({"stage": s, "status": "done", "detail": "done in an earlier run"}))
+        .collect();
+    let state = serde_json::json!({"version": 1, "inventory": lab.inventory.display().to_string(), "stages": done});
+    fs_err::write(run.join("state.json"), state.to_string()).unwrap();
+    let install = |extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            "--inventory",
+            lab.inventory.to_str().unwrap(),
+            "--run",
+            run.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        lab.with_runtime(|| {
+            crate::support::run::command(&args)
+                .env("NO_COLOR", "1")
+                .output()
+                .unwrap()
+        })
+    };
+    let o = install(&["--from", "handoff"]);
+    ok(&o);
+    let state: Value =
+        serde_json::from_str(&fs_err::read_to_string(run.join("state.json")).unwrap()).unwrap();
+    let rec = state["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "handoff")
+        .unwrap()
+        .clone();
+    assert_eq!(rec["status"], "done", "{rec}");
+    assert!(
+        rec["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Synced and Healthy"),
+        "{rec}"
+    );
+    assert!(
+        rec["outputs"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.ends_with("applied.json")),
+        "{rec}"
+    );
+    assert_no_password(&lab, &o, &run.join("handoff"));
+    let pw = lab.password.as_str();
+    for file in ["state.json", "logs/handoff.log"] {
+        let text = fs_err::read_to_string(run.join(file)).unwrap();
+        assert!(!text.contains(pw), "the password is in {file}");
+    }
+    let status = ok(&crate::support::run::bootstrap(&[
+        "install",
+        "status",
+        "--run",
+        run.to_str().unwrap(),
+    ]));
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("handoff"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("done") && line.contains("Synced and Healthy"),
+        "{status}"
+    );
+}

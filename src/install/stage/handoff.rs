@@ -133,6 +133,7 @@ impl StageWork for HandoffStage {
             log.line(&line)?;
         }
         let report = result?;
+        fs_err::create_dir_all(out)?;
         write_json(&out.join(APPLIED_FILE), &report.applied)?;
         write_json(&out.join(REPORT_FILE), &report)?;
         Ok(format!(
