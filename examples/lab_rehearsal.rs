@@ -7,11 +7,14 @@
 //! the record, then brings up the lab site (`bootstrap lab up`: a sushy-tools Redfish BMC per
 //! node, two over TLS verified against the lab CA with Basic auth, one plain; a network
 //! namespace per node; the rendezvous and cluster API stand-ins) and runs `bootstrap install`
-//! with the lab inventory pointed at that registry through the wait stage (the release's own
+//! with the lab inventory pointed at that registry through prep (the release's own
 //! openshift-install and oc, lab stand-ins, extracted and pinned; the agent ISO built and served;
 //! every node booted over Redfish; the simulated install watched to the end; host prep over SSH
-//! on the lab's sshd hosts, which reports the seven GPUs and the irdma the lab plants), prints the stage
-//! table and the lab's status (each BMC's reset count), and takes the lab site down. The site
+//! on the lab's sshd hosts, which reports the seven GPUs and the irdma the lab plants), then the
+//! hand-off (the site's GitOps repository from `bootstrap gitops init`, checked, pushed with real
+//! git to the lab's Git server, and `bootstrap gitops handoff` until the root and every child
+//! Application are Synced and Healthy), prints the stage table and the lab's status (each BMC's
+//! reset count), and takes the lab site down. The site
 //! registry speaks TLS with its own CA and Basic auth, as a site's does. Everything listens on
 //! 127.0.0.1 or in the lab's namespaces and stops at exit.
 //!

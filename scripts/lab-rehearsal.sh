@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A lab mirror rehearsal on a fresh machine: installs what it needs, builds bootstrap, starts two
+# The lab rehearsal on a fresh machine: installs what it needs, builds bootstrap, starts two
 # local registries, seeds one with generated images, mirrors to disk, then on to the other, and
-# verifies both. Leaves the archive and records in .lab/ for inspection.
+# verifies both; then brings up the lab site, installs through host prep, and hands the cluster
+# to Argo CD (examples/lab_rehearsal.rs). Leaves the archive, records and run in .lab/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

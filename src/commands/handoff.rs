@@ -13,7 +13,8 @@ use crate::output::NodeLines;
 use anyhow::{anyhow, Context, Result};
 use std::fmt;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Runs `bootstrap gitops handoff`.
 pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode> {
@@ -33,6 +34,11 @@ pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode>
         kubeconfig: args.kubeconfig.clone(),
         api_address: None,
         timeout: args.timeout.unwrap_or_else(|| g.wait_timeout()),
+        timeout_from: if args.timeout.is_some() {
+            "--timeout"
+        } else {
+            "gitops.waitTimeout"
+        },
         poll: std::time::Duration::from_millis(args.poll_ms.unwrap_or(2000)),
     };
     let mut names = vec!["step".to_string(), h.root_name()];
@@ -42,13 +48,27 @@ pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode>
         Event::Step { step, message } => lines.set("step", format!("{step}: {message}")),
         Event::App { name, message } => lines.set(&name, message),
     };
-    let cancel = AtomicBool::new(false);
+    // Ctrl-C stops the hand-off at its next wait with a message; a rerun continues it.
+    let cancel = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.store(true, Ordering::SeqCst);
+            }
+        })
+    };
     let result = handoff::run(&h, &opts, &cancel, &on).await;
+    watcher.abort();
     lines.finish();
     let report = match result {
         Ok(r) => r,
         Err(e) => {
             printer.error(format_args!("{e:#}"));
+            if cancel.load(Ordering::SeqCst) {
+                printer.note("interrupted: rerun the same command to continue\n");
+                return Ok(ExitCode::from(130));
+            }
             return Ok(ExitCode::from(1));
         }
     };

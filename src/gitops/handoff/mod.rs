@@ -83,6 +83,9 @@ pub struct Options {
     pub api_address: Option<SocketAddr>,
     /// The limit on all the waits together (`gitops.waitTimeout`).
     pub timeout: Duration,
+    /// Where the limit was set, for the message when it is reached (`gitops.waitTimeout`,
+    /// `--timeout`).
+    pub timeout_from: &'static str,
     /// How often a wait asks again.
     pub poll: Duration,
 }
@@ -314,8 +317,9 @@ impl Run<'_> {
             }
             if Instant::now() >= self.deadline {
                 bail!(
-                    "gave up after {} (gitops.waitTimeout) waiting for {what}: {last}",
-                    crate::output::human_duration(self.opts.timeout)
+                    "gave up after {} ({}) waiting for {what}: {last}",
+                    crate::output::human_duration(self.opts.timeout),
+                    self.opts.timeout_from
                 );
             }
             tokio::time::sleep(self.opts.poll).await;

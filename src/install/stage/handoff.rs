@@ -110,6 +110,7 @@ impl StageWork for HandoffStage {
             kubeconfig,
             api_address: None,
             timeout: g.wait_timeout(),
+            timeout_from: "gitops.waitTimeout",
             poll: Duration::from_secs(2),
         };
         let mut names = vec!["step".to_string(), h.root_name()];

@@ -1,6 +1,6 @@
-//! The lab's Git server: what the site's GitOps repository lives on, so the hand-off and the
-//! Argo CD imitation clone and push over HTTPS exactly as they would against a site's Git
-//! server. It is the real `git http-backend` (smart HTTP, protocol v2, pushes) run as a CGI
+//! The lab's Git server: what the site's GitOps repository lives on, so the engineer's `git
+//! push` and the Argo CD imitation's fetches go over HTTPS exactly as they would against a
+//! site's Git server (the hand-off itself never talks to Git: it points Argo CD at it). It is the real `git http-backend` (smart HTTP, protocol v2, pushes) run as a CGI
 //! behind a small axum server that speaks TLS with a lab certificate and asks for HTTP Basic
 //! credentials of one lab user; only that user gets in, and it may push.
 //!

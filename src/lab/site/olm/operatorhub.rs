@@ -115,7 +115,16 @@ pub fn reconcile(store: &Store) -> Result<()> {
 /// OperatorGroup), the OperatorHub `cluster` and the default CatalogSources. Existing objects
 /// are left as they are.
 pub fn seed(store: &Store) -> Result<()> {
-    for ns in ["default", "kube-system", MARKETPLACE, "openshift-operators"] {
+    // OpenShift's own namespaces the hand-off writes into (the mirror's release signatures go
+    // to openshift-config-managed).
+    for ns in [
+        "default",
+        "kube-system",
+        MARKETPLACE,
+        "openshift-operators",
+        "openshift-config",
+        "openshift-config-managed",
+    ] {
         let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         objects::create_absent(store, obj, "bootstrap-lab")?;
     }
