@@ -22,5 +22,6 @@ pub mod redfish;
 pub mod render;
 pub mod secret;
 pub mod serve;
+pub mod sshsig;
 pub mod verify;
 pub mod yaml;

@@ -1,0 +1,327 @@
+//! SSH signatures (OpenSSH's PROTOCOL.sshsig) over what the mirror writes for auditors: a file
+//! is signed into `FILE.sig` exactly as `ssh-keygen -Y sign -n bootstrap-mirror` signs it
+//! (sha512, armored), and checked against an `allowed_signers` file exactly as `ssh-keygen -Y
+//! verify` checks it, so an auditor at the door needs OpenSSH and nothing else (docs/audit.md).
+//!
+//! The RustCrypto `ssh-key` crate (through russh's re-export, so the two share one version)
+//! makes and checks the signatures. Private keys are read from OpenSSH files; an encrypted key is
+//! refused with the command that decrypts a copy (no passphrase prompt here, no agent yet).
+
+use anyhow::{anyhow, bail, Context, Result};
+use russh::keys::ssh_key::{HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
+use std::path::{Path, PathBuf};
+
+/// The signature namespace of everything bootstrap signs for the mirror (ssh-keygen's `-n`).
+pub const NAMESPACE: &str = "bootstrap-mirror";
+
+/// What signing wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signed {
+    /// `FILE.sig`.
+    pub signature: PathBuf,
+    /// The signer's `allowed_signers` line (`IDENTITY namespaces="bootstrap-mirror" KEY`).
+    pub allowed_signers: String,
+    /// The signing key's SHA256 fingerprint.
+    pub fingerprint: String,
+}
+
+/// Who signed, once a signature checked out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The allowed_signers principal whose key made the signature.
+    pub identity: String,
+    /// The key's SHA256 fingerprint.
+    pub fingerprint: String,
+}
+
+/// Reads an OpenSSH private key, naming the file in every error.
+pub fn read_key(path: &Path) -> Result<PrivateKey> {
+    let key = PrivateKey::read_openssh_file(path).map_err(|e| {
+        anyhow!(
+            "{}: not an OpenSSH private key ({e}); make one with ssh-keygen -t ed25519 -f {}",
+            path.display(),
+            path.display()
+        )
+    })?;
+    if key.is_encrypted() {
+        bail!(
+            "{}: the key is encrypted; sign with a decrypted copy (cp KEY KEY.plain && ssh-keygen -p -N '' -f KEY.plain) kept on the signing machine only",
+            path.display()
+        );
+    }
+    Ok(key)
+}
+
+/// The armored signature of `message` by `key` (sha512, [`NAMESPACE`]).
+pub fn sign(key: &PrivateKey, message: &[u8]) -> Result<String> {
+    let sig = key
+        .sign(NAMESPACE, HashAlg::Sha512, message)
+        .map_err(|e| anyhow!("signing: {e}"))?;
+    sig.to_pem(LineEnding::LF)
+        .map_err(|e| anyhow!("encoding the signature: {e}"))
+}
+
+/// The `allowed_signers` line for `key` as `identity`.
+pub fn allowed_signers_line(identity: &str, key: &PublicKey) -> Result<String> {
+    let mut public = key.clone();
+    public.set_comment("");
+    let text = public
+        .to_openssh()
+        .map_err(|e| anyhow!("encoding the public key: {e}"))?;
+    Ok(format!(
+        "{identity} namespaces=\"{NAMESPACE}\" {}",
+        text.trim()
+    ))
+}
+
+/// Signs `file` with the key at `key_file` into `FILE.sig` (written whole or not at all); the
+/// identity of the allowed_signers line is the key's comment, or `bootstrap` without one.
+pub fn sign_file(key_file: &Path, file: &Path) -> Result<Signed> {
+    let key = read_key(key_file)?;
+    let message = fs_err::read(file)?;
+    let armored = sign(&key, &message)?;
+    let signature = sig_path(file);
+    crate::fs::write_atomic(&signature, armored.as_bytes())
+        .with_context(|| format!("writing {}", signature.display()))?;
+    let identity = match key.comment().as_str_lossy() {
+        c if c.trim().is_empty() || c.contains(char::is_whitespace) => "bootstrap".to_string(),
+        c => c.to_string(),
+    };
+    Ok(Signed {
+        signature,
+        allowed_signers: allowed_signers_line(&identity, key.public_key())?,
+        fingerprint: key.fingerprint(HashAlg::Sha256).to_string(),
+    })
+}
+
+/// `FILE.sig`.
+pub fn sig_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".sig");
+    PathBuf::from(name)
+}
+
+/// One usable line of an allowed_signers file: its principals and key, when the line's
+/// `namespaces` option (if any) admits [`NAMESPACE`].
+struct Signer {
+    principals: String,
+    key: PublicKey,
+}
+
+/// The signers of an allowed_signers file's text (`source` names it in errors). Comments and
+/// blank lines are skipped; a line whose key does not parse is an error naming its number.
+fn signers(source: &str, text: &str) -> Result<Vec<Signer>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (principals, rest) = line
+            .split_once(char::is_whitespace)
+            .ok_or_else(|| anyhow!("{source}:{}: want PRINCIPALS [OPTIONS] KEYTYPE KEY", i + 1))?;
+        let rest = rest.trim_start();
+        let (options, key_text) = if rest.starts_with("ssh-") || rest.starts_with("ecdsa-") {
+            ("", rest)
+        } else {
+            split_options(rest)
+                .ok_or_else(|| anyhow!("{source}:{}: unterminated options", i + 1))?
+        };
+        let key = PublicKey::from_openssh(key_text.trim())
+            .map_err(|e| anyhow!("{source}:{}: not a public key: {e}", i + 1))?;
+        if namespace_allowed(options) {
+            out.push(Signer {
+                principals: principals.to_string(),
+                key,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Splits `OPTIONS KEY` where OPTIONS may hold quoted commas and spaces.
+fn split_options(s: &str) -> Option<(&str, &str)> {
+    let mut quoted = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            c if c.is_whitespace() && !quoted => return Some((&s[..i], &s[i..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether an options field admits [`NAMESPACE`] (no `namespaces=` admits every namespace).
+fn namespace_allowed(options: &str) -> bool {
+    let Some(start) = options.find("namespaces=\"") else {
+        return true;
+    };
+    let list = &options[start + "namespaces=\"".len()..];
+    let list = list.split('"').next().unwrap_or_default();
+    list.split(',').any(|n| n.trim() == NAMESPACE)
+}
+
+/// Checks the armored `signature` of `message` against the allowed_signers text (`source` names
+/// it in errors): the signature is in [`NAMESPACE`], made by a key the file lists for that
+/// namespace, and valid for these bytes.
+pub fn verify(source: &str, allowed: &str, message: &[u8], signature: &str) -> Result<Verified> {
+    let sig = SshSig::from_pem(signature.trim().as_bytes())
+        .map_err(|e| anyhow!("not an SSH signature: {e}"))?;
+    if sig.namespace() != NAMESPACE {
+        bail!(
+            "the signature is in namespace {:?}, not {NAMESPACE:?}",
+            sig.namespace()
+        );
+    }
+    let signer_key = PublicKey::from(sig.public_key().clone());
+    let fingerprint = signer_key.fingerprint(HashAlg::Sha256).to_string();
+    let listed = signers(source, allowed)?;
+    let signer = listed
+        .iter()
+        .find(|s| s.key.key_data() == sig.public_key())
+        .ok_or_else(|| {
+            anyhow!(
+                "signed by {fingerprint}, a key {source} does not list for namespace {NAMESPACE}"
+            )
+        })?;
+    signer
+        .key
+        .verify(NAMESPACE, message, &sig)
+        .map_err(|e| anyhow!("the signature by {fingerprint} does not match the file ({e})"))?;
+    Ok(Verified {
+        identity: signer.principals.clone(),
+        fingerprint,
+    })
+}
+
+/// [`verify`] of `file` with `FILE.sig` beside it, against the allowed_signers file.
+pub fn verify_file(allowed_signers: &Path, file: &Path) -> Result<Verified> {
+    let allowed = fs_err::read_to_string(allowed_signers)?;
+    let message = fs_err::read(file)?;
+    let sig_file = sig_path(file);
+    let signature = fs_err::read_to_string(&sig_file).map_err(|e| {
+        anyhow!(
+            "{}: {}: the file is not signed (sign it with --sign-key)",
+            sig_file.display(),
+            crate::yaml::io_reason(&e)
+        )
+    })?;
+    verify(
+        &allowed_signers.display().to_string(),
+        &allowed,
+        &message,
+        &signature,
+    )
+    .with_context(|| format!("{}", sig_file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn keygen(dir: &Path, name: &str) -> PathBuf {
+        let key = dir.join(name);
+        let st = Command::new("ssh-keygen")
+            .args([
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "release-engineer@example.com",
+                "-f",
+            ])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        key
+    }
+
+    /// What bootstrap signs, OpenSSH verifies; what OpenSSH signs, bootstrap verifies; a
+    /// flipped byte, another namespace and an unlisted key are refused.
+    #[test]
+    fn signatures_are_interchangeable_with_ssh_keygen() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = keygen(dir.path(), "signer");
+        let file = dir.path().join("manifest.json");
+        fs_err::write(&file, b"{\"images\": 3}\n").unwrap();
+        let signed = sign_file(&key, &file).unwrap();
+        assert!(signed.allowed_signers.starts_with(
+            "release-engineer@example.com namespaces=\"bootstrap-mirror\" ssh-ed25519 "
+        ));
+        let allowed = dir.path().join("allowed_signers");
+        fs_err::write(&allowed, format!("{}\n", signed.allowed_signers)).unwrap();
+        let o = Command::new("ssh-keygen")
+            .args(["-Y", "verify", "-f"])
+            .arg(&allowed)
+            .args(["-I", "release-engineer@example.com", "-n", NAMESPACE, "-s"])
+            .arg(&signed.signature)
+            .stdin(fs_err::File::open(&file).unwrap().into_file())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "ssh-keygen -Y verify: {o:?}");
+        let v = verify_file(&allowed, &file).unwrap();
+        assert_eq!(v.identity, "release-engineer@example.com");
+        assert_eq!(v.fingerprint, signed.fingerprint);
+
+        // Signed by OpenSSH, checked by us.
+        let other = dir.path().join("record.json");
+        fs_err::write(&other, b"{}\n").unwrap();
+        let st = Command::new("ssh-keygen")
+            .args(["-q", "-Y", "sign", "-n", NAMESPACE, "-f"])
+            .arg(&key)
+            .arg(&other)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        verify_file(&allowed, &other).unwrap();
+
+        // A flipped byte.
+        fs_err::write(&file, b"{\"images\": 4}\n").unwrap();
+        let e = format!("{:#}", verify_file(&allowed, &file).unwrap_err());
+        assert!(e.contains("does not match the file"), "{e}");
+
+        // Another namespace.
+        fs_err::remove_file(sig_path(&file)).unwrap();
+        let st = Command::new("ssh-keygen")
+            .args(["-q", "-Y", "sign", "-n", "file", "-f"])
+            .arg(&key)
+            .arg(&file)
+            .status();
+        assert!(st.unwrap().success());
+        let e = format!("{:#}", verify_file(&allowed, &file).unwrap_err());
+        assert!(e.contains("namespace \"file\""), "{e}");
+
+        // A key the allowed_signers file does not list.
+        let stranger = keygen(dir.path(), "stranger");
+        fs_err::remove_file(sig_path(&other)).unwrap();
+        sign_file(&stranger, &other).unwrap();
+        let e = format!("{:#}", verify_file(&allowed, &other).unwrap_err());
+        assert!(e.contains("does not list"), "{e}");
+    }
+
+    /// A line whose namespaces option leaves ours out does not admit the key.
+    #[test]
+    fn allowed_signers_namespaces_are_honoured() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = read_key(&keygen(dir.path(), "k")).unwrap();
+        let sig = sign(&key, b"x").unwrap();
+        let line = allowed_signers_line("a@b", key.public_key()).unwrap();
+        assert!(verify("allowed", &line, b"x", &sig).is_ok());
+        let git_only = line.replace("bootstrap-mirror", "git");
+        let e = format!(
+            "{:#}",
+            verify("allowed", &git_only, b"x", &sig).unwrap_err()
+        );
+        assert!(e.contains("does not list"), "{e}");
+        let e = format!(
+            "{:#}",
+            verify("allowed", "a@b ssh-ed25519 AAAAnope", b"x", &sig).unwrap_err()
+        );
+        assert!(e.contains("allowed:1: not a public key"), "{e}");
+    }
+}
