@@ -35,6 +35,9 @@ pub struct Report {
     pub corrupt: Vec<String>,
     /// What is present but no record lists.
     pub unexpected: Vec<String>,
+    /// Who signed the record (`--allowed-signers`): identity and key fingerprint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 impl Report {
@@ -58,6 +61,8 @@ pub enum VerifyTarget {
         target: RegistryTarget,
         /// The record to check it against.
         record: PathBuf,
+        /// The allowed_signers file its signature (`RECORD.sig`) must check against.
+        allowed_signers: Option<PathBuf>,
         /// Credentials and trust.
         registry: Box<RegistryOptions>,
     },
@@ -69,13 +74,29 @@ pub async fn run(target: VerifyTarget) -> Result<Report> {
         VerifyTarget::Disk(dir) => verify_layout(&dir).await,
         VerifyTarget::Registry {
             target,
-            record,
+            record: record_path,
+            allowed_signers,
             registry,
         } => {
-            let record = MirrorRecord::load(&record)?;
+            // The signature first: a record nobody vouches for is not worth checking against.
+            let signed = allowed_signers
+                .as_deref()
+                .map(|a| crate::sshsig::verify_file(a, &record_path));
+            let record = MirrorRecord::load(&record_path)?;
             let regs = Registries::new(*registry)?;
             let client = regs.client(&target.registry)?;
-            verify_registry(&client, &target, &record).await
+            let mut report = verify_registry(&client, &target, &record).await?;
+            match signed {
+                Some(Ok(v)) => {
+                    report.signed_by = Some(format!("{} ({})", v.identity, v.fingerprint))
+                }
+                Some(Err(e)) => {
+                    report.corrupt.push(format!("{e:#}"));
+                    report = report.finish();
+                }
+                None => {}
+            }
+            Ok(report)
         }
     }
 }
@@ -390,6 +411,9 @@ impl std::fmt::Display for Report {
         }
         for u in &self.unexpected {
             writeln!(f, "unexpected: {u}")?;
+        }
+        if let Some(s) = &self.signed_by {
+            writeln!(f, "record signed by {s}")?;
         }
         writeln!(
             f,

@@ -205,6 +205,12 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
+    /// Sign the mirror record of a registry destination with this OpenSSH private key (as
+    /// `ssh-keygen -Y sign -n bootstrap-mirror` does: RECORD.sig beside it); the report gives
+    /// the allowed_signers line an auditor checks it with. Read before anything is copied.
+    #[arg(long, value_name = "KEY")]
+    pub sign_key: Option<PathBuf>,
+
     /// When the architecture filter dropped platforms from an index, push to registries an index
     /// of only the kept platforms (a new digest, recorded beside the source's). Without it the
     /// source index is pushed verbatim (sparse), which registries such as Distribution 2.x refuse.
@@ -226,6 +232,11 @@ pub struct VerifyArgs {
     /// The mirror record to check a registry against (a disk mirror carries its own).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+
+    /// Check the record's signature (RECORD.sig) against this allowed_signers file first, as
+    /// `ssh-keygen -Y verify -n bootstrap-mirror` does; a missing or wrong signature fails.
+    #[arg(long, value_name = "FILE", requires = "record")]
+    pub allowed_signers: Option<PathBuf>,
 
     /// Registry access.
     #[command(flatten)]

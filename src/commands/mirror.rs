@@ -31,6 +31,13 @@ impl MirrorSettings {
         if matches!(input, MirrorInput::Disk(_)) && matches!(destination, Location::Disk(_)) {
             bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
         }
+        if let Some(key) = &args.sign_key {
+            if matches!(destination, Location::Disk(_)) {
+                bail!("--sign-key signs the mirror record of a registry destination; a disk mirror is covered by its SHA256SUMS (signed archives for removable media come with archive://)");
+            }
+            // A key that cannot sign is found now, not after the copy.
+            crate::sshsig::read_key(key).map_err(|e| anyhow::anyhow!("--sign-key: {e:#}"))?;
+        }
         let transfer = TransferSettings {
             concurrency: Concurrency {
                 blobs: args.max_concurrent_blobs,
@@ -59,6 +66,7 @@ impl MirrorSettings {
             max_blob_size: args.max_blob_size,
             status_file: args.status_file,
             record: args.record,
+            sign_key: args.sign_key,
             rewrite_filtered_indexes: args.rewrite_filtered_indexes,
             accept_unrecorded: args.accept_unrecorded,
         })

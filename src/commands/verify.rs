@@ -29,6 +29,7 @@ impl VerifyTarget {
                 Ok(VerifyTarget::Registry {
                     target,
                     record,
+                    allowed_signers: args.allowed_signers.clone(),
                     registry: Box::new(registry_options(&args.registry, retry)?),
                 })
             }

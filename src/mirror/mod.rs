@@ -418,6 +418,18 @@ fn finish(
         &stamp,
         &unfinished,
     )?;
+    let signature = match &settings.sign_key {
+        Some(key) => {
+            let s = crate::sshsig::sign_file(key, &record_path)
+                .with_context(|| format!("signing the mirror record {}", record_path.display()))?;
+            Some(Box::new(report::RecordSignature {
+                file: s.signature.display().to_string(),
+                fingerprint: s.fingerprint,
+                allowed_signers: s.allowed_signers,
+            }))
+        }
+        None => None,
+    };
     let cluster_dir = outputs::write_cluster_resources(
         &transfer.dest,
         &mirrored,
@@ -446,6 +458,7 @@ fn finish(
         releases: wanted.releases,
         catalogs: wanted.catalog_reports,
         layout_check: wanted.layout_check,
+        signature,
     };
     let listed = mirrored
         .iter()

@@ -58,6 +58,21 @@ pub struct Summary {
     /// with `--accept-unrecorded` (and why that was needed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout_check: Option<super::recorded::LayoutCheck>,
+    /// The record's SSH signature, with `--sign-key`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Box<RecordSignature>>,
+}
+
+/// `RECORD.sig` and how to check it.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordSignature {
+    /// The signature file.
+    pub file: String,
+    /// The signing key's SHA256 fingerprint.
+    pub fingerprint: String,
+    /// The line for the auditor's allowed_signers file.
+    pub allowed_signers: String,
 }
 
 /// One image at the destination, for the text listing.
@@ -199,6 +214,13 @@ impl std::fmt::Display for MirrorReport {
             writeln!(f, "{check}")?;
         }
         writeln!(f, "record: {}", self.summary.record)?;
+        if let Some(s) = &self.summary.signature {
+            writeln!(
+                f,
+                "signed: {} by {}; allowed_signers line: {}",
+                s.file, s.fingerprint, s.allowed_signers
+            )?;
+        }
         if let Some(dir) = &self.summary.cluster_resources {
             writeln!(f, "cluster resources: {dir}")?;
         }

@@ -45,6 +45,8 @@ pub struct MirrorSettings {
     pub status_file: Option<PathBuf>,
     /// Where to write the record of a registry destination (default: a stamped name).
     pub record: Option<PathBuf>,
+    /// The OpenSSH key that signs the record of a registry destination (`RECORD.sig`).
+    pub sign_key: Option<PathBuf>,
     /// Push an index of only the kept platforms when the filter dropped some.
     pub rewrite_filtered_indexes: bool,
     /// Push a disk mirror that has no mirror record, or differs from it (a layout another tool

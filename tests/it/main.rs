@@ -40,6 +40,7 @@ mod render;
 mod resilience;
 mod resume;
 mod serve;
+mod signed_record;
 mod ssh;
 mod tampered;
 mod token_refresh;
