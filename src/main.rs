@@ -46,6 +46,9 @@ fn main() -> ExitCode {
             Command::Lab(LabCmd::Status(args)) => commands::lab::status(args, &printer),
             Command::Lab(LabCmd::SiteRun(args)) => commands::lab::site_run(args).await,
             Command::Serve(ServeCmd::Iso(args)) => commands::serve::iso(args, &printer).await,
+            Command::Serve(ServeCmd::Registry(args)) => {
+                commands::serve::registry(args, &printer).await
+            }
             Command::Release(ReleaseCmd::Extract(args)) => {
                 commands::release::extract(args, &printer).await
             }

@@ -297,6 +297,30 @@ pub enum ServeCmd {
     /// Serve one file (the agent ISO) at http://ADDR/<file name> until Ctrl-C: HEAD, single
     /// byte ranges, a strong ETag (its sha256) and Last-Modified, as BMC virtual media need.
     Iso(ServeIsoArgs),
+    /// Serve a disk mirror (file://DIR) as a read-only OCI registry until Ctrl-C: pulls by tag
+    /// and digest, blobs with ranges, tags/list and _catalog; every byte verified before it is
+    /// sent. A repository is an image's source path without its registry host.
+    Registry(ServeRegistryArgs),
+}
+
+/// `bootstrap serve registry`.
+#[derive(Debug, Args)]
+pub struct ServeRegistryArgs {
+    /// The disk mirror to serve (file://DIR).
+    #[arg(value_name = "SOURCE")]
+    pub source: String,
+
+    /// The address to listen on (HOST:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: std::net::SocketAddr,
+
+    /// Serve over TLS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The certificate's private key (PEM); needs --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// `bootstrap serve iso`.

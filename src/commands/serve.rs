@@ -2,7 +2,7 @@
 //! then serving until SIGINT or SIGTERM.
 
 use super::Printer;
-use crate::cli::ServeIsoArgs;
+use crate::cli::{ServeIsoArgs, ServeRegistryArgs};
 use crate::serve::{self, ServedFile, Serving};
 use anyhow::{Context, Result};
 use std::process::ExitCode;
@@ -57,4 +57,76 @@ pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
         Arc::new(move |a: serve::Access| progress.println(&a.to_string()));
     serve::serve(file, listener, tls.as_ref(), Some(access), shutdown).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `bootstrap serve registry` serves.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServingRegistry {
+    /// The registry's address (`HOST:PORT`, what clients put before the repository).
+    pub registry: String,
+    /// The disk mirror.
+    pub source: String,
+    /// Each repository with its number of tags.
+    pub repositories: Vec<(String, usize)>,
+}
+
+impl std::fmt::Display for ServingRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "serving {} as a read-only registry at {}",
+            self.source, self.registry
+        )?;
+        for (name, tags) in &self.repositories {
+            writeln!(f, "  {}/{name} ({tags} tags)", self.registry)?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `bootstrap serve registry`.
+pub async fn registry(args: ServeRegistryArgs, printer: &Printer) -> Result<ExitCode> {
+    let dir = match crate::mirror::Location::parse(&args.source, "the source")? {
+        crate::mirror::Location::Disk(dir) => dir,
+        crate::mirror::Location::Registry(_) => {
+            anyhow::bail!("serve registry serves a disk mirror: name it as file://DIR")
+        }
+    };
+    let root = dir.clone();
+    let served = tokio::task::spawn_blocking(move || serve::registry::Served::open(&root))
+        .await
+        .context("reading the disk mirror")??;
+    let tls = match (args.tls_cert.clone(), args.tls_key.clone()) {
+        (Some(certificate), Some(key)) => Some(serve::TlsFiles { certificate, key }),
+        _ => None,
+    };
+    if let Some(t) = &tls {
+        t.server_config()?;
+    }
+    let (listener, addr) = serve::bind(args.bind).await?;
+    printer.result(&ServingRegistry {
+        registry: addr.to_string(),
+        source: args.source.clone(),
+        repositories: served.repositories(),
+    })?;
+    let app = serve::registry::router(Arc::new(served));
+    serve::serve_router(app, listener, tls.as_ref(), shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+        }
+        _ => std::future::pending::<()>().await,
+    }
 }

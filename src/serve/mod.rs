@@ -9,6 +9,7 @@
 //! an access log ([`Access`]: the peer, method, path, range, status and bytes), which is how an
 //! engineer sees which BMC fetched what.
 
+pub mod registry;
 mod tls;
 
 pub use tls::TlsFiles;
@@ -160,6 +161,29 @@ pub async fn serve(
                 .with_graceful_shutdown(shutdown)
                 .await
                 .context("serving the file over TLS")
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, over TLS when `tls` is given.
+pub async fn serve_router(
+    app: axum::Router,
+    listener: tokio::net::TcpListener,
+    tls: Option<&TlsFiles>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    use axum::serve::ListenerExt;
+    match tls {
+        None => axum::serve(listener.tap_io(|_| {}), app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .context("serving"),
+        Some(files) => {
+            let listener = tls::TlsListener::new(listener, files.server_config()?);
+            axum::serve(listener.tap_io(|_| {}), app)
+                .with_graceful_shutdown(shutdown)
+                .await
+                .context("serving over TLS")
         }
     }
 }

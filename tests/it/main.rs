@@ -40,6 +40,7 @@ mod render;
 mod resilience;
 mod resume;
 mod serve;
+mod serve_registry;
 mod signed_record;
 mod ssh;
 mod tampered;

@@ -1,0 +1,437 @@
+//! A read-only OCI registry over a disk mirror (`bootstrap serve registry file://DIR`), for labs
+//! and small sites that pull straight from the mirror; big sites push into their own registry.
+//!
+//! It speaks the distribution API's pull half as Distribution 2.8 answers it: `GET /v2/`;
+//! `GET`/`HEAD` of `/v2/NAME/manifests/REF` by tag or digest (`Docker-Content-Digest`, the
+//! manifest's own media type); `GET`/`HEAD` of `/v2/NAME/blobs/DIGEST` with single byte ranges
+//! (`206`, `Content-Range`, `416`); `/v2/NAME/tags/list` and `/v2/_catalog`; every refusal an OCI
+//! error body (`MANIFEST_UNKNOWN`, `BLOB_UNKNOWN`, `NAME_UNKNOWN`, `DIGEST_INVALID`,
+//! `UNSUPPORTED` for any write). A repository is an image's source path without its registry
+//! host (`quay.io/openshift/release:4.18` is served as `openshift/release:4.18`); a repository
+//! serves only the manifests and blobs its own images reach, as a registry scopes them.
+//!
+//! Every byte served is the verified one: a manifest is hashed before it is sent; a whole blob
+//! is hashed as it streams and, if it does not end at its digest, the transfer is broken off
+//! before its last bytes (the client never holds a complete wrong blob); a byte range is served
+//! only once the whole blob has hashed to its digest (checked once per blob while the server
+//! runs, so a file damaged after that check is caught by whole reads, not by ranges). Names never
+//! become paths: a digest is parsed (`sha256:` and 64 hex digits) before a file is opened, and
+//! a repository must be one the index names, so `..` in any spelling reaches nothing.
+//!
+//! What it does not: archives (`archive://`, issue 16), pushes, authentication, or
+//! `Range` with several ranges (the whole blob is sent, as RFC 9110 allows).
+
+use crate::oci::digest::Digest;
+use crate::oci::layout::OciLayout;
+use crate::oci::reference::ImageRef;
+use anyhow::{Context, Result};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+/// One repository: its tags and what its images reach.
+#[derive(Debug, Default)]
+struct Repo {
+    tags: BTreeMap<String, Digest>,
+    /// Manifests by digest, with their media types.
+    manifests: BTreeMap<Digest, String>,
+    blobs: BTreeSet<Digest>,
+}
+
+/// What the registry serves, read from the layout's `index.json` and manifests at start.
+pub struct Served {
+    layout: OciLayout,
+    repos: BTreeMap<String, Repo>,
+    verified: Mutex<BTreeSet<Digest>>,
+}
+
+impl Served {
+    /// Reads the layout at `root`: every index entry named by an image reference becomes a
+    /// repository's image (by tag or digest), with the manifests and blobs it reaches.
+    pub fn open(root: &std::path::Path) -> Result<Served> {
+        let layout = OciLayout::open(root)?;
+        let mut repos: BTreeMap<String, Repo> = BTreeMap::new();
+        for entry in layout.index()? {
+            let Some(name) = entry.ref_name() else {
+                continue;
+            };
+            let Ok(r) = ImageRef::parse(name) else {
+                tracing::warn!("index.json: {name:?} is not an image reference; not served");
+                continue;
+            };
+            let repo = repos.entry(r.repository.clone()).or_default();
+            if let Some(tag) = &r.tag {
+                repo.tags.insert(tag.clone(), entry.digest.clone());
+            }
+            walk(&layout, &entry.digest, &entry.media_type, repo)
+                .with_context(|| format!("reading the image {name}"))?;
+        }
+        Ok(Served {
+            layout,
+            repos,
+            verified: Mutex::default(),
+        })
+    }
+
+    /// The repositories and their tag counts.
+    pub fn repositories(&self) -> Vec<(String, usize)> {
+        self.repos
+            .iter()
+            .map(|(n, r)| (n.clone(), r.tags.len()))
+            .collect()
+    }
+
+    /// Whether the blob's content hashes to its digest (hashed once, then remembered).
+    fn verify_blob(&self, digest: &Digest) -> Result<()> {
+        if self.verified.lock().expect("verified").contains(digest) {
+            return Ok(());
+        }
+        let path = self.layout.blob_path(digest);
+        let (actual, _) = crate::bounded::hash_regular(&path)
+            .with_context(|| format!("hashing {}", path.display()))?;
+        if &actual != digest {
+            anyhow::bail!(
+                "{} is corrupt: its content hashes to {actual}; run bootstrap verify",
+                path.display()
+            );
+        }
+        self.verified
+            .lock()
+            .expect("verified")
+            .insert(digest.clone());
+        Ok(())
+    }
+}
+
+/// Adds the manifest `digest` and everything it reaches to `repo`.
+fn walk(layout: &OciLayout, digest: &Digest, media_type: &str, repo: &mut Repo) -> Result<()> {
+    if repo.manifests.contains_key(digest) {
+        return Ok(());
+    }
+    let bytes = layout.read_verified(digest)?;
+    let m: Value =
+        serde_json::from_slice(&bytes).with_context(|| format!("manifest {digest} is not JSON"))?;
+    let media_type = m["mediaType"].as_str().unwrap_or(media_type).to_string();
+    repo.manifests.insert(digest.clone(), media_type);
+    if let Some(children) = m["manifests"].as_array() {
+        for c in children {
+            let (Some(d), mt) = (
+                c["digest"].as_str(),
+                c["mediaType"].as_str().unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            let d: Digest = d
+                .parse()
+                .with_context(|| format!("manifest {digest}: child {d}"))?;
+            // A filtered index may name platforms the mirror dropped: those are not served.
+            if layout.blob_size(&d).is_some() {
+                walk(layout, &d, mt, repo)?;
+            }
+        }
+        return Ok(());
+    }
+    let config = m["config"]["digest"].as_str().into_iter();
+    let layers = m["layers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["digest"].as_str());
+    for d in config.chain(layers) {
+        repo.blobs.insert(
+            d.parse()
+                .with_context(|| format!("manifest {digest}: blob {d}"))?,
+        );
+    }
+    Ok(())
+}
+
+/// A whole blob's bytes, hashed as they are sent: if they do not end at the blob's digest the
+/// stream ends in an error instead of its last piece, so the client sees a broken transfer and
+/// never a complete wrong blob.
+fn checked(
+    inner: tokio_util::io::ReaderStream<tokio::io::Take<fs_err::tokio::File>>,
+    digest: Digest,
+) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send {
+    use futures_util::StreamExt as _;
+    let state = (
+        Box::pin(inner.peekable()),
+        Some(crate::oci::digest::StreamHasher::new()),
+        digest,
+    );
+    futures_util::stream::unfold(state, |(mut inner, mut hasher, digest)| async move {
+        let bytes = match inner.next().await? {
+            Ok(b) => b,
+            Err(e) => return Some((Err(e), (inner, None, digest))),
+        };
+        hasher.as_mut()?.update(&bytes);
+        if inner.as_mut().peek().await.is_none() {
+            let (got, _) = hasher.take()?.finish();
+            if got != digest {
+                tracing::warn!(
+                    "serving blob {digest}: its file hashes to {got}; transfer broken off"
+                );
+                let e = std::io::Error::other(format!("blob {digest}: its file hashes to {got}"));
+                return Some((Err(e), (inner, None, digest)));
+            }
+        }
+        Some((Ok(bytes), (inner, hasher, digest)))
+    })
+}
+
+/// An OCI error answer.
+fn oci_error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({"errors": [{"code": code, "message": message, "detail": {}}]});
+    let mut resp = json_answer(body);
+    *resp.status_mut() = status;
+    resp
+}
+
+fn api_version(resp: &mut Response) {
+    resp.headers_mut().insert(
+        "Docker-Distribution-API-Version",
+        HeaderValue::from_static("registry/2.0"),
+    );
+}
+
+/// The router answering every path from `served`.
+pub fn router(served: Arc<Served>) -> axum::Router {
+    axum::Router::new()
+        .fallback(
+            |State(s): State<Arc<Served>>, method: Method, uri: Uri, headers: HeaderMap| async move {
+                answer(&s, &method, &uri, &headers).await
+            },
+        )
+        .with_state(served)
+}
+
+async fn answer(s: &Served, method: &Method, uri: &Uri, headers: &HeaderMap) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return oci_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "UNSUPPORTED",
+            "this registry is read-only: it serves a mirror, it takes no pushes",
+        );
+    }
+    let path = uri.path();
+    if path == "/v2" || path == "/v2/" {
+        return json_answer(json!({}));
+    }
+    if path == "/v2/_catalog" {
+        let names: Vec<&String> = s.repos.keys().collect();
+        return json_answer(json!({"repositories": names}));
+    }
+    let Some(rest) = path.strip_prefix("/v2/") else {
+        return oci_error(StatusCode::NOT_FOUND, "NOT_FOUND", "not a registry path");
+    };
+    let (name, kind, reference) = match split(rest) {
+        Some(p) => p,
+        None => {
+            return oci_error(StatusCode::NOT_FOUND, "NOT_FOUND", "not a registry path");
+        }
+    };
+    let Some(repo) = s.repos.get(name) else {
+        return oci_error(
+            StatusCode::NOT_FOUND,
+            "NAME_UNKNOWN",
+            &format!("repository name not known to registry: {name}"),
+        );
+    };
+    match kind {
+        "tags" if reference == "list" => {
+            let tags: Vec<&String> = repo.tags.keys().collect();
+            json_answer(json!({"name": name, "tags": tags}))
+        }
+        "manifests" => manifest(s, repo, reference, method),
+        "blobs" => blob(s, repo, reference, method, headers).await,
+        _ => oci_error(StatusCode::NOT_FOUND, "NOT_FOUND", "not a registry path"),
+    }
+}
+
+/// `NAME/(manifests|blobs|tags)/REF`, NAME itself holding slashes.
+fn split(rest: &str) -> Option<(&str, &str, &str)> {
+    for kind in ["/manifests/", "/blobs/", "/tags/"] {
+        if let Some(i) = rest.rfind(kind) {
+            let reference = &rest[i + kind.len()..];
+            if !reference.is_empty() && !reference.contains('/') {
+                return Some((&rest[..i], kind.trim_matches('/'), reference));
+            }
+        }
+    }
+    None
+}
+
+fn json_answer(v: Value) -> Response {
+    let mut resp = Response::new(Body::from(v.to_string()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    api_version(&mut resp);
+    resp
+}
+
+fn manifest(s: &Served, repo: &Repo, reference: &str, method: &Method) -> Response {
+    let digest = if reference.starts_with("sha256:") {
+        match reference.parse::<Digest>() {
+            Ok(d) => d,
+            Err(_) => {
+                return oci_error(
+                    StatusCode::BAD_REQUEST,
+                    "DIGEST_INVALID",
+                    "provided digest did not match uploaded content",
+                )
+            }
+        }
+    } else {
+        match repo.tags.get(reference) {
+            Some(d) => d.clone(),
+            None => {
+                return oci_error(
+                    StatusCode::NOT_FOUND,
+                    "MANIFEST_UNKNOWN",
+                    &format!("manifest unknown: tag {reference}"),
+                )
+            }
+        }
+    };
+    let Some(media_type) = repo.manifests.get(&digest) else {
+        return oci_error(
+            StatusCode::NOT_FOUND,
+            "MANIFEST_UNKNOWN",
+            &format!("manifest unknown: {digest}"),
+        );
+    };
+    let bytes = match s.layout.read_verified(&digest) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!("serving manifest {digest}: {e:#}");
+            return oci_error(
+                StatusCode::NOT_FOUND,
+                "MANIFEST_UNKNOWN",
+                "manifest unknown: its file is corrupt",
+            );
+        }
+    };
+    let mut resp = Response::new(if method == Method::HEAD {
+        Body::empty()
+    } else {
+        Body::from(bytes.clone())
+    });
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(bytes.len() as u64),
+    );
+    if let Ok(v) = HeaderValue::from_str(media_type) {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&digest.to_string()) {
+        h.insert("Docker-Content-Digest", v.clone());
+        h.insert(
+            header::ETAG,
+            HeaderValue::from_str(&format!("\"{digest}\"")).unwrap_or(v),
+        );
+    }
+    api_version(&mut resp);
+    resp
+}
+
+async fn blob(
+    s: &Served,
+    repo: &Repo,
+    reference: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Response {
+    let Ok(digest) = reference.parse::<Digest>() else {
+        return oci_error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "invalid digest");
+    };
+    // Manifests are blobs too (clients fetch an index's children either way).
+    if !repo.blobs.contains(&digest) && !repo.manifests.contains_key(&digest) {
+        return oci_error(
+            StatusCode::NOT_FOUND,
+            "BLOB_UNKNOWN",
+            &format!("blob unknown to registry: {digest}"),
+        );
+    }
+    let path = s.layout.blob_path(&digest);
+    let Some(size) = s.layout.blob_size(&digest) else {
+        return oci_error(
+            StatusCode::NOT_FOUND,
+            "BLOB_UNKNOWN",
+            "blob unknown to registry",
+        );
+    };
+    let range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(|r| super::parse_range(r, size));
+    let (status, start, len) = match range {
+        None | Some(super::RangeAsk::Whole) => (StatusCode::OK, 0, size),
+        // A part cannot be checked on its own: the whole blob is hashed first (once).
+        Some(super::RangeAsk::Part(..)) if s.verify_blob(&digest).is_err() => {
+            tracing::warn!("serving blob {digest}: its file does not hash to its digest");
+            return oci_error(
+                StatusCode::NOT_FOUND,
+                "BLOB_UNKNOWN",
+                "blob unknown to registry: its file is corrupt",
+            );
+        }
+        Some(super::RangeAsk::Part(a, b)) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
+        Some(super::RangeAsk::Unsatisfiable) => {
+            let mut resp = oci_error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "BLOB_UNKNOWN",
+                "range not satisfiable",
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return resp;
+        }
+    };
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        use tokio::io::AsyncReadExt as _;
+        match super::open_at(&path, start).await {
+            Ok(f) if status == StatusCode::OK => Body::from_stream(checked(
+                tokio_util::io::ReaderStream::new(f.take(len)),
+                digest.clone(),
+            )),
+            Ok(f) => Body::from_stream(tokio_util::io::ReaderStream::new(f.take(len))),
+            Err(e) => {
+                tracing::warn!("opening {}: {e}", path.display());
+                return oci_error(
+                    StatusCode::NOT_FOUND,
+                    "BLOB_UNKNOWN",
+                    "blob unknown to registry",
+                );
+            }
+        }
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Ok(v) = HeaderValue::from_str(&digest.to_string()) {
+        h.insert("Docker-Content-Digest", v);
+    }
+    if status == StatusCode::PARTIAL_CONTENT {
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", start + len - 1)) {
+            h.insert(header::CONTENT_RANGE, v);
+        }
+    }
+    api_version(&mut resp);
+    resp
+}
