@@ -83,8 +83,15 @@ pub fn sign_file(key_file: &Path, file: &Path) -> Result<Signed> {
     let signature = sig_path(file);
     crate::fs::write_atomic(&signature, armored.as_bytes())
         .with_context(|| format!("writing {}", signature.display()))?;
+    // A comment that would read as a pattern, a list or a comment in allowed_signers is not an
+    // identity.
     let identity = match key.comment().as_str_lossy() {
-        c if c.trim().is_empty() || c.contains(char::is_whitespace) => "bootstrap".to_string(),
+        c if c.trim().is_empty()
+            || c.starts_with('#')
+            || c.contains(|ch: char| ch.is_whitespace() || ",*?!\"".contains(ch)) =>
+        {
+            "bootstrap".to_string()
+        }
         c => c.to_string(),
     };
     Ok(Signed {
@@ -108,39 +115,74 @@ struct Signer {
     key: PublicKey,
 }
 
-/// The signers of an allowed_signers file's text (`source` names it in errors). Comments and
-/// blank lines are skipped; a line whose key does not parse is an error naming its number.
-fn signers(source: &str, text: &str) -> Result<Vec<Signer>> {
+/// The signers of an allowed_signers file's text that may sign in [`NAMESPACE`] now. As
+/// `ssh-keygen -Y verify` reads the file: comments and blank lines skipped; the key may follow
+/// the principals directly or after options; option names are case-insensitive; a line with an
+/// option we do not know, a malformed option or key, or `cert-authority` (certificates are not
+/// taken here) is skipped (logged), as is a line whose `valid-after`/`valid-before` window does
+/// not hold the present time or whose `namespaces` patterns leave ours out.
+fn signers(source: &str, text: &str) -> Vec<Signer> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let (principals, rest) = line
-            .split_once(char::is_whitespace)
-            .ok_or_else(|| anyhow!("{source}:{}: want PRINCIPALS [OPTIONS] KEYTYPE KEY", i + 1))?;
-        let rest = rest.trim_start();
-        let (options, key_text) = if rest.starts_with("ssh-") || rest.starts_with("ecdsa-") {
-            ("", rest)
-        } else {
-            split_options(rest)
-                .ok_or_else(|| anyhow!("{source}:{}: unterminated options", i + 1))?
-        };
-        let key = PublicKey::from_openssh(key_text.trim())
-            .map_err(|e| anyhow!("{source}:{}: not a public key: {e}", i + 1))?;
-        if namespace_allowed(options) {
-            out.push(Signer {
-                principals: principals.to_string(),
-                key,
-            });
+        match signer_line(line) {
+            Ok(Some(s)) => out.push(s),
+            Ok(None) => {}
+            Err(why) => tracing::warn!("{source}:{}: line skipped: {why}", i + 1),
         }
     }
-    Ok(out)
+    out
 }
 
-/// Splits `OPTIONS KEY` where OPTIONS may hold quoted commas and spaces.
-fn split_options(s: &str) -> Option<(&str, &str)> {
+/// One allowed_signers line: the signer when it may sign in [`NAMESPACE`] now.
+fn signer_line(line: &str) -> Result<Option<Signer>, String> {
+    let (principals, rest) = split_field(line).ok_or("want PRINCIPALS [OPTIONS] KEYTYPE KEY")?;
+    let rest = rest.trim_start();
+    let (options, key_text) = match PublicKey::from_openssh(rest) {
+        Ok(_) => ("", rest),
+        Err(_) => split_field(rest).ok_or("no key after the options")?,
+    };
+    let key =
+        PublicKey::from_openssh(key_text.trim()).map_err(|e| format!("not a public key: {e}"))?;
+    let mut namespaces: Option<String> = None;
+    let now = time::OffsetDateTime::now_utc();
+    for opt in split_options(options)? {
+        let (name, value) = match opt.split_once('=') {
+            Some((n, v)) => (n.to_ascii_lowercase(), Some(unquote(v)?)),
+            None => (opt.to_ascii_lowercase(), None),
+        };
+        match (name.as_str(), value) {
+            ("cert-authority", None) => {
+                return Err("cert-authority: certificates are not taken".into())
+            }
+            ("namespaces", Some(v)) => namespaces = Some(v),
+            ("valid-after", Some(v)) => {
+                if now < timestamp(&v)? {
+                    return Ok(None);
+                }
+            }
+            ("valid-before", Some(v)) => {
+                if now > timestamp(&v)? {
+                    return Ok(None);
+                }
+            }
+            (n, _) => return Err(format!("unknown or malformed option {n:?}")),
+        }
+    }
+    let admitted = namespaces
+        .as_deref()
+        .is_none_or(|list| list.split(',').any(|p| pattern_match(p.trim(), NAMESPACE)));
+    Ok(admitted.then(|| Signer {
+        principals: principals.to_string(),
+        key,
+    }))
+}
+
+/// The first field of `s` (a quoted one may hold spaces) and the rest.
+fn split_field(s: &str) -> Option<(&str, &str)> {
     let mut quoted = false;
     for (i, c) in s.char_indices() {
         match c {
@@ -152,14 +194,73 @@ fn split_options(s: &str) -> Option<(&str, &str)> {
     None
 }
 
-/// Whether an options field admits [`NAMESPACE`] (no `namespaces=` admits every namespace).
-fn namespace_allowed(options: &str) -> bool {
-    let Some(start) = options.find("namespaces=\"") else {
-        return true;
+/// Comma-separated options, commas inside quotes kept.
+fn split_options(s: &str) -> Result<Vec<&str>, String> {
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (mut out, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in s.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if quoted {
+        return Err("unterminated quote in the options".into());
+    }
+    out.push(&s[start..]);
+    Ok(out)
+}
+
+/// An option value, which OpenSSH wants quoted.
+fn unquote(v: &str) -> Result<String, String> {
+    v.strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .map(str::to_string)
+        .ok_or_else(|| format!("option value {v:?} is not quoted"))
+}
+
+/// `YYYYMMDD[HHMM[SS]][Z]` (read as UTC; OpenSSH reads it as local time without the Z).
+fn timestamp(v: &str) -> Result<time::OffsetDateTime, String> {
+    let digits = v.trim_end_matches(['Z', 'z']);
+    let bad = || format!("{v:?} is not YYYYMMDD[HHMM[SS]][Z]");
+    if !digits.bytes().all(|b| b.is_ascii_digit()) || ![8, 12, 14].contains(&digits.len()) {
+        return Err(bad());
+    }
+    let n = |a: usize, b: usize| {
+        digits
+            .get(a..b)
+            .map_or(Ok(0), |t| t.parse::<u32>().map_err(|_| bad()))
     };
-    let list = &options[start + "namespaces=\"".len()..];
-    let list = list.split('"').next().unwrap_or_default();
-    list.split(',').any(|n| n.trim() == NAMESPACE)
+    let month = time::Month::try_from(n(4, 6)? as u8).map_err(|_| bad())?;
+    let date = time::Date::from_calendar_date(n(0, 4)? as i32, month, n(6, 8)? as u8)
+        .map_err(|_| bad())?;
+    let t = time::Time::from_hms(n(8, 10)? as u8, n(10, 12)? as u8, n(12, 14)? as u8)
+        .map_err(|_| bad())?;
+    Ok(time::PrimitiveDateTime::new(date, t).assume_utc())
+}
+
+/// OpenSSH's `match_pattern`: `*` any run, `?` one character; a leading `!` negates (a negated
+/// pattern never admits by itself).
+fn pattern_match(pattern: &str, s: &str) -> bool {
+    if pattern.starts_with('!') {
+        return false;
+    }
+    fn m(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => m(&p[1..], s) || (!s.is_empty() && m(p, &s[1..])),
+            (Some(b'?'), Some(_)) => m(&p[1..], &s[1..]),
+            (Some(a), Some(b)) if a == b => m(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    m(pattern.as_bytes(), s.as_bytes())
 }
 
 /// Checks the armored `signature` of `message` against the allowed_signers text (`source` names
@@ -176,7 +277,7 @@ pub fn verify(source: &str, allowed: &str, message: &[u8], signature: &str) -> R
     }
     let signer_key = PublicKey::from(sig.public_key().clone());
     let fingerprint = signer_key.fingerprint(HashAlg::Sha256).to_string();
-    let listed = signers(source, allowed)?;
+    let listed = signers(source, allowed);
     let signer = listed
         .iter()
         .find(|s| s.key.key_data() == sig.public_key())
@@ -197,8 +298,14 @@ pub fn verify(source: &str, allowed: &str, message: &[u8], signature: &str) -> R
 
 /// [`verify`] of `file` with `FILE.sig` beside it, against the allowed_signers file.
 pub fn verify_file(allowed_signers: &Path, file: &Path) -> Result<Verified> {
-    let allowed = fs_err::read_to_string(allowed_signers)?;
     let message = fs_err::read(file)?;
+    verify_bytes(allowed_signers, file, &message)
+}
+
+/// [`verify`] of `message` (the bytes read from `file`, so that what is checked afterwards is
+/// exactly what was signed) with `FILE.sig`, against the allowed_signers file.
+pub fn verify_bytes(allowed_signers: &Path, file: &Path, message: &[u8]) -> Result<Verified> {
+    let allowed = fs_err::read_to_string(allowed_signers)?;
     let sig_file = sig_path(file);
     let signature = fs_err::read_to_string(&sig_file).map_err(|e| {
         anyhow!(
@@ -210,7 +317,7 @@ pub fn verify_file(allowed_signers: &Path, file: &Path) -> Result<Verified> {
     verify(
         &allowed_signers.display().to_string(),
         &allowed,
-        &message,
+        message,
         &signature,
     )
     .with_context(|| format!("{}", sig_file.display()))
@@ -318,10 +425,29 @@ mod tests {
             verify("allowed", &git_only, b"x", &sig).unwrap_err()
         );
         assert!(e.contains("does not list"), "{e}");
-        let e = format!(
-            "{:#}",
-            verify("allowed", "a@b ssh-ed25519 AAAAnope", b"x", &sig).unwrap_err()
-        );
-        assert!(e.contains("allowed:1: not a public key"), "{e}");
+        let key_text = line
+            .split_once(" namespaces=\"bootstrap-mirror\" ")
+            .unwrap()
+            .1;
+        let ok = |l: &str| verify("allowed", l, b"x", &sig).is_ok();
+        // As ssh-keygen reads them: option names in any case, wildcards, the key right after
+        // the principals, a broken line skipped rather than fatal.
+        assert!(ok(&format!(
+            "a@b NAMESPACES=\"git,bootstrap-*\" {key_text}"
+        )));
+        assert!(ok(&format!("a@b {key_text}")));
+        assert!(ok(&format!("a@b ssh-ed25519 AAAAnope\na@b {key_text}")));
+        assert!(ok(&format!(
+            "a@b valid-after=\"20200101\",valid-before=\"29991231Z\" {key_text}"
+        )));
+        // Refused: expired, not yet valid, a CA line, an unknown or unquoted option, a negation.
+        assert!(!ok(&format!("a@b valid-before=\"20200101\" {key_text}")));
+        assert!(!ok(&format!("a@b valid-after=\"29990101\" {key_text}")));
+        assert!(!ok(&format!("a@b cert-authority {key_text}")));
+        assert!(!ok(&format!("a@b namespace=\"git\" {key_text}")));
+        assert!(!ok(&format!("a@b namespaces=git {key_text}")));
+        assert!(!ok(&format!(
+            "a@b namespaces=\"!bootstrap-mirror\" {key_text}"
+        )));
     }
 }

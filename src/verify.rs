@@ -79,10 +79,15 @@ pub async fn run(target: VerifyTarget) -> Result<Report> {
             registry,
         } => {
             // The signature first: a record nobody vouches for is not worth checking against.
+            // One read: the record checked against the registry is the one the signature covers.
+            let text = crate::bounded::read_regular_to_string(
+                &record_path,
+                crate::bounded::LAYOUT_FILE_MAX,
+            )?;
             let signed = allowed_signers
                 .as_deref()
-                .map(|a| crate::sshsig::verify_file(a, &record_path));
-            let record = MirrorRecord::load(&record_path)?;
+                .map(|a| crate::sshsig::verify_bytes(a, &record_path, text.as_bytes()));
+            let record = MirrorRecord::parse(&record_path, &text)?;
             let regs = Registries::new(*registry)?;
             let client = regs.client(&target.registry)?;
             let mut report = verify_registry(&client, &target, &record).await?;

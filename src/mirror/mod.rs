@@ -428,7 +428,18 @@ fn finish(
                 allowed_signers: s.allowed_signers,
             }))
         }
-        None => None,
+        None => {
+            // This run changed the record: a signature of an earlier run no longer covers it.
+            let stale = crate::sshsig::sig_path(&record_path);
+            if stale.exists() {
+                fs_err::remove_file(&stale)?;
+                tracing::warn!(
+                    "removed {}: it signed the record before this run; sign again with --sign-key",
+                    stale.display()
+                );
+            }
+            None
+        }
     };
     let cluster_dir = outputs::write_cluster_resources(
         &transfer.dest,

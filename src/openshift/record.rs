@@ -212,7 +212,12 @@ impl MirrorRecord {
     /// Reads a record, naming the file on failure.
     pub fn load(path: &Path) -> Result<Self> {
         let text = crate::bounded::read_regular_to_string(path, crate::bounded::LAYOUT_FILE_MAX)?;
-        serde_json::from_str(&text).with_context(|| {
+        Self::parse(path, &text)
+    }
+
+    /// A record from the text read from `path` (named on failure).
+    pub fn parse(path: &Path, text: &str) -> Result<Self> {
+        serde_json::from_str(text).with_context(|| {
             format!(
                 "parsing mirror record {}: it is not a bootstrap mirror record",
                 path.display()

@@ -30,7 +30,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// One repository: its tags and what its images reach.
@@ -39,14 +39,16 @@ struct Repo {
     tags: BTreeMap<String, Digest>,
     /// Manifests by digest, with their media types.
     manifests: BTreeMap<Digest, String>,
-    blobs: BTreeSet<Digest>,
+    /// Blobs (configs and layers) with the size their manifests declare.
+    blobs: BTreeMap<Digest, u64>,
 }
 
 /// What the registry serves, read from the layout's `index.json` and manifests at start.
 pub struct Served {
     layout: OciLayout,
     repos: BTreeMap<String, Repo>,
-    verified: Mutex<BTreeSet<Digest>>,
+    /// Blobs hashed whole while serving: whether each matched its digest.
+    checked: Mutex<BTreeMap<Digest, bool>>,
 }
 
 impl Served {
@@ -65,7 +67,15 @@ impl Served {
             };
             let repo = repos.entry(r.repository.clone()).or_default();
             if let Some(tag) = &r.tag {
-                repo.tags.insert(tag.clone(), entry.digest.clone());
+                if let Some(other) = repo.tags.insert(tag.clone(), entry.digest.clone()) {
+                    if other != entry.digest {
+                        anyhow::bail!(
+                            "index.json: {}:{tag} names two images ({other} and {}), from two source registries with the same path; serve cannot tell them apart",
+                            r.repository,
+                            entry.digest
+                        );
+                    }
+                }
             }
             walk(&layout, &entry.digest, &entry.media_type, repo)
                 .with_context(|| format!("reading the image {name}"))?;
@@ -73,7 +83,7 @@ impl Served {
         Ok(Served {
             layout,
             repos,
-            verified: Mutex::default(),
+            checked: Mutex::default(),
         })
     }
 
@@ -85,25 +95,23 @@ impl Served {
             .collect()
     }
 
-    /// Whether the blob's content hashes to its digest (hashed once, then remembered).
-    fn verify_blob(&self, digest: &Digest) -> Result<()> {
-        if self.verified.lock().expect("verified").contains(digest) {
-            return Ok(());
+    /// Whether the blob's content hashes to its digest: hashed once on a blocking thread, the
+    /// answer (either way) remembered for the server's run.
+    async fn blob_ok(&self, digest: &Digest) -> bool {
+        if let Some(ok) = self.checked.lock().expect("checked").get(digest) {
+            return *ok;
         }
         let path = self.layout.blob_path(digest);
-        let (actual, _) = crate::bounded::hash_regular(&path)
-            .with_context(|| format!("hashing {}", path.display()))?;
-        if &actual != digest {
-            anyhow::bail!(
-                "{} is corrupt: its content hashes to {actual}; run bootstrap verify",
-                path.display()
-            );
+        let hashed = tokio::task::spawn_blocking(move || crate::bounded::hash_regular(&path)).await;
+        let ok = matches!(&hashed, Ok(Ok((d, _))) if d == digest);
+        if !ok {
+            tracing::warn!("serving blob {digest}: its file does not hash to its digest");
         }
-        self.verified
+        self.checked
             .lock()
-            .expect("verified")
-            .insert(digest.clone());
-        Ok(())
+            .expect("checked")
+            .insert(digest.clone(), ok);
+        ok
     }
 }
 
@@ -135,17 +143,18 @@ fn walk(layout: &OciLayout, digest: &Digest, media_type: &str, repo: &mut Repo) 
         }
         return Ok(());
     }
-    let config = m["config"]["digest"].as_str().into_iter();
-    let layers = m["layers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|l| l["digest"].as_str());
-    for d in config.chain(layers) {
-        repo.blobs.insert(
-            d.parse()
-                .with_context(|| format!("manifest {digest}: blob {d}"))?,
-        );
+    let layers = m["layers"].as_array().into_iter().flatten();
+    for d in std::iter::once(&m["config"]).chain(layers) {
+        if d.is_null() {
+            continue;
+        }
+        let (Some(text), Some(size)) = (d["digest"].as_str(), d["size"].as_u64()) else {
+            anyhow::bail!("manifest {digest}: a blob without digest or size: {d}");
+        };
+        let parsed: Digest = text
+            .parse()
+            .with_context(|| format!("manifest {digest}: blob {text}"))?;
+        repo.blobs.insert(parsed, size);
     }
     Ok(())
 }
@@ -351,8 +360,16 @@ async fn blob(
     let Ok(digest) = reference.parse::<Digest>() else {
         return oci_error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "invalid digest");
     };
+    let corrupt = || {
+        oci_error(
+            StatusCode::NOT_FOUND,
+            "BLOB_UNKNOWN",
+            "blob unknown to registry: its file is corrupt",
+        )
+    };
     // Manifests are blobs too (clients fetch an index's children either way).
-    if !repo.blobs.contains(&digest) && !repo.manifests.contains_key(&digest) {
+    let declared = repo.blobs.get(&digest).copied();
+    if declared.is_none() && !repo.manifests.contains_key(&digest) {
         return oci_error(
             StatusCode::NOT_FOUND,
             "BLOB_UNKNOWN",
@@ -367,6 +384,12 @@ async fn blob(
             "blob unknown to registry",
         );
     };
+    // A file of another size than its manifest declares is refused before any header is sent
+    // (and an empty file sends no bytes the stream check could catch).
+    if declared.is_some_and(|d| d != size) || (size == 0 && digest != Digest::of(b"")) {
+        tracing::warn!("serving blob {digest}: its file holds {size} bytes, declared {declared:?}");
+        return corrupt();
+    }
     let range = headers
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
@@ -374,21 +397,13 @@ async fn blob(
     let (status, start, len) = match range {
         None | Some(super::RangeAsk::Whole) => (StatusCode::OK, 0, size),
         // A part cannot be checked on its own: the whole blob is hashed first (once).
-        Some(super::RangeAsk::Part(..)) if s.verify_blob(&digest).is_err() => {
-            tracing::warn!("serving blob {digest}: its file does not hash to its digest");
-            return oci_error(
-                StatusCode::NOT_FOUND,
-                "BLOB_UNKNOWN",
-                "blob unknown to registry: its file is corrupt",
-            );
-        }
+        Some(super::RangeAsk::Part(..)) if !s.blob_ok(&digest).await => return corrupt(),
         Some(super::RangeAsk::Part(a, b)) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
         Some(super::RangeAsk::Unsatisfiable) => {
-            let mut resp = oci_error(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                "BLOB_UNKNOWN",
-                "range not satisfiable",
-            );
+            // As Distribution answers it: no error body, the size in Content-Range.
+            let mut resp = Response::new(Body::empty());
+            *resp.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            api_version(&mut resp);
             if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
                 resp.headers_mut().insert(header::CONTENT_RANGE, v);
             }
@@ -399,7 +414,7 @@ async fn blob(
         Body::empty()
     } else {
         use tokio::io::AsyncReadExt as _;
-        match super::open_at(&path, start).await {
+        match open_regular_at(&path, start).await {
             Ok(f) if status == StatusCode::OK => Body::from_stream(checked(
                 tokio_util::io::ReaderStream::new(f.take(len)),
                 digest.clone(),
@@ -434,4 +449,19 @@ async fn blob(
     }
     api_version(&mut resp);
     resp
+}
+
+/// Opens a regular file (never a FIFO or a symlink) at `offset`.
+async fn open_regular_at(
+    path: &std::path::Path,
+    offset: u64,
+) -> std::io::Result<fs_err::tokio::File> {
+    use tokio::io::AsyncSeekExt as _;
+    let p = path.to_path_buf();
+    let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&p))
+        .await
+        .map_err(std::io::Error::other)??;
+    let mut f = fs_err::tokio::File::from_std(file);
+    f.seek(std::io::SeekFrom::Start(offset)).await?;
+    Ok(f)
 }
