@@ -226,13 +226,19 @@ async fn answer(s: &Served, method: &Method, uri: &Uri, headers: &HeaderMap) -> 
             "this registry is read-only: it serves a mirror, it takes no pushes",
         );
     }
-    let path = uri.path();
+    // Decoded as Distribution decodes it (`sha256%3A...`); a name never becomes a path, so a
+    // decoded `..` reaches nothing.
+    let decoded = percent_decode(uri.path());
+    let path = decoded.as_str();
+    let query = query(uri);
     if path == "/v2" || path == "/v2/" {
         return json_answer(json!({}));
     }
     if path == "/v2/_catalog" {
-        let names: Vec<&String> = s.repos.keys().collect();
-        return json_answer(json!({"repositories": names}));
+        let (names, next) = page(s.repos.keys(), &query);
+        let mut resp = json_answer(json!({"repositories": names}));
+        link(&mut resp, "/v2/_catalog", next, query.0);
+        return resp;
     }
     let Some(rest) = path.strip_prefix("/v2/") else {
         return oci_error(StatusCode::NOT_FOUND, "NOT_FOUND", "not a registry path");
@@ -252,12 +258,80 @@ async fn answer(s: &Served, method: &Method, uri: &Uri, headers: &HeaderMap) -> 
     };
     match kind {
         "tags" if reference == "list" => {
-            let tags: Vec<&String> = repo.tags.keys().collect();
-            json_answer(json!({"name": name, "tags": tags}))
+            let (tags, next) = page(repo.tags.keys(), &query);
+            let mut resp = json_answer(json!({"name": name, "tags": tags}));
+            link(&mut resp, &format!("/v2/{name}/tags/list"), next, query.0);
+            resp
         }
         "manifests" => manifest(s, repo, reference, method),
         "blobs" => blob(s, repo, reference, method, headers).await,
         _ => oci_error(StatusCode::NOT_FOUND, "NOT_FOUND", "not a registry path"),
+    }
+}
+
+/// `%XX` decoded (an invalid escape is kept as written).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (
+            b[i],
+            b.get(i + 1).copied().and_then(hex),
+            b.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The query's `n` and `last`.
+fn query(uri: &Uri) -> (Option<usize>, Option<String>) {
+    let mut n = None;
+    let mut last = None;
+    for kv in uri.query().unwrap_or_default().split('&') {
+        match kv.split_once('=') {
+            Some(("n", v)) => n = v.parse().ok(),
+            Some(("last", v)) => last = Some(percent_decode(v)),
+            _ => {}
+        }
+    }
+    (n, last)
+}
+
+/// One page of sorted names after `last`, at most `n`; the last name given when more follow.
+fn page<'a>(
+    names: impl Iterator<Item = &'a String>,
+    (n, last): &(Option<usize>, Option<String>),
+) -> (Vec<&'a String>, Option<String>) {
+    let mut after: Vec<&String> = names
+        .filter(|x| last.as_ref().is_none_or(|l| x.as_str() > l.as_str()))
+        .collect();
+    match n {
+        Some(n) if after.len() > *n => {
+            after.truncate(*n);
+            let next = after.last().map(|s| s.to_string());
+            (after, next)
+        }
+        _ => (after, None),
+    }
+}
+
+/// The `Link: <...>; rel="next"` header Distribution sends when a page is cut.
+fn link(resp: &mut Response, path: &str, next: Option<String>, n: Option<usize>) {
+    if let (Some(last), Some(n)) = (next, n) {
+        if let Ok(v) = HeaderValue::from_str(&format!("<{path}?last={last}&n={n}>; rel=\"next\"")) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
     }
 }
 

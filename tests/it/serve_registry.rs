@@ -123,6 +123,37 @@ fn skopeo_pulls_byte_exact_and_the_registry_answers_as_distribution_does() {
             "{catalog}"
         );
 
+        // Pagination as Distribution does it: n, last, and a Link to the next page.
+        let first = http
+            .get(format!("{base}/_catalog?n=1"))
+            .send()
+            .await
+            .unwrap();
+        let next = first.headers()["link"].to_str().unwrap().to_string();
+        let first: serde_json::Value = first.json().await.unwrap();
+        let only = first["repositories"][0].as_str().unwrap().to_string();
+        assert_eq!(
+            first["repositories"].as_array().unwrap().len(),
+            1,
+            "{first}"
+        );
+        assert_eq!(
+            next,
+            format!("</v2/_catalog?last={only}&n=1>; rel=\"next\"")
+        );
+        let rest: serde_json::Value = http
+            .get(format!("{base}/_catalog?last={only}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            rest["repositories"].as_array().unwrap().len() + 1,
+            catalog["repositories"].as_array().unwrap().len()
+        );
+
         // HEAD of a manifest: its digest and length, no body.
         let img = tagged[0];
         let head = http
@@ -136,6 +167,11 @@ fn skopeo_pulls_byte_exact_and_the_registry_answers_as_distribution_does() {
             head.headers()["content-length"],
             img.manifest.len().to_string().as_str()
         );
+
+        // A digest written with an escaped colon, as some clients send it.
+        let escaped = tagged[0].blobs[0].0.replace(':', "%3A");
+        let (status, _) = raw_get(&addr, &format!("/v2/{}/blobs/{escaped}", tagged[0].repo)).await;
+        assert_eq!(status, 200);
 
         // A blob in a range: 206 with the right bytes.
         let (blob, size) = img.blobs.iter().max_by_key(|b| b.1).unwrap().clone();
@@ -257,8 +293,9 @@ async fn raw_get(addr: &str, path: &str) -> (u16, String) {
     )
     .await
     .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let out = String::from_utf8_lossy(&raw).into_owned();
     let status = out
         .split_whitespace()
         .nth(1)
