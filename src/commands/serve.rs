@@ -36,26 +36,18 @@ pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
         size: file.size,
         sha256: file.sha256.clone(),
     })?;
-    let shutdown = async {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(mut int), Ok(mut term)) => {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            _ => std::future::pending::<()>().await,
-        }
-    };
     // The access log on stderr: which BMC fetched what.
     let progress = crate::output::Progress::lines("serve");
     let access: serve::AccessSink =
         Arc::new(move |a: serve::Access| progress.println(&a.to_string()));
-    serve::serve(file, listener, tls.as_ref(), Some(access), shutdown).await?;
+    serve::serve(
+        file,
+        listener,
+        tls.as_ref(),
+        Some(access),
+        shutdown_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -115,6 +107,7 @@ pub async fn registry(args: ServeRegistryArgs, printer: &Printer) -> Result<Exit
     Ok(ExitCode::SUCCESS)
 }
 
+/// SIGINT or SIGTERM.
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     match (

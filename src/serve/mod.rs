@@ -145,27 +145,16 @@ pub async fn serve(
     access: Option<AccessSink>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    use axum::serve::ListenerExt;
     let app = axum::Router::new()
         .fallback(answer)
-        .with_state(Arc::new(Shared { file, access }))
-        .into_make_service_with_connect_info::<SocketAddr>();
-    match tls {
-        None => axum::serve(listener.tap_io(|_| {}), app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving the file"),
-        Some(files) => {
-            let listener = tls::TlsListener::new(listener, files.server_config()?);
-            axum::serve(listener.tap_io(|_| {}), app)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .context("serving the file over TLS")
-        }
-    }
+        .with_state(Arc::new(Shared { file, access }));
+    serve_router(app, listener, tls, shutdown)
+        .await
+        .context("serving the file")
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, over TLS when `tls` is given.
+/// Serves `app` on `listener` until `shutdown` resolves, over TLS when `tls` is given; handlers
+/// may take the peer's address (`ConnectInfo<SocketAddr>`).
 pub async fn serve_router(
     app: axum::Router,
     listener: tokio::net::TcpListener,
@@ -173,6 +162,7 @@ pub async fn serve_router(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     use axum::serve::ListenerExt;
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     match tls {
         None => axum::serve(listener.tap_io(|_| {}), app)
             .with_graceful_shutdown(shutdown)
