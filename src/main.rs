@@ -1,6 +1,6 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
+use bootstrap::cli::{ArchiveCmd, Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -36,8 +36,11 @@ fn main() -> ExitCode {
     let printer = Printer::new(cli.output);
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Mirror(args) => commands::mirror::run(args, &printer).await,
+            Command::Mirror(args) => commands::mirror::run(*args, &printer).await,
             Command::Verify(args) => commands::verify::run(args, &printer).await,
+            Command::Archive(ArchiveCmd::Create(args)) => {
+                commands::archive::create(args, &printer).await
+            }
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
             Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),

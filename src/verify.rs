@@ -41,7 +41,8 @@ pub struct Report {
 }
 
 impl Report {
-    fn finish(mut self) -> Self {
+    /// Sorts the findings and sets `ok`.
+    pub(crate) fn finish(mut self) -> Self {
         self.missing.sort();
         self.corrupt.sort();
         self.unexpected.sort();
@@ -55,6 +56,13 @@ impl Report {
 pub enum VerifyTarget {
     /// A disk mirror, checked against the record, index and `SHA256SUMS` it carries.
     Disk(PathBuf),
+    /// An archive: its signature, SHA256SUMS, chunks and every blob in them.
+    Archive {
+        /// The archive's directory.
+        dir: PathBuf,
+        /// The allowed_signers file its manifest's signature must check against.
+        allowed_signers: Option<PathBuf>,
+    },
     /// A registry (under a prefix), checked against a mirror record.
     Registry {
         /// Host and prefix.
@@ -72,6 +80,10 @@ pub enum VerifyTarget {
 pub async fn run(target: VerifyTarget) -> Result<Report> {
     match target {
         VerifyTarget::Disk(dir) => verify_layout(&dir).await,
+        VerifyTarget::Archive {
+            dir,
+            allowed_signers,
+        } => crate::mirror::archive::verify::verify(&dir, allowed_signers.as_deref()).await,
         VerifyTarget::Registry {
             target,
             record: record_path,

@@ -35,13 +35,16 @@ pub struct Cli {
 pub enum Command {
     /// Copy images: registry to disk (file://DIR), disk to registry (--from file://DIR
     /// docker://HOST), or registry to registry (docker://HOST), verified and recorded.
-    Mirror(MirrorArgs),
+    Mirror(Box<MirrorArgs>),
     /// Model images: pack a local model directory as an OCI modelcar image.
     #[command(subcommand)]
     Model(ModelCmd),
-    /// Check a disk mirror (file://DIR) or a registry (--record R docker://HOST[/PREFIX])
-    /// against its mirror record; exit 0 only when everything matches.
+    /// Check a disk mirror (file://DIR), an archive (archive://DIR) or a registry (--record R
+    /// docker://HOST[/PREFIX]) against its record; exit 0 only when everything matches.
     Verify(VerifyArgs),
+    /// Archives for removable media: cut a disk mirror into one (`archive create`).
+    #[command(subcommand)]
+    Archive(ArchiveCmd),
     /// A rehearsal lab: seed a local registry with a scaled-down upstream (release payloads,
     /// an operator catalog, a modelcar) to mirror from.
     #[command(subcommand)]
@@ -105,8 +108,13 @@ pub struct MirrorArgs {
     )]
     pub config: Option<PathBuf>,
 
-    /// Push a disk mirror (file://DIR written by a mirror to disk) instead of reading registries.
-    #[arg(long, value_name = "file://DIR", conflicts_with = "config")]
+    /// Push a disk mirror (file://DIR written by a mirror to disk) or an archive
+    /// (archive://DIR, read in place) instead of reading registries.
+    #[arg(
+        long,
+        value_name = "file://DIR|archive://DIR",
+        conflicts_with = "config"
+    )]
     pub from: Option<String>,
 
     /// With --from: push a layout that has no mirror record, or that differs from it (one
@@ -115,9 +123,21 @@ pub struct MirrorArgs {
     #[arg(long, requires = "from")]
     pub accept_unrecorded: bool,
 
-    /// Where to mirror: file://DIR (an OCI layout) or docker://HOST[:PORT][/PREFIX].
+    /// Where to mirror: file://DIR (an OCI layout), archive://DIR (tar chunks for removable
+    /// media) or docker://HOST[:PORT][/PREFIX].
     #[arg(value_name = "DESTINATION")]
     pub destination: String,
+
+    /// For archive://: the most one chunk may hold (4GiB, 256MiB; a plain number is GiB).
+    /// Default: the configuration's archiveSize, else 4GiB. A blob larger than this goes alone
+    /// into its own chunk.
+    #[arg(long, value_name = "SIZE")]
+    pub archive_size: Option<String>,
+
+    /// For archive://: a delta. Leave out what this earlier archive (its manifest.json) or
+    /// mirror record already carried; the new manifest names it by sha256.
+    #[arg(long, value_name = "MANIFEST")]
+    pub since: Option<PathBuf>,
 
     /// Update graph (Cincinnati) for mirror.platform.channels: an http(s) URL queried with
     /// `?channel=NAME&arch=ARCH`, or file://PATH to a saved graph (air-gapped use; `{arch}` in
@@ -205,9 +225,10 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
-    /// Sign the mirror record of a registry destination with this OpenSSH private key (as
-    /// `ssh-keygen -Y sign -n bootstrap-mirror` does: RECORD.sig beside it); the report gives
-    /// the allowed_signers line an auditor checks it with. Read before anything is copied.
+    /// Sign the mirror record of a registry destination (RECORD.sig beside it), or an
+    /// archive's manifest.json (manifest.json.sig), with this OpenSSH private key, as
+    /// `ssh-keygen -Y sign -n bootstrap-mirror` does; the report gives the allowed_signers
+    /// line an auditor checks it with. Read before anything is copied.
     #[arg(long, value_name = "KEY")]
     pub sign_key: Option<PathBuf>,
 
@@ -222,10 +243,38 @@ pub struct MirrorArgs {
     pub registry: RegistryArgs,
 }
 
+/// `bootstrap archive`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCmd {
+    /// Cut a disk mirror into an archive: `archive create --from file://LAYOUT archive://DIR`.
+    Create(ArchiveCreateArgs),
+}
+
+/// `bootstrap archive create`.
+#[derive(Debug, Args)]
+pub struct ArchiveCreateArgs {
+    /// The disk mirror to cut (file://DIR, written by a mirror to disk).
+    #[arg(long, value_name = "file://DIR")]
+    pub from: String,
+
+    /// The archive to write (archive://DIR, a new or empty directory, or an unfinished archive
+    /// to continue).
+    #[arg(value_name = "archive://DIR")]
+    pub destination: String,
+
+    /// The most one chunk may hold (4GiB, 256MiB; a plain number is GiB). Default 4GiB.
+    #[arg(long, value_name = "SIZE")]
+    pub archive_size: Option<String>,
+
+    /// Sign manifest.json with this OpenSSH private key (manifest.json.sig beside it).
+    #[arg(long, value_name = "KEY")]
+    pub sign_key: Option<PathBuf>,
+}
+
 /// `bootstrap verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// What to check: file://DIR, or docker://HOST[:PORT][/PREFIX] with --record.
+    /// What to check: file://DIR, archive://DIR, or docker://HOST[:PORT][/PREFIX] with --record.
     #[arg(value_name = "TARGET")]
     pub target: String,
 
@@ -233,9 +282,10 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
-    /// Check the record's signature (RECORD.sig) against this allowed_signers file first, as
-    /// `ssh-keygen -Y verify -n bootstrap-mirror` does; a missing or wrong signature fails.
-    #[arg(long, value_name = "FILE", requires = "record")]
+    /// Check the signature (RECORD.sig of --record, or an archive's manifest.json.sig) against
+    /// this allowed_signers file, as `ssh-keygen -Y verify -n bootstrap-mirror` does; a missing
+    /// or wrong signature fails.
+    #[arg(long, value_name = "FILE")]
     pub allowed_signers: Option<PathBuf>,
 
     /// Registry access.
@@ -297,7 +347,7 @@ pub enum ServeCmd {
     /// Serve one file (the agent ISO) at http://ADDR/<file name> until Ctrl-C: HEAD, single
     /// byte ranges, a strong ETag (its sha256) and Last-Modified, as BMC virtual media need.
     Iso(ServeIsoArgs),
-    /// Serve a disk mirror (file://DIR) as a read-only OCI registry until Ctrl-C: pulls by tag
+    /// Serve a disk mirror (file://DIR) or an archive (archive://DIR) as a read-only OCI registry until Ctrl-C: pulls by tag
     /// and digest, blobs with ranges, tags/list and _catalog; every byte verified before it is
     /// sent. A repository is an image's source path without its registry host.
     Registry(ServeRegistryArgs),
@@ -306,9 +356,14 @@ pub enum ServeCmd {
 /// `bootstrap serve registry`.
 #[derive(Debug, Args)]
 pub struct ServeRegistryArgs {
-    /// The disk mirror to serve (file://DIR).
+    /// What to serve: a disk mirror (file://DIR) or an archive read in place (archive://DIR).
     #[arg(value_name = "SOURCE")]
     pub source: String,
+
+    /// Where an archive's small files (index.json, the record) are copied out to
+    /// (default: ./.bootstrap-work).
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
 
     /// The address to listen on (HOST:PORT; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]

@@ -21,6 +21,7 @@ impl MirrorSettings {
         let input = match (&args.from, &args.config) {
             (Some(from), _) => match Location::parse(from, "--from")? {
                 Location::Disk(dir) => MirrorInput::Disk(dir),
+                Location::Archive(dir) => MirrorInput::Archive(dir),
                 Location::Registry(_) => bail!(
                     "--from takes a disk mirror (file://DIR); to mirror from registries, name them in the ImageSetConfiguration (-c)"
                 ),
@@ -28,12 +29,33 @@ impl MirrorSettings {
             (None, Some(cfg)) => MirrorInput::Config(cfg.clone()),
             (None, None) => bail!("name what to mirror: -c CONFIG, or --from file://DIR"),
         };
-        if matches!(input, MirrorInput::Disk(_)) && matches!(destination, Location::Disk(_)) {
-            bail!("--from file://DIR pushes a disk mirror to a registry: the destination must be docker://HOST[/PREFIX]");
+        if matches!(input, MirrorInput::Disk(_) | MirrorInput::Archive(_))
+            && !matches!(destination, Location::Registry(_))
+        {
+            bail!("--from pushes a disk mirror or an archive to a registry: the destination must be docker://HOST[/PREFIX] (to cut a disk mirror into an archive, use bootstrap archive create)");
         }
+        let archive = matches!(destination, Location::Archive(_));
+        if !archive && (args.archive_size.is_some() || args.since.is_some()) {
+            bail!("--archive-size and --since are for an archive destination (archive://DIR)");
+        }
+        let archive_size = match (&args.archive_size, &input) {
+            (Some(s), _) => crate::mirror::archive::parse_size(s)
+                .map_err(|e| anyhow::anyhow!("--archive-size: {e:#}"))?,
+            (None, MirrorInput::Config(path)) if archive => {
+                match crate::mirror::config::load(path)?.archive_size {
+                    Some(gib) if gib > 0 => (gib as u64)
+                        .checked_mul(1024 * 1024 * 1024)
+                        .ok_or_else(|| {
+                            anyhow::anyhow!("{}: archiveSize {gib} is too large", path.display())
+                        })?,
+                    _ => crate::mirror::archive::DEFAULT_ARCHIVE_SIZE,
+                }
+            }
+            _ => crate::mirror::archive::DEFAULT_ARCHIVE_SIZE,
+        };
         if let Some(key) = &args.sign_key {
             if matches!(destination, Location::Disk(_)) {
-                bail!("--sign-key signs the mirror record of a registry destination; a disk mirror is covered by its SHA256SUMS (signed archives for removable media come with archive://)");
+                bail!("--sign-key signs the mirror record of a registry destination or an archive's manifest; a disk mirror is covered by its SHA256SUMS (write archive://DIR for a signed one)");
             }
             // A key that cannot sign is found now, not after the copy.
             crate::sshsig::read_key(key).map_err(|e| anyhow::anyhow!("--sign-key: {e:#}"))?;
@@ -67,6 +89,8 @@ impl MirrorSettings {
             status_file: args.status_file,
             record: args.record,
             sign_key: args.sign_key,
+            archive_size,
+            since: args.since,
             rewrite_filtered_indexes: args.rewrite_filtered_indexes,
             accept_unrecorded: args.accept_unrecorded,
         })

@@ -2,6 +2,7 @@
 //! phases), runs the library, and hands the result to the one [`Printer`]. This is the only
 //! layer below `main.rs` that sees clap types; the library never does, and never prints.
 
+pub mod archive;
 pub mod gitops_check;
 pub mod gitops_init;
 pub mod handoff;

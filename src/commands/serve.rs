@@ -79,16 +79,30 @@ impl std::fmt::Display for ServingRegistry {
 
 /// Runs `bootstrap serve registry`.
 pub async fn registry(args: ServeRegistryArgs, printer: &Printer) -> Result<ExitCode> {
-    let dir = match crate::mirror::Location::parse(&args.source, "the source")? {
-        crate::mirror::Location::Disk(dir) => dir,
+    let served = match crate::mirror::Location::parse(&args.source, "the source")? {
+        crate::mirror::Location::Disk(dir) => {
+            tokio::task::spawn_blocking(move || serve::registry::Served::open(&dir))
+                .await
+                .context("reading the disk mirror")??
+        }
+        crate::mirror::Location::Archive(dir) => {
+            let workdir = args
+                .workdir
+                .clone()
+                .unwrap_or_else(|| std::path::PathBuf::from(".bootstrap-work"));
+            tokio::task::spawn_blocking(move || {
+                let reader = crate::mirror::archive::reader::ArchiveReader::open(&dir)?;
+                // The small files (index.json) come out; the blobs are served from the chunks.
+                let into = workdir.join(format!("archive-{}", &reader.manifest_sha256()[..16]));
+                serve::registry::Served::from_layout(reader.open_layout(&into)?)
+            })
+            .await
+            .context("reading the archive")??
+        }
         crate::mirror::Location::Registry(_) => {
-            anyhow::bail!("serve registry serves a disk mirror: name it as file://DIR")
+            anyhow::bail!("serve registry serves a disk mirror or an archive: name it as file://DIR or archive://DIR")
         }
     };
-    let root = dir.clone();
-    let served = tokio::task::spawn_blocking(move || serve::registry::Served::open(&root))
-        .await
-        .context("reading the disk mirror")??;
     let tls = match (args.tls_cert.clone(), args.tls_key.clone()) {
         (Some(certificate), Some(key)) => Some(serve::TlsFiles { certificate, key }),
         _ => None,

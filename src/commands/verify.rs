@@ -19,7 +19,19 @@ impl VerifyTarget {
                 if args.record.is_some() {
                     bail!("--record is for registries: a disk mirror is checked against its own {RECORD_FILE}");
                 }
+                if args.allowed_signers.is_some() {
+                    bail!("--allowed-signers checks a signed record (with --record) or an archive (archive://DIR); a disk mirror is covered by its SHA256SUMS");
+                }
                 Ok(VerifyTarget::Disk(dir))
+            }
+            Location::Archive(dir) => {
+                if args.record.is_some() {
+                    bail!("--record is for registries: an archive is checked against its own manifest.json");
+                }
+                Ok(VerifyTarget::Archive {
+                    dir,
+                    allowed_signers: args.allowed_signers.clone(),
+                })
             }
             Location::Registry(target) => {
                 let record = args.record.clone().context(

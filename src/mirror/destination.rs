@@ -33,6 +33,14 @@ pub(super) async fn connect_destination(dest: &Location, regs: &Registries) -> R
             }
             Ok(Destination::Layout(OciLayout::unopened(dir)))
         }
+        Location::Archive(dir) => {
+            super::archive::writer::check_target(dir)?;
+            // The layout's small files are written into the staging directory; its blobs go
+            // into the chunks (see `archive::writer`).
+            Ok(Destination::Layout(OciLayout::unopened(
+                &super::archive::writer::staging_dir(dir),
+            )))
+        }
     }
 }
 
@@ -55,6 +63,10 @@ pub(super) fn open_destination(
     match dest {
         Destination::Layout(l) => {
             let layout = OciLayout::create(l.root())?;
+            let layout = match l.archive_writer() {
+                Some(w) => layout.with_writer(w.clone()),
+                None => layout,
+            };
             let lock = layout.lock()?;
             Ok((Destination::Layout(layout), Some(lock), workdir))
         }

@@ -5,6 +5,7 @@
 //! is wanted), resolve, copy blobs, push manifests, and leave the record, the status and the
 //! cluster resources behind.
 
+pub mod archive;
 pub mod cache;
 pub mod config;
 pub mod content;
@@ -46,6 +47,8 @@ pub enum Location {
     Disk(PathBuf),
     /// `docker://HOST[:PORT][/PREFIX]`.
     Registry(RegistryTarget),
+    /// `archive://DIR`: tar chunks for removable media.
+    Archive(PathBuf),
 }
 
 impl Location {
@@ -57,12 +60,19 @@ impl Location {
             }
             return Ok(Location::Disk(PathBuf::from(dir)));
         }
+        if input.starts_with("archive://") {
+            return archive::parse_location(input)
+                .map(Location::Archive)
+                .with_context(|| {
+                    format!("{what} '{input}' names no directory: write archive://DIR")
+                });
+        }
         if let Some(rest) = input.strip_prefix("docker://") {
             return Ok(Location::Registry(
                 RegistryTarget::parse(rest).with_context(|| format!("{what} '{input}'"))?,
             ));
         }
-        bail!("{what} '{input}' must start with file:// (a directory) or docker:// (a registry)")
+        bail!("{what} '{input}' must start with file:// (a directory), archive:// (tar chunks for removable media) or docker:// (a registry)")
     }
 }
 
@@ -73,10 +83,26 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
     let started = record::now_rfc3339();
     let clock = Instant::now();
     let regs = Arc::new(Registries::new(settings.registry.clone())?);
+    let base = match (&settings.since, &settings.destination) {
+        (Some(path), Location::Archive(_)) => Some(archive::writer::Base::load(path)?),
+        (Some(_), _) => {
+            bail!("--since writes a delta archive: the destination must be archive://DIR")
+        }
+        (None, _) => None,
+    };
     let (source, mut wanted, dest) = prepare(&settings, &regs).await?;
     let (images, statuses) = resolve_images(&settings, &source, &mut wanted, &dest).await?;
+    let images = match &base {
+        Some(b) => only_new(images, b)?,
+        None => images,
+    };
     if let Source::Layout(layout) = &source {
         recorded::check_blob_files(layout, &images)?;
+        if let (Some(_), Destination::Registry { client, target }) =
+            (layout.archive_reader(), &dest)
+        {
+            archive::push::check_base(client, target, layout, &images).await?;
+        }
     }
     if settings.dry_run {
         return dry_run(&settings, source, dest, &images, &wanted)
@@ -84,6 +110,7 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
             .map(MirrorResult::Planned);
     }
     let fresh_dir = matches!(&dest, Destination::Layout(l) if !l.root().exists());
+    let dest = attach_archive(&settings, dest, &images, base)?;
     let (dest, _lock, workdir) = destination::open_destination(dest, settings.workdir.as_deref())?;
     let journal = match &dest {
         Destination::Registry { .. } => {
@@ -96,7 +123,122 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
     let transfer = Transfer::new(source, dest, settings.transfer.clone(), journal, progress);
     let copied = copy(&settings, &transfer, &images, &wanted, fresh_dir).await?;
     let started = Started { at: started, clock };
-    finish(&settings, &transfer, wanted, copied, statuses, started)
+    let (source_label, config) = (wanted.source_label.clone(), wanted.config.clone());
+    let result = finish(&settings, &transfer, wanted, copied, statuses, started)?;
+    match &transfer.dest {
+        Destination::Layout(layout) if layout.archive_writer().is_some() => {
+            seal_archive(&settings, layout, result, &source_label, config).await
+        }
+        _ => Ok(result),
+    }
+}
+
+/// For a delta archive: the images the base did not carry (by top manifest); none is an error.
+fn only_new(
+    images: Vec<ResolvedImage>,
+    base: &archive::writer::Base,
+) -> Result<Vec<ResolvedImage>> {
+    let total = images.len();
+    let kept: Vec<ResolvedImage> = images
+        .into_iter()
+        .filter(|i| !base.images.contains(&i.root.digest))
+        .collect();
+    if kept.is_empty() {
+        let from = base
+            .reference
+            .as_ref()
+            .map(|b| b.path.as_str())
+            .unwrap_or("");
+        bail!("nothing is new since {from}: all {total} images are in it; no archive was written");
+    }
+    Ok(kept)
+}
+
+/// For an `archive://` destination: the writer, with every blob and manifest placed.
+fn attach_archive(
+    settings: &MirrorSettings,
+    dest: Destination,
+    images: &[ResolvedImage],
+    base: Option<archive::writer::Base>,
+) -> Result<Destination> {
+    let (Location::Archive(dir), Destination::Layout(layout)) = (&settings.destination, &dest)
+    else {
+        return Ok(dest);
+    };
+    let blobs = plan::blob_graph(images.iter())
+        .iter()
+        .map(|n| (n.blob.digest.clone(), n.blob.size))
+        .collect();
+    let mut manifests = Vec::new();
+    for img in images {
+        manifests.push((img.root.digest.clone(), img.root.bytes.len() as u64));
+        for c in &img.children {
+            manifests.push((c.manifest.digest.clone(), c.manifest.bytes.len() as u64));
+        }
+    }
+    let writer = archive::writer::ArchiveWriter::open(
+        dir,
+        settings.archive_size,
+        blobs,
+        manifests,
+        base.unwrap_or_default(),
+    )?;
+    Ok(Destination::Layout(
+        layout.clone().with_writer(Arc::new(writer)),
+    ))
+}
+
+/// Seals a complete archive (the small files into the last chunk, manifest.json, SHA256SUMS,
+/// the signature) and points the report at it. An archive with failed images stays
+/// unfinished, to be completed by a rerun.
+async fn seal_archive(
+    settings: &MirrorSettings,
+    layout: &crate::oci::layout::OciLayout,
+    result: MirrorResult,
+    source_label: &str,
+    config: Option<record::ConfigInfo>,
+) -> Result<MirrorResult> {
+    let MirrorResult::Mirrored(mut report) = result else {
+        return Ok(result);
+    };
+    let writer = layout.archive_writer().expect("an archive destination");
+    if !report.complete() {
+        tracing::warn!(
+            "the archive in {} is not sealed: {} images did not make it; run the same command again to finish it",
+            writer.dir().display(),
+            report.summary.images_failed
+        );
+        return Ok(MirrorResult::Mirrored(report));
+    }
+    let (_, sealed) = writer.seal(layout, source_label, config).await?;
+    report.summary.signature = sign_archive(settings, Path::new(&sealed.manifest))?;
+    writer.finish()?;
+    report.summary.record = sealed.manifest.clone();
+    report.summary.status = format!(
+        "{} in {}/{}",
+        status::STATUS_FILE,
+        sealed.dir,
+        sealed.metadata_chunk
+    );
+    report.summary.archive = Some(Box::new(sealed));
+    Ok(MirrorResult::Mirrored(report))
+}
+
+/// Signs an archive's manifest with `--sign-key` into `manifest.json.sig`.
+fn sign_archive(
+    settings: &MirrorSettings,
+    manifest: &Path,
+) -> Result<Option<Box<report::RecordSignature>>> {
+    let Some(key) = &settings.sign_key else {
+        return Ok(None);
+    };
+    let s = crate::sshsig::sign_file(key, manifest)
+        .with_context(|| format!("signing the archive manifest {}", manifest.display()))?;
+    Ok(Some(Box::new(report::RecordSignature {
+        file: s.signature.display().to_string(),
+        fingerprint: s.fingerprint,
+        allowed_signers: s.allowed_signers,
+    })))
 }
 
 /// Checks the input, reaches the destination and reads what is wanted. Bad input is refused
@@ -117,9 +259,15 @@ async fn prepare(
     }
     let graph = &settings.graph_url;
     let early = match &settings.input {
-        MirrorInput::Disk(_) => Some(
-            wanted::source_and_wanted(&settings.input, regs, graph, settings.accept_unrecorded)
-                .await?,
+        MirrorInput::Disk(_) | MirrorInput::Archive(_) => Some(
+            wanted::source_and_wanted(
+                &settings.input,
+                regs,
+                graph,
+                settings.accept_unrecorded,
+                settings.workdir.as_deref(),
+            )
+            .await?,
         ),
         MirrorInput::Config(path) => {
             config::load(path)?.ensure_supported(&path.display().to_string())?;
@@ -130,8 +278,14 @@ async fn prepare(
     let (source, wanted) = match early {
         Some(sw) => sw,
         None => {
-            wanted::source_and_wanted(&settings.input, regs, graph, settings.accept_unrecorded)
-                .await?
+            wanted::source_and_wanted(
+                &settings.input,
+                regs,
+                graph,
+                settings.accept_unrecorded,
+                None,
+            )
+            .await?
         }
     };
     Ok((source, wanted, dest))
@@ -418,7 +572,10 @@ fn finish(
         &stamp,
         &unfinished,
     )?;
+    let archive = matches!(&transfer.dest, Destination::Layout(l) if l.archive_writer().is_some());
     let signature = match &settings.sign_key {
+        // An archive's manifest is signed once it is sealed.
+        _ if archive => None,
         Some(key) => {
             let s = crate::sshsig::sign_file(key, &record_path)
                 .with_context(|| format!("signing the mirror record {}", record_path.display()))?;
@@ -470,6 +627,7 @@ fn finish(
         catalogs: wanted.catalog_reports,
         layout_check: wanted.layout_check,
         signature,
+        archive: None,
     };
     let listed = mirrored
         .iter()

@@ -61,6 +61,9 @@ pub struct Summary {
     /// The record's SSH signature, with `--sign-key`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signature: Option<Box<RecordSignature>>,
+    /// For an `archive://` destination: the sealed archive (absent while it is unfinished).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archive: Option<Box<super::archive::writer::Sealed>>,
 }
 
 /// `RECORD.sig` and how to check it.
@@ -212,6 +215,20 @@ impl std::fmt::Display for MirrorReport {
         }
         if let Some(check) = &self.summary.layout_check {
             writeln!(f, "{check}")?;
+        }
+        if let Some(a) = &self.summary.archive {
+            writeln!(
+                f,
+                "archive: {} chunks, {} ({} blobs) in {}{}",
+                a.chunks,
+                human_bytes(a.bytes),
+                a.blobs,
+                a.dir,
+                a.base
+                    .as_ref()
+                    .map(|b| format!("; a delta over {} (sha256 {})", b.path, b.sha256))
+                    .unwrap_or_default()
+            )?;
         }
         writeln!(f, "record: {}", self.summary.record)?;
         if let Some(s) = &self.summary.signature {

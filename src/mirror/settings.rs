@@ -14,6 +14,8 @@ pub enum MirrorInput {
     Config(PathBuf),
     /// A disk mirror (`--from file://DIR`): the images it holds, placed as recorded.
     Disk(PathBuf),
+    /// An archive (`--from archive://DIR`): read in place, chunk by chunk.
+    Archive(PathBuf),
 }
 
 /// A mirror run, resolved.
@@ -47,6 +49,11 @@ pub struct MirrorSettings {
     pub record: Option<PathBuf>,
     /// The OpenSSH key that signs the record of a registry destination (`RECORD.sig`).
     pub sign_key: Option<PathBuf>,
+    /// The most bytes one archive chunk may hold (`archive://` destinations).
+    pub archive_size: u64,
+    /// For an archive: the earlier archive's manifest (or a mirror record) whose content this
+    /// one leaves out.
+    pub since: Option<PathBuf>,
     /// Push an index of only the kept platforms when the filter dropped some.
     pub rewrite_filtered_indexes: bool,
     /// Push a disk mirror that has no mirror record, or differs from it (a layout another tool

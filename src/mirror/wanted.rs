@@ -13,7 +13,7 @@ use crate::oci::registry::Registries;
 use crate::openshift::record::ConfigInfo;
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What a run was asked to mirror.
@@ -142,7 +142,7 @@ fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wan
         blocked: Vec::new(),
         architectures: Vec::new(),
         config: None,
-        source_label: format!("file://{}", layout.root().display()),
+        source_label: layout.label(),
         releases: Vec::new(),
         catalog_reports: Vec::new(),
         layout_check: Some(layout_check),
@@ -156,10 +156,23 @@ pub(super) async fn source_and_wanted(
     regs: &Arc<Registries>,
     graph_url: &str,
     accept_unrecorded: bool,
+    workdir: Option<&Path>,
 ) -> Result<(Source, Wanted)> {
     match input {
         MirrorInput::Disk(dir) => {
             let layout = OciLayout::open(dir)?;
+            let wanted = wanted_from_layout(&layout, accept_unrecorded)?;
+            Ok((Source::Layout(layout), wanted))
+        }
+        MirrorInput::Archive(dir) => {
+            let reader = super::archive::reader::ArchiveReader::open(dir)?;
+            // Only the small files come out (index.json, the record): the blobs stay in
+            // their chunks.
+            let into = workdir
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from(".bootstrap-work"))
+                .join(format!("archive-{}", &reader.manifest_sha256()[..16]));
+            let layout = reader.open_layout(&into)?;
             let wanted = wanted_from_layout(&layout, accept_unrecorded)?;
             Ok((Source::Layout(layout), wanted))
         }

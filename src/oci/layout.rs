@@ -5,6 +5,8 @@
 
 use super::digest::{Digest, DigestMismatch, StreamHasher};
 use super::stream::{ByteStream, OnBytes};
+use crate::mirror::archive::reader::ArchiveReader;
+use crate::mirror::archive::writer::ArchiveWriter;
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,14 @@ struct IndexFile {
 #[derive(Clone, Debug)]
 pub struct OciLayout {
     root: PathBuf,
+    chunks: Option<Chunks>,
+}
+
+/// Where an archive's blobs lie: in chunks being written, or in a sealed archive's chunks.
+#[derive(Clone, Debug)]
+enum Chunks {
+    Writer(Arc<ArchiveWriter>),
+    Reader(Arc<ArchiveReader>),
 }
 
 impl OciLayout {
@@ -66,7 +76,80 @@ impl OciLayout {
         }
         Ok(OciLayout {
             root: root.to_path_buf(),
+            chunks: None,
         })
+    }
+
+    /// This layout with its blobs written into an archive's chunks (manifests and the small
+    /// files stay files of the layout until the archive is sealed).
+    pub fn with_writer(mut self, writer: Arc<ArchiveWriter>) -> Self {
+        self.chunks = Some(Chunks::Writer(writer));
+        self
+    }
+
+    /// This layout with its blobs read from a sealed archive's chunks.
+    pub fn with_reader(mut self, reader: Arc<ArchiveReader>) -> Self {
+        self.chunks = Some(Chunks::Reader(reader));
+        self
+    }
+
+    /// The archive this layout's blobs are written into.
+    pub fn archive_writer(&self) -> Option<&Arc<ArchiveWriter>> {
+        match &self.chunks {
+            Some(Chunks::Writer(w)) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// The archive this layout's blobs are read from.
+    pub fn archive_reader(&self) -> Option<&Arc<ArchiveReader>> {
+        match &self.chunks {
+            Some(Chunks::Reader(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// How the layout is named to a user: `file://DIR`, or `archive://DIR` for an archive.
+    pub fn label(&self) -> String {
+        match &self.chunks {
+            Some(Chunks::Reader(r)) => format!("archive://{}", r.dir().display()),
+            Some(Chunks::Writer(w)) => format!("archive://{}", w.dir().display()),
+            None => format!("file://{}", self.root.display()),
+        }
+    }
+
+    /// Where a blob's bytes lie: a file (from 0) or a range of an archive chunk, with the
+    /// blob's size as the layout declares it (a file's length; the manifest's size).
+    pub fn blob_location(&self, digest: &Digest) -> Option<(PathBuf, u64, u64)> {
+        match &self.chunks {
+            Some(Chunks::Reader(r)) if r.size(digest).is_some() => r.location(digest),
+            Some(Chunks::Writer(w)) if w.places(digest) => {
+                w.has(digest).and_then(|_| w.location(digest))
+            }
+            _ => {
+                let path = self.blob_path(digest);
+                let len = fs_err::metadata(&path).ok()?.len();
+                Some((path, 0, len))
+            }
+        }
+    }
+
+    /// The blob's bytes from `offset`, unverified (the consumer hashes them): out of its
+    /// chunk, or its file (one byte past `size` at most, so an overlong file shows).
+    pub async fn blob_stream(
+        &self,
+        digest: &Digest,
+        offset: u64,
+        size: u64,
+    ) -> std::io::Result<ByteStream> {
+        match &self.chunks {
+            Some(Chunks::Reader(r)) if r.size(digest).is_some() => {
+                let (path, start, len) = r.location(digest).expect("sized blobs have a place");
+                super::stream::range_stream(&path, start + offset.min(len), len - offset.min(len))
+                    .await
+            }
+            _ => super::stream::file_stream(&self.blob_path(digest), offset, size).await,
+        }
     }
 
     /// Opens the layout at `root`, creating it (and the directory) when absent.
@@ -75,6 +158,7 @@ impl OciLayout {
         fs_err::create_dir_all(root.join(PARTIAL_DIR))?;
         let layout = OciLayout {
             root: root.to_path_buf(),
+            chunks: None,
         };
         if !root.join("oci-layout").is_file() {
             layout.write_file_atomic("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#)?;
@@ -89,6 +173,7 @@ impl OciLayout {
     pub fn unopened(root: &Path) -> Self {
         OciLayout {
             root: root.to_path_buf(),
+            chunks: None,
         }
     }
 
@@ -104,6 +189,22 @@ impl OciLayout {
 
     /// The size of a blob when the layout has it.
     pub fn blob_size(&self, digest: &Digest) -> Option<u64> {
+        match &self.chunks {
+            Some(Chunks::Reader(r)) => {
+                if let Some(s) = r.size(digest) {
+                    return Some(s);
+                }
+            }
+            Some(Chunks::Writer(w)) => {
+                if let Some(s) = w.has(digest) {
+                    return Some(s);
+                }
+                if w.places(digest) {
+                    return None;
+                }
+            }
+            None => {}
+        }
         fs_err::metadata(self.blob_path(digest))
             .ok()
             .map(|m| m.len())
@@ -112,13 +213,21 @@ impl OciLayout {
     /// Reads a small blob (a manifest or config) whole, verifying its digest.
     pub fn read_verified(&self, digest: &Digest) -> Result<bytes::Bytes> {
         let path = self.blob_path(digest);
-        let bytes = crate::bounded::read_regular(&path, crate::bounded::SMALL_BLOB_MAX)?;
+        let bytes = match self.blob_location(digest) {
+            Some((chunk, start, len)) if self.chunks.is_some() && chunk != path => {
+                if len > crate::bounded::SMALL_BLOB_MAX {
+                    bail!("blob {digest} is {len} bytes, too large to read whole");
+                }
+                crate::mirror::archive::reader::read_range(&chunk, start, len)?
+            }
+            _ => crate::bounded::read_regular(&path, crate::bounded::SMALL_BLOB_MAX)?,
+        };
         let actual = Digest::of(&bytes);
         if &actual != digest {
             bail!(
-                "{} is corrupt: its content hashes to {actual}; run `bootstrap verify file://{}`",
-                path.display(),
-                self.root.display()
+                "blob {digest} of {} is corrupt: its content hashes to {actual}; run `bootstrap verify {}`",
+                self.label(),
+                self.label()
             );
         }
         Ok(bytes.into())
@@ -169,6 +278,9 @@ impl OciLayout {
         F: FnOnce(u64) -> Fut,
         Fut: std::future::Future<Output = Result<ByteStream>>,
     {
+        if let Some(w) = self.archive_writer().filter(|w| w.places(digest)) {
+            return w.write_blob(digest, size, open, on_bytes).await;
+        }
         let tmp = self.partial_path(digest);
         let (mut file, mut hasher) = resume_partial(&tmp, size).await?;
         let mut checkpointed = hasher.len();

@@ -186,6 +186,33 @@ pub async fn file_stream(path: &std::path::Path, offset: u64, size: u64) -> io::
     )))
 }
 
+/// Reads `len` bytes from `start` of a regular file (a blob inside an archive chunk) as a
+/// stream of chunks.
+pub async fn range_stream(path: &std::path::Path, start: u64, len: u64) -> io::Result<ByteStream> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let owned = path.to_path_buf();
+    let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&owned))
+        .await
+        .map_err(io::Error::other)??;
+    let mut file = fs_err::tokio::File::from_std(file);
+    file.seek(io::SeekFrom::Start(start)).await?;
+    let file = file.take(len);
+    Ok(Box::pin(futures_util::stream::unfold(
+        file,
+        |mut f| async move {
+            let mut buf = vec![0u8; CHUNK];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(Bytes::from(buf)), f))
+                }
+                Err(e) => Some((Err(e), f)),
+            }
+        },
+    )))
+}
+
 /// The most of an error body (or a body read only to be thrown away) that is ever read: enough
 /// for any spec error document, and a 2 GB body costs nothing.
 pub const ERROR_BODY_MAX: usize = 64 * 1024;

@@ -55,7 +55,11 @@ impl Served {
     /// Reads the layout at `root`: every index entry named by an image reference becomes a
     /// repository's image (by tag or digest), with the manifests and blobs it reaches.
     pub fn open(root: &std::path::Path) -> Result<Served> {
-        let layout = OciLayout::open(root)?;
+        Self::from_layout(OciLayout::open(root)?)
+    }
+
+    /// Reads a layout already opened (an archive's, whose blobs stay in its chunks).
+    pub fn from_layout(layout: OciLayout) -> Result<Served> {
         let mut repos: BTreeMap<String, Repo> = BTreeMap::new();
         for entry in layout.index()? {
             let Some(name) = entry.ref_name() else {
@@ -101,9 +105,17 @@ impl Served {
         if let Some(ok) = self.checked.lock().expect("checked").get(digest) {
             return *ok;
         }
-        let path = self.layout.blob_path(digest);
-        let hashed = tokio::task::spawn_blocking(move || crate::bounded::hash_regular(&path)).await;
-        let ok = matches!(&hashed, Ok(Ok((d, _))) if d == digest);
+        let Some((path, start, len)) = self.layout.blob_location(digest) else {
+            return false;
+        };
+        let hashed = tokio::task::spawn_blocking(move || {
+            if start == 0 {
+                return crate::bounded::hash_regular(&path).map(|(d, _)| d);
+            }
+            hash_range(&path, start, len)
+        })
+        .await;
+        let ok = matches!(&hashed, Ok(Ok(d)) if d == digest);
         if !ok {
             tracing::warn!("serving blob {digest}: its file does not hash to its digest");
         }
@@ -450,8 +462,7 @@ async fn blob(
             &format!("blob unknown to registry: {digest}"),
         );
     }
-    let path = s.layout.blob_path(&digest);
-    let Some(size) = s.layout.blob_size(&digest) else {
+    let Some((path, base, size)) = s.layout.blob_location(&digest) else {
         return oci_error(
             StatusCode::NOT_FOUND,
             "BLOB_UNKNOWN",
@@ -488,7 +499,7 @@ async fn blob(
         Body::empty()
     } else {
         use tokio::io::AsyncReadExt as _;
-        match open_regular_at(&path, start).await {
+        match open_regular_at(&path, base + start).await {
             Ok(f) if status == StatusCode::OK => Body::from_stream(checked(
                 tokio_util::io::ReaderStream::new(f.take(len)),
                 digest.clone(),
@@ -523,6 +534,32 @@ async fn blob(
     }
     api_version(&mut resp);
     resp
+}
+
+/// The digest of `len` bytes at `start` of a regular file (a blob in an archive chunk).
+fn hash_range(path: &std::path::Path, start: u64, len: u64) -> std::io::Result<Digest> {
+    use std::io::{Read, Seek};
+    let (file, _) = crate::bounded::open_regular(path)?;
+    let mut file = file.into_parts().0;
+    file.seek(std::io::SeekFrom::Start(start))?;
+    let mut r = file.take(len);
+    let mut h = crate::oci::digest::StreamHasher::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let (d, n) = h.finish();
+    if n != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("{} ends inside the blob", path.display()),
+        ));
+    }
+    Ok(d)
 }
 
 /// Opens a regular file (never a FIFO or a symlink) at `offset`.

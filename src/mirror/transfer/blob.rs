@@ -11,7 +11,7 @@ use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{ErrorCode, Mount, RegistryClient, RegistryError};
 use crate::oci::retry;
 use crate::oci::stall;
-use crate::oci::stream::{file_stream, response_stream, ByteStream, OnBytes, VerifiedReader};
+use crate::oci::stream::{response_stream, ByteStream, OnBytes, VerifiedReader};
 use crate::output::human_bytes;
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
@@ -36,9 +36,7 @@ impl Transfer {
                 let resp = client.get_blob(&node.from.repository, d, offset).await?;
                 Ok(response_stream(resp))
             }
-            Source::Layout(layout) => {
-                Ok(file_stream(&layout.blob_path(d), offset, node.blob.size).await?)
-            }
+            Source::Layout(layout) => Ok(layout.blob_stream(d, offset, node.blob.size).await?),
         }
     }
 
@@ -277,7 +275,7 @@ impl Transfer {
     fn source_name(&self, node: &BlobNode) -> String {
         match &self.source {
             Source::Registry(_) => node.from.registry.clone(),
-            Source::Layout(layout) => format!("file://{}", layout.root().display()),
+            Source::Layout(layout) => layout.label(),
         }
     }
 

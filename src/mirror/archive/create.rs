@@ -1,0 +1,146 @@
+//! `bootstrap archive create --from file://LAYOUT archive://DIR`: cuts a disk mirror into an
+//! archive. Every blob file is copied into its place in its chunk, verified against its name
+//! as it is read; the layout's small files go into the last chunk.
+
+use super::writer::{ArchiveWriter, Base, Sealed};
+use super::ArchiveManifest;
+use crate::oci::digest::Digest;
+use crate::oci::layout::OciLayout;
+use crate::openshift::record::{MirrorRecord, RECORD_FILE};
+use anyhow::{bail, Context, Result};
+use futures_util::StreamExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What `archive create` is asked.
+#[derive(Clone, Debug)]
+pub struct CreateSettings {
+    /// The disk mirror to cut.
+    pub layout: PathBuf,
+    /// The archive directory to write.
+    pub dir: PathBuf,
+    /// The most bytes a chunk may hold.
+    pub archive_size: u64,
+    /// Blobs written at a time.
+    pub concurrency: usize,
+    /// The OpenSSH key that signs manifest.json.
+    pub sign_key: Option<PathBuf>,
+}
+
+/// Cuts the layout into an archive; continues an unfinished one.
+pub async fn create(
+    settings: &CreateSettings,
+) -> Result<(ArchiveManifest, Sealed, Option<crate::sshsig::Signed>)> {
+    let source = OciLayout::open(&settings.layout)?;
+    let record_path = source.root().join(RECORD_FILE);
+    if !record_path.is_file() {
+        bail!(
+            "{} has no mirror record ({RECORD_FILE}): only a disk mirror bootstrap mirror wrote can be cut into an archive",
+            settings.layout.display()
+        );
+    }
+    let config = MirrorRecord::load(&record_path)?
+        .runs
+        .last()
+        .and_then(|r| r.config.clone());
+    super::writer::check_target(&settings.dir)?;
+    let mut blobs = Vec::new();
+    for entry in fs_err::read_dir(source.root().join("blobs/sha256"))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let digest: Digest = format!("sha256:{name}").parse().with_context(|| {
+            format!(
+                "{}: '{name}' is not a sha256 blob name",
+                source.root().join("blobs/sha256").display()
+            )
+        })?;
+        let meta = fs_err::symlink_metadata(entry.path())?;
+        if !meta.file_type().is_file() {
+            bail!("{}: not a regular file", entry.path().display());
+        }
+        blobs.push((digest, meta.len()));
+    }
+    // Largest first, as a mirror places them; ties by digest, so a rerun places the same.
+    blobs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let staging = super::writer::staging_dir(&settings.dir);
+    let writer = Arc::new(ArchiveWriter::open(
+        &settings.dir,
+        settings.archive_size,
+        blobs.clone(),
+        Vec::new(),
+        Base::default(),
+    )?);
+    // The small files: every top-level file and folder of the layout but its blobs.
+    let small = staging.join("layout");
+    copy_small_files(source.root(), &small)?;
+    let results: Vec<Result<()>> = futures_util::stream::iter(blobs)
+        .map(|(digest, size)| {
+            let writer = writer.clone();
+            let path = source.blob_path(&digest);
+            async move {
+                if writer.has(&digest).is_some() {
+                    return Ok(());
+                }
+                writer
+                    .write_blob(
+                        &digest,
+                        size,
+                        |offset| async move {
+                            Ok(crate::oci::stream::file_stream(&path, offset, size).await?)
+                        },
+                        Arc::new(|_| {}),
+                    )
+                    .await
+                    .with_context(|| format!("copying blob {digest} into the archive"))
+            }
+        })
+        .buffer_unordered(settings.concurrency.max(1))
+        .collect()
+        .await;
+    let errors: Vec<String> = results
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| format!("{e:#}")))
+        .collect();
+    if !errors.is_empty() {
+        bail!(
+            "{} blobs could not be written (run the same command again to continue):\n  {}",
+            errors.len(),
+            errors.join("\n  ")
+        );
+    }
+    let layout = OciLayout::open(&small)?;
+    let label = format!("file://{}", settings.layout.display());
+    let (manifest, sealed) = writer.seal(&layout, &label, config).await?;
+    let signed = match &settings.sign_key {
+        Some(key) => Some(
+            crate::sshsig::sign_file(key, Path::new(&sealed.manifest))
+                .with_context(|| format!("signing {}", sealed.manifest))?,
+        ),
+        None => None,
+    };
+    writer.finish()?;
+    Ok((manifest, sealed, signed))
+}
+
+fn copy_small_files(from: &Path, to: &Path) -> Result<()> {
+    fn walk(from: &Path, to: &Path, top: bool) -> Result<()> {
+        fs_err::create_dir_all(to)?;
+        for entry in fs_err::read_dir(from)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if top && (name == "blobs" || name.starts_with('.') || name == "SHA256SUMS") {
+                continue;
+            }
+            let ty = entry.file_type()?;
+            if ty.is_dir() {
+                walk(&entry.path(), &to.join(&name), false)?;
+            } else if ty.is_file() {
+                let bytes =
+                    crate::bounded::read_regular(&entry.path(), crate::bounded::LAYOUT_FILE_MAX)?;
+                crate::fs::write_atomic(&to.join(&name), &bytes)?;
+            }
+        }
+        Ok(())
+    }
+    walk(from, to, true)
+}

@@ -1,0 +1,327 @@
+//! `bootstrap verify archive://DIR`: the manifest's signature (with `--allowed-signers`),
+//! `SHA256SUMS` against the manifest, every chunk's size and sha256, and every blob and file by
+//! seeking into its chunk (its tar header names it, its bytes match its digest) — each chunk
+//! read once, front to back, feeding both hashes. One line per problem.
+
+use super::{tarfmt, ArchiveManifest, MANIFEST_FILE, STAGING_DIR, SUMS_FILE};
+use crate::oci::digest::{Digest, StreamHasher};
+use crate::verify::Report;
+use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::Path;
+
+/// One thing stored in a chunk.
+struct Entry {
+    what: String,
+    name: String,
+    offset: u64,
+    size: u64,
+    expect: Expect,
+}
+
+enum Expect {
+    Digest(Digest),
+    Sha256(String),
+}
+
+/// Checks the archive at `dir`.
+pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report> {
+    let mut report = Report {
+        target: format!("archive://{}", dir.display()),
+        ..Report::default()
+    };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let text = match crate::bounded::read_regular_to_string(
+        &manifest_path,
+        crate::bounded::LAYOUT_FILE_MAX,
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            report.missing.push(format!(
+                "{MANIFEST_FILE}: {e} (nothing else can be checked)"
+            ));
+            return Ok(report.finish());
+        }
+    };
+    if let Some(allowed) = allowed_signers {
+        match crate::sshsig::verify_bytes(allowed, &manifest_path, text.as_bytes()) {
+            Ok(v) => report.signed_by = Some(format!("{} ({})", v.identity, v.fingerprint)),
+            Err(e) => report.corrupt.push(format!("{e:#}")),
+        }
+    }
+    let manifest = match ArchiveManifest::parse(&manifest_path, &text) {
+        Ok(m) => m,
+        Err(e) => {
+            report.corrupt.push(format!("{e:#}"));
+            return Ok(report.finish());
+        }
+    };
+    check_sums(dir, &manifest, &text, &mut report);
+    check_listing(dir, &manifest, &mut report)?;
+    let mut by_chunk: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
+    for b in &manifest.blobs {
+        by_chunk.entry(&b.chunk).or_default().push(Entry {
+            what: format!("blob {}", b.digest),
+            name: super::writer::blob_path(&b.digest),
+            offset: b.offset,
+            size: b.size,
+            expect: Expect::Digest(b.digest.clone()),
+        });
+    }
+    for f in &manifest.files {
+        by_chunk.entry(&f.chunk).or_default().push(Entry {
+            what: format!("file {}", f.path),
+            name: f.path.clone(),
+            offset: f.offset,
+            size: f.size,
+            expect: Expect::Sha256(f.sha256.clone()),
+        });
+    }
+    let listed: BTreeSet<&str> = manifest.chunks.iter().map(|c| c.name.as_str()).collect();
+    for (chunk, entries) in &by_chunk {
+        if !listed.contains(chunk) {
+            report.corrupt.push(format!(
+                "{MANIFEST_FILE}: {} entries lie in {chunk}, which it does not list",
+                entries.len()
+            ));
+        }
+    }
+    let carried: BTreeSet<&Digest> = manifest.all_digests().collect();
+    for img in &manifest.images {
+        if !carried.contains(&img.digest) {
+            report.missing.push(format!(
+                "image {}: its manifest {} is in neither the archive nor its base",
+                img.name, img.digest
+            ));
+        }
+    }
+    let mut jobs = Vec::new();
+    for c in &manifest.chunks {
+        let mut entries = by_chunk.remove(c.name.as_str()).unwrap_or_default();
+        entries.sort_by_key(|e| e.offset);
+        let path = dir.join(&c.name);
+        let (name, size, sha) = (c.name.clone(), c.size, c.sha256.clone());
+        jobs.push(tokio::task::spawn_blocking(move || {
+            check_chunk(&path, &name, size, &sha, &entries)
+        }));
+    }
+    for job in jobs {
+        let found = job.await?;
+        report.checked += found.checked;
+        report.bytes += found.bytes;
+        report.missing.extend(found.missing);
+        report.corrupt.extend(found.corrupt);
+    }
+    Ok(report.finish())
+}
+
+fn check_sums(dir: &Path, manifest: &ArchiveManifest, text: &str, report: &mut Report) {
+    let sums = match crate::bounded::read_regular_to_string(&dir.join(SUMS_FILE), 1024 * 1024) {
+        Ok(s) => s,
+        Err(e) => {
+            report.missing.push(format!("{SUMS_FILE}: {e}"));
+            return;
+        }
+    };
+    let mut listed: BTreeMap<&str, &str> = BTreeMap::new();
+    for line in sums.lines() {
+        match line.split_once("  ") {
+            Some((hex, name)) => {
+                listed.insert(name, hex);
+            }
+            None => report
+                .corrupt
+                .push(format!("{SUMS_FILE}: line '{line}' is not 'SHA256  NAME'")),
+        }
+    }
+    let mut expected: BTreeMap<&str, String> = manifest
+        .chunks
+        .iter()
+        .map(|c| (c.name.as_str(), c.sha256.clone()))
+        .collect();
+    expected.insert(MANIFEST_FILE, Digest::of(text.as_bytes()).hex().to_string());
+    for (name, hex) in &expected {
+        match listed.get(name) {
+            None => report
+                .missing
+                .push(format!("{SUMS_FILE}: does not list {name}")),
+            Some(h) if h != hex => report.corrupt.push(format!(
+                "{SUMS_FILE}: {name} is listed as {h}, but {}",
+                if *name == MANIFEST_FILE {
+                    format!("{MANIFEST_FILE} hashes to {hex}")
+                } else {
+                    format!("the manifest says {hex}")
+                }
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in listed.keys().filter(|n| !expected.contains_key(*n)) {
+        report.unexpected.push(format!(
+            "{SUMS_FILE}: lists {name}, which the archive does not hold"
+        ));
+    }
+}
+
+fn check_listing(dir: &Path, manifest: &ArchiveManifest, report: &mut Report) -> Result<()> {
+    let known: BTreeSet<String> = manifest
+        .chunks
+        .iter()
+        .map(|c| c.name.clone())
+        .chain([
+            MANIFEST_FILE.to_string(),
+            SUMS_FILE.to_string(),
+            format!("{MANIFEST_FILE}.sig"),
+        ])
+        .collect();
+    for entry in fs_err::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name == STAGING_DIR {
+            report.unexpected.push(format!(
+                "{name}/: the state of an unfinished write; the archive was sealed, so it is left over"
+            ));
+        } else if !known.contains(&name) {
+            report
+                .unexpected
+                .push(format!("{name}: not part of the archive"));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Default)]
+struct Found {
+    checked: usize,
+    bytes: u64,
+    missing: Vec<String>,
+    corrupt: Vec<String>,
+}
+
+/// Reads one chunk front to back: its sha256, and every entry's header and bytes on the way.
+fn check_chunk(path: &Path, name: &str, size: u64, sha256: &str, entries: &[Entry]) -> Found {
+    let mut found = Found::default();
+    let holds = || {
+        let names: Vec<&str> = entries.iter().map(|e| e.what.as_str()).collect();
+        match names.len() {
+            0 => String::new(),
+            n if n <= 3 => format!(" (it holds {})", names.join(", ")),
+            n => format!(" (it holds {}, and {} more)", names[..3].join(", "), n - 3),
+        }
+    };
+    let (file, actual) = match crate::bounded::open_regular(path) {
+        Ok(x) => x,
+        Err(e) => {
+            found.missing.push(format!("{name}: {e}{}", holds()));
+            return found;
+        }
+    };
+    if actual != size {
+        found.corrupt.push(format!(
+            "{name}: {actual} bytes, the manifest says {size}{}",
+            holds()
+        ));
+    }
+    let mut r = std::io::BufReader::with_capacity(1024 * 1024, file.take(size));
+    let mut whole = StreamHasher::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut pos = 0u64;
+    let mut bad_entries = Vec::new();
+    // Reads `n` bytes into the whole-chunk hash and, when given, `h` too.
+    let mut feed = |n: u64,
+                    mut h: Option<&mut StreamHasher>,
+                    keep: Option<&mut Vec<u8>>,
+                    pos: &mut u64|
+     -> std::io::Result<()> {
+        let mut left = n;
+        let mut keep = keep;
+        while left > 0 {
+            let want = left.min(buf.len() as u64) as usize;
+            r.read_exact(&mut buf[..want])?;
+            whole.update(&buf[..want]);
+            if let Some(h) = h.as_deref_mut() {
+                h.update(&buf[..want]);
+            }
+            if let Some(k) = keep.as_deref_mut() {
+                k.extend_from_slice(&buf[..want]);
+            }
+            left -= want as u64;
+            *pos += want as u64;
+        }
+        Ok(())
+    };
+    let mut io_error = None;
+    for e in entries {
+        let header_at = e.offset.saturating_sub(tarfmt::BLOCK);
+        if header_at < pos || e.offset < tarfmt::BLOCK {
+            found
+                .corrupt
+                .push(format!("{name}: {} overlaps the entry before it", e.what));
+            continue;
+        }
+        let mut header = Vec::with_capacity(512);
+        let step = feed(header_at - pos, None, None, &mut pos)
+            .and_then(|()| feed(tarfmt::BLOCK, None, Some(&mut header), &mut pos));
+        if let Err(err) = step {
+            io_error = Some(err);
+            break;
+        }
+        let block: [u8; 512] = header.try_into().expect("one block");
+        match tarfmt::read_header(&block) {
+            Ok((n, s)) if n == e.name && s == e.size => {}
+            Ok((n, s)) => found.corrupt.push(format!(
+                "{name}: the tar header before {} names {n} of {s} bytes",
+                e.what
+            )),
+            Err(err) => found.corrupt.push(format!(
+                "{name}: the tar header of {} is damaged: {err}",
+                e.what
+            )),
+        }
+        let mut h = StreamHasher::new();
+        if let Err(err) = feed(e.size, Some(&mut h), None, &mut pos) {
+            io_error = Some(err);
+            break;
+        }
+        found.checked += 1;
+        let (digest, _) = h.finish();
+        let ok = match &e.expect {
+            Expect::Digest(d) => &digest == d,
+            Expect::Sha256(hex) => digest.hex() == hex,
+        };
+        if !ok {
+            bad_entries.push(e.what.clone());
+            found.corrupt.push(format!(
+                "{name}: {} at offset {} does not match its digest (it hashes to {digest})",
+                e.what, e.offset
+            ));
+        }
+    }
+    if io_error.is_none() {
+        if let Err(err) = feed(size - pos.min(size), None, None, &mut pos) {
+            io_error = Some(err);
+        }
+    }
+    if let Some(err) = io_error {
+        found.corrupt.push(format!(
+            "{name}: could not be read to its end: {err}{}",
+            holds()
+        ));
+        return found;
+    }
+    found.checked += 1;
+    found.bytes += size;
+    let (digest, _) = whole.finish();
+    if digest.hex() != sha256 && actual == size {
+        let inside = if bad_entries.is_empty() {
+            " (every entry inside matches: the damage is in a header or padding)".to_string()
+        } else {
+            format!(" (damaged inside: {})", bad_entries.join(", "))
+        };
+        found.corrupt.push(format!(
+            "{name}: its sha256 is {}, the manifest says {sha256}{inside}",
+            digest.hex()
+        ));
+    }
+    found
+}

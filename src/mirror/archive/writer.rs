@@ -1,0 +1,584 @@
+//! Writing an archive: every blob placed before the first byte moves, each blob's bytes written
+//! once, straight into its place in its chunk, hashed as written; the small files of the layout
+//! and the manifest when it is sealed.
+//!
+//! Until it is sealed an archive lives in `DIR/.staging/`: the chunks being filled
+//! (`chunks/`), the plan (`.archive/plan.json`, which blob goes where) and the blobs done
+//! (`.archive/done`, one digest per line, appended once a blob is synced and matched its
+//! digest). A rerun with the same plan continues from there; a different plan starts the
+//! chunks over. Sealing moves the chunks into `DIR`, writes `manifest.json` and `SHA256SUMS`,
+//! and removes the staging directory.
+
+use super::tarfmt::{self, Slot};
+use super::{
+    chunk_name, ArchiveBlob, ArchiveChunk, ArchiveFile, ArchiveImage, ArchiveManifest, BaseBlob,
+    BaseRef, KIND, MANIFEST_FILE, MANIFEST_VERSION, STAGING_DIR, SUMS_FILE,
+};
+use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
+use crate::oci::layout::OciLayout;
+use crate::oci::stream::{ByteStream, OnBytes};
+use crate::openshift::record::ConfigInfo;
+use anyhow::{bail, Context, Result};
+use futures_util::StreamExt;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
+
+/// Content an earlier archive (or a registry mirror's record) already carried.
+#[derive(Clone, Debug, Default)]
+pub struct Base {
+    /// What it is, for the manifest.
+    pub reference: Option<BaseRef>,
+    /// Every blob (and manifest) it carried, with its size.
+    pub blobs: HashMap<Digest, u64>,
+    /// The top manifests of its images: an image whose top manifest is here is not carried
+    /// again.
+    pub images: HashSet<Digest>,
+}
+
+impl Base {
+    /// Reads `--since`: an archive's `manifest.json` or a mirror record.
+    pub fn load(path: &Path) -> Result<Base> {
+        let text = crate::bounded::read_regular_to_string(path, crate::bounded::LAYOUT_FILE_MAX)
+            .with_context(|| format!("--since {}", path.display()))?;
+        let sha256 = Digest::of(text.as_bytes()).hex().to_string();
+        let probe: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "--since {}:{}:{}: not JSON ({e}); name an archive's manifest.json or a mirror record",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        let mut base = Base::default();
+        let kind = if probe.get("kind").is_some() {
+            let m = ArchiveManifest::parse(path, &text)?;
+            base.blobs
+                .extend(m.blobs.iter().map(|b| (b.digest.clone(), b.size)));
+            base.blobs
+                .extend(m.base_blobs.iter().map(|b| (b.digest.clone(), b.size)));
+            base.images
+                .extend(m.images.iter().map(|i| i.digest.clone()));
+            "archive"
+        } else {
+            let r = crate::openshift::record::MirrorRecord::parse(path, &text)?;
+            base.blobs
+                .extend(r.blobs.iter().map(|b| (b.digest.clone(), b.size)));
+            for img in &r.images {
+                base.images.insert(img.digest.clone());
+            }
+            "record"
+        };
+        base.reference = Some(BaseRef {
+            path: path.display().to_string(),
+            sha256,
+            kind: kind.to_string(),
+        });
+        Ok(base)
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct Plan {
+    archive_size: u64,
+    blobs: Vec<(Digest, u64)>,
+    base: Option<String>,
+}
+
+/// An archive being written.
+pub struct ArchiveWriter {
+    dir: PathBuf,
+    staging: PathBuf,
+    limit: u64,
+    slots: HashMap<Digest, Slot>,
+    order: Vec<Digest>,
+    chunk_sizes: Vec<u64>,
+    base: Base,
+    always: HashSet<Digest>,
+    base_used: Mutex<BTreeMap<Digest, u64>>,
+    done: Mutex<(HashSet<Digest>, Option<fs_err::File>)>,
+}
+
+impl std::fmt::Debug for ArchiveWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArchiveWriter")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+/// What sealing left behind.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sealed {
+    /// The archive's directory.
+    pub dir: String,
+    /// `DIR/manifest.json`.
+    pub manifest: String,
+    /// Chunks written.
+    pub chunks: usize,
+    /// Their total size.
+    pub bytes: u64,
+    /// Blobs carried.
+    pub blobs: usize,
+    /// For a delta: what it adds to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<BaseRef>,
+    /// The chunk holding the layout's small files (the mirror record, the status).
+    pub metadata_chunk: String,
+}
+
+/// Checks that `dir` can receive a new archive (or holds an unfinished one to continue).
+pub fn check_target(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        bail!("archive destination {} is not a directory", dir.display());
+    }
+    if dir.join(STAGING_DIR).is_dir() {
+        return Ok(());
+    }
+    if dir.join(MANIFEST_FILE).exists() {
+        bail!(
+            "{} already holds a sealed archive; write a new archive to another directory (with --since {}/{MANIFEST_FILE} it carries only what is new)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    if let Some(entry) = fs_err::read_dir(dir)?.next() {
+        bail!(
+            "archive destination {} is not empty (it holds {}); name an empty or new directory",
+            dir.display(),
+            entry?.file_name().to_string_lossy()
+        );
+    }
+    Ok(())
+}
+
+/// The staging directory of an archive at `dir`: the layout its small files are written into.
+pub fn staging_dir(dir: &Path) -> PathBuf {
+    dir.join(STAGING_DIR)
+}
+
+impl ArchiveWriter {
+    /// Opens (or continues) the archive at `dir`, placing `blobs` (in order) into chunks of at
+    /// most `limit` bytes; blobs `base` carried are left out.
+    /// `manifests` are always carried (a delta's images are pushed from their manifests),
+    /// after the blobs.
+    pub fn open(
+        dir: &Path,
+        limit: u64,
+        blobs: Vec<(Digest, u64)>,
+        manifests: Vec<(Digest, u64)>,
+        base: Base,
+    ) -> Result<Self> {
+        let staging = staging_dir(dir);
+        let state = staging.join(".archive");
+        let chunks_dir = staging.join(".chunks");
+        fs_err::create_dir_all(&state)?;
+        fs_err::create_dir_all(&chunks_dir)?;
+        let mut seen = HashSet::new();
+        let always: HashSet<Digest> = manifests.iter().map(|(d, _)| d.clone()).collect();
+        let blobs: Vec<(Digest, u64)> = blobs
+            .into_iter()
+            .filter(|(d, _)| !base.blobs.contains_key(d) || always.contains(d))
+            .chain(manifests)
+            .filter(|(d, _)| seen.insert(d.clone()))
+            .collect();
+        let plan = Plan {
+            archive_size: limit,
+            blobs: blobs.clone(),
+            base: base.reference.as_ref().map(|b| b.sha256.clone()),
+        };
+        let plan_path = state.join("plan.json");
+        let done_path = state.join("done");
+        let same = fs_err::read(&plan_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Plan>(&b).ok())
+            .is_some_and(|p| p == plan);
+        if !same {
+            // A different plan: what was written goes where the old plan put it.
+            for entry in fs_err::read_dir(&chunks_dir)? {
+                fs_err::remove_file(entry?.path())?;
+            }
+            let _ = fs_err::remove_file(&done_path);
+            crate::fs::write_atomic(&plan_path, &serde_json::to_vec(&plan)?)?;
+        }
+        let sizes: Vec<u64> = blobs.iter().map(|(_, s)| *s).collect();
+        let (slots, chunk_sizes) = tarfmt::place(&sizes, limit, 1);
+        let order: Vec<Digest> = blobs.iter().map(|(d, _)| d.clone()).collect();
+        let slots: HashMap<Digest, Slot> = order.iter().cloned().zip(slots).collect();
+        let mut done: HashSet<Digest> = match fs_err::read_to_string(&done_path) {
+            Ok(text) => text
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .filter(|d| slots.contains_key(d))
+                .collect(),
+            Err(_) => HashSet::new(),
+        };
+        for (i, size) in chunk_sizes.iter().enumerate() {
+            let name = chunk_name(i + 1);
+            let path = chunks_dir.join(&name);
+            let sealed_copy = dir.join(&name);
+            if !path.exists() && sealed_copy.is_file() {
+                // Killed while sealing: the chunk was already moved out.
+                fs_err::rename(&sealed_copy, &path)?;
+            }
+            let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
+            if !fits {
+                done.retain(|d| slots[d].chunk != i + 1);
+                Self::lay_out(&path, *size, i + 1, &order, &slots)?;
+            }
+        }
+        let done_file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&done_path)
+            .with_context(|| format!("opening {}", done_path.display()))?;
+        Ok(ArchiveWriter {
+            dir: dir.to_path_buf(),
+            staging,
+            limit,
+            slots,
+            order,
+            chunk_sizes,
+            base,
+            always,
+            base_used: Mutex::new(BTreeMap::new()),
+            done: Mutex::new((done, Some(done_file))),
+        })
+    }
+
+    /// Creates chunk `n` at its full size with every header and the end blocks in place.
+    fn lay_out(
+        path: &Path,
+        size: u64,
+        n: usize,
+        order: &[Digest],
+        slots: &HashMap<Digest, Slot>,
+    ) -> Result<()> {
+        let mut f = fs_err::File::create(path)?;
+        f.set_len(size)?;
+        use std::io::{Seek, SeekFrom};
+        for d in order.iter().filter(|d| slots[*d].chunk == n) {
+            let slot = &slots[d];
+            f.seek(SeekFrom::Start(slot.offset - tarfmt::BLOCK))?;
+            f.write_all(&tarfmt::header(&blob_path(d), slot.size)?)?;
+        }
+        f.sync_all()?;
+        Ok(())
+    }
+
+    /// The archive's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether this archive places `digest` in a chunk.
+    pub fn places(&self, digest: &Digest) -> bool {
+        self.slots.contains_key(digest)
+    }
+
+    /// The size of `digest` when it is already in place (or the base carried it).
+    pub fn has(&self, digest: &Digest) -> Option<u64> {
+        if let Some(size) = self
+            .base
+            .blobs
+            .get(digest)
+            .filter(|_| !self.always.contains(digest))
+        {
+            self.base_used
+                .lock()
+                .expect("base set poisoned")
+                .insert(digest.clone(), *size);
+            return Some(*size);
+        }
+        let done = self.done.lock().expect("done set poisoned");
+        done.0
+            .contains(digest)
+            .then(|| self.slots.get(digest).map(|s| s.size))
+            .flatten()
+    }
+
+    /// Where a blob in place lies: its chunk (still in the staging directory), offset, size.
+    pub fn location(&self, digest: &Digest) -> Option<(PathBuf, u64, u64)> {
+        self.slots.get(digest).map(|s| {
+            (
+                self.staging.join(".chunks").join(chunk_name(s.chunk)),
+                s.offset,
+                s.size,
+            )
+        })
+    }
+
+    /// Whether the base carried the image whose top manifest is `digest`.
+    pub fn base_has_image(&self, digest: &Digest) -> bool {
+        self.base.images.contains(digest)
+    }
+
+    /// Writes a placed blob into its chunk from `open(0)`'s stream, hashed as written, synced,
+    /// and recorded as done only once it matched. A retry starts the blob over (its place is
+    /// fixed; nothing of it counts until it matched).
+    pub async fn write_blob<F, Fut>(
+        &self,
+        digest: &Digest,
+        size: u64,
+        open: F,
+        on_bytes: OnBytes,
+    ) -> Result<()>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: std::future::Future<Output = Result<ByteStream>>,
+    {
+        let slot = self.slots.get(digest).context("blob not placed")?;
+        if slot.size != size {
+            bail!(
+                "blob {digest} is {size} bytes now, the archive's plan says {}",
+                slot.size
+            );
+        }
+        let path = self.staging.join(".chunks").join(chunk_name(slot.chunk));
+        let mut file = fs_err::tokio::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .await?;
+        file.seek(std::io::SeekFrom::Start(slot.offset)).await?;
+        let mut body = open(0).await?;
+        let mut hasher = StreamHasher::new();
+        while let Some(piece) = body.next().await {
+            let piece = piece.with_context(|| format!("reading blob {digest}"))?;
+            hasher.update(&piece);
+            if hasher.len() > size {
+                bail!(DigestMismatch::longer(
+                    format!("blob {digest}"),
+                    digest,
+                    size
+                ));
+            }
+            file.write_all(&piece)
+                .await
+                .with_context(|| format!("writing {}", path.display()))?;
+            on_bytes(piece.len() as u64);
+        }
+        file.flush().await?;
+        file.sync_data()
+            .await
+            .with_context(|| format!("syncing {}", path.display()))?;
+        hasher.verify(&format!("blob {digest}"), digest, size)?;
+        let mut done = self.done.lock().expect("done set poisoned");
+        if let Some(f) = done.1.as_mut() {
+            writeln!(f, "{digest}").and_then(|()| f.sync_data())?;
+        }
+        done.0.insert(digest.clone());
+        Ok(())
+    }
+
+    /// Blobs placed but not yet in place.
+    pub fn missing(&self) -> Vec<Digest> {
+        let done = self.done.lock().expect("done set poisoned");
+        self.order
+            .iter()
+            .filter(|d| !done.0.contains(*d))
+            .cloned()
+            .collect()
+    }
+
+    /// Seals the archive: the layout's small files (from `layout`, the staging layout) into a
+    /// last chunk, every chunk hashed, the chunks moved into place, then `manifest.json` and
+    /// `SHA256SUMS`. The staging directory is removed last.
+    pub async fn seal(
+        &self,
+        layout: &OciLayout,
+        source: &str,
+        config: Option<ConfigInfo>,
+    ) -> Result<(ArchiveManifest, Sealed)> {
+        let missing = self.missing();
+        if !missing.is_empty() {
+            bail!(
+                "the archive is not complete: {} blobs are not in place yet (first {}); run the same command again",
+                missing.len(),
+                missing[0]
+            );
+        }
+        let chunks_dir = self.staging.join(".chunks");
+        // The small files: every file of the staging layout (manifests written as files are
+        // blobs too), and SHA256SUMS over the whole layout as extracting every chunk gives it.
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for rel in crate::openshift::record::layout_files(layout.root())? {
+            let bytes = crate::bounded::read_regular(
+                &layout.root().join(&rel),
+                crate::bounded::LAYOUT_FILE_MAX,
+            )?;
+            files.push((rel, bytes));
+        }
+        let mut sums: Vec<(String, String)> = self
+            .order
+            .iter()
+            .map(|d| (blob_path(d), d.hex().to_string()))
+            .collect();
+        sums.extend(
+            files
+                .iter()
+                .map(|(rel, b)| (rel.clone(), Digest::of(b).hex().to_string())),
+        );
+        sums.sort();
+        let sums_text: String = sums.iter().map(|(p, h)| format!("{h}  {p}\n")).collect();
+        files.push((SUMS_FILE.to_string(), sums_text.into_bytes()));
+        let meta_n = self.chunk_sizes.len() + 1;
+        let meta_name = chunk_name(meta_n);
+        let sizes: Vec<u64> = files.iter().map(|(_, b)| b.len() as u64).collect();
+        let (meta_slots, _) = tarfmt::place(&sizes, u64::MAX, meta_n);
+        let meta_path = chunks_dir.join(&meta_name);
+        {
+            let mut f = std::io::BufWriter::new(fs_err::File::create(&meta_path)?);
+            for (rel, bytes) in &files {
+                f.write_all(&tarfmt::header(rel, bytes.len() as u64)?)?;
+                f.write_all(bytes)?;
+                let pad = tarfmt::padded(bytes.len() as u64) - bytes.len() as u64;
+                f.write_all(&vec![0u8; pad as usize])?;
+            }
+            f.write_all(&[0u8; tarfmt::END as usize])?;
+            let f = f.into_inner().map_err(|e| e.into_error())?;
+            f.sync_all()?;
+        }
+        // Every chunk hashed as it lies on disk (a read, not a second write).
+        let mut chunks = Vec::new();
+        for n in 1..=meta_n {
+            let name = chunk_name(n);
+            let path = chunks_dir.join(&name);
+            let (digest, size) =
+                tokio::task::spawn_blocking(move || crate::bounded::hash_regular(&path)).await??;
+            chunks.push(ArchiveChunk {
+                name,
+                size,
+                sha256: digest.hex().to_string(),
+            });
+        }
+        let mut blobs: Vec<ArchiveBlob> = self
+            .order
+            .iter()
+            .map(|d| {
+                let s = &self.slots[d];
+                ArchiveBlob {
+                    digest: d.clone(),
+                    size: s.size,
+                    chunk: chunk_name(s.chunk),
+                    offset: s.offset,
+                }
+            })
+            .collect();
+        let mut small = Vec::new();
+        for ((rel, bytes), slot) in files.iter().zip(&meta_slots) {
+            let digest = Digest::of(bytes);
+            let is_blob = rel
+                .strip_prefix("blobs/sha256/")
+                .is_some_and(|h| h == digest.hex());
+            if is_blob {
+                blobs.push(ArchiveBlob {
+                    digest,
+                    size: slot.size,
+                    chunk: meta_name.clone(),
+                    offset: slot.offset,
+                });
+            } else {
+                small.push(ArchiveFile {
+                    path: rel.clone(),
+                    size: slot.size,
+                    sha256: digest.hex().to_string(),
+                    chunk: meta_name.clone(),
+                    offset: slot.offset,
+                });
+            }
+        }
+        let images = layout
+            .index()?
+            .into_iter()
+            .filter_map(|e| {
+                e.ref_name().map(|n| ArchiveImage {
+                    name: n.to_string(),
+                    digest: e.digest.clone(),
+                    media_type: e.media_type.clone(),
+                })
+            })
+            .collect();
+        let carried: HashSet<&Digest> = blobs.iter().map(|b| &b.digest).collect();
+        let base_blobs = self
+            .base_used
+            .lock()
+            .expect("base set poisoned")
+            .iter()
+            .filter(|(d, _)| !carried.contains(d))
+            .map(|(d, s)| BaseBlob {
+                digest: d.clone(),
+                size: *s,
+            })
+            .collect();
+        let manifest = ArchiveManifest {
+            manifest_version: MANIFEST_VERSION,
+            kind: KIND.to_string(),
+            tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
+            created: crate::openshift::record::now_rfc3339(),
+            source: source.to_string(),
+            config,
+            base: self.base.reference.clone(),
+            archive_size: self.limit,
+            images,
+            blobs,
+            base_blobs,
+            files: small,
+            chunks,
+        };
+        for c in &manifest.chunks {
+            fs_err::rename(chunks_dir.join(&c.name), self.dir.join(&c.name))?;
+        }
+        let manifest_bytes = crate::fs::json_bytes(Path::new(MANIFEST_FILE), &manifest)?;
+        let manifest_path = self.dir.join(MANIFEST_FILE);
+        crate::fs::write_atomic(&manifest_path, &manifest_bytes)?;
+        let mut top_sums: String = manifest
+            .chunks
+            .iter()
+            .map(|c| format!("{}  {}\n", c.sha256, c.name))
+            .collect();
+        top_sums.push_str(&format!(
+            "{}  {MANIFEST_FILE}\n",
+            Digest::of(&manifest_bytes).hex()
+        ));
+        crate::fs::write_atomic(&self.dir.join(SUMS_FILE), top_sums.as_bytes())?;
+        let sealed = Sealed {
+            dir: self.dir.display().to_string(),
+            manifest: manifest_path.display().to_string(),
+            chunks: manifest.chunks.len(),
+            bytes: manifest.chunks.iter().map(|c| c.size).sum(),
+            blobs: manifest.blobs.len(),
+            base: manifest.base.clone(),
+            metadata_chunk: meta_name,
+        };
+        Ok((manifest, sealed))
+    }
+
+    /// Removes the staging directory once the archive is sealed (and signed).
+    pub fn finish(&self) -> Result<()> {
+        self.done.lock().expect("done set poisoned").1 = None;
+        fs_err::remove_dir_all(&self.staging)?;
+        Ok(())
+    }
+
+    /// Bytes the chunks still to be filled need on disk.
+    pub fn bytes_to_write(&self) -> u64 {
+        let done = self.done.lock().expect("done set poisoned");
+        self.order
+            .iter()
+            .filter(|d| !done.0.contains(*d))
+            .map(|d| tarfmt::padded(self.slots[d].size))
+            .sum()
+    }
+}
+
+/// A blob's path in a layout (and in a chunk).
+pub fn blob_path(digest: &Digest) -> String {
+    format!("blobs/sha256/{}", digest.hex())
+}
