@@ -8,6 +8,7 @@
 mod support;
 
 mod agent_validate;
+mod archive;
 mod argocd_lab;
 mod boot_lab;
 mod challenges;

@@ -108,6 +108,10 @@ pub struct ArchiveManifest {
     /// expected at the destination before it is pushed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub base_blobs: Vec<BaseBlob>,
+    /// A delta's base: the repositories its content was pushed to (under the destination's
+    /// prefix), where a push looks for the base blobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub base_repositories: Vec<String>,
     /// The layout's other files (`index.json`, `oci-layout`, the mirror record, the status).
     pub files: Vec<ArchiveFile>,
     /// Every chunk, in order.
@@ -136,6 +140,8 @@ pub struct ArchiveImage {
     pub digest: Digest,
     /// The top manifest's media type.
     pub media_type: String,
+    /// The repository it is pushed to, under the destination's prefix.
+    pub repository: String,
 }
 
 /// One blob of an archive and where it lies.

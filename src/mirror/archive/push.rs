@@ -4,12 +4,13 @@
 use crate::mirror::plan::ResolvedImage;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::RegistryTarget;
-use crate::oci::registry::RegistryClient;
+use crate::oci::registry::{Mount, RegistryClient};
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Checks that every base blob the images need is at the destination, in at least one of the
-/// repositories that need it (the push mounts it into the others).
+/// Checks that every base blob the images need is at the destination, in a repository that
+/// needs it or one the base was pushed to; nothing is pushed when any is missing. Then mounts
+/// each into the repositories that need it and lack it.
 pub async fn check_base(
     client: &RegistryClient,
     target: &RegistryTarget,
@@ -33,20 +34,42 @@ pub async fn check_base(
             }
         }
     }
+    let base_repos: Vec<String> = reader
+        .manifest()
+        .base_repositories
+        .iter()
+        .map(|r| target.repository_for(r))
+        .collect();
     let mut missing = Vec::new();
+    let mut mounts = Vec::new();
     for ((digest, size), repos) in &wanted {
-        let mut found = false;
+        let mut holder = None;
+        let mut lacking = Vec::new();
         for repo in repos {
             if client.head_blob(repo, digest).await? == Some(*size) {
-                found = true;
-                break;
+                holder.get_or_insert_with(|| repo.clone());
+            } else {
+                lacking.push(repo.clone());
             }
         }
-        if !found {
-            missing.push(format!(
+        if holder.is_none() {
+            for repo in base_repos.iter().filter(|r| !repos.contains(*r)) {
+                if client.head_blob(repo, digest).await? == Some(*size) {
+                    holder = Some(repo.clone());
+                    break;
+                }
+            }
+        }
+        match holder {
+            Some(from) => mounts.extend(
+                lacking
+                    .into_iter()
+                    .map(|to| (digest.clone(), to, from.clone())),
+            ),
+            None => missing.push(format!(
                 "{digest} ({})",
                 repos.iter().cloned().collect::<Vec<_>>().join(", ")
-            ));
+            )),
         }
     }
     if !missing.is_empty() {
@@ -63,6 +86,16 @@ pub async fn check_base(
             if missing.len() > shown.len() { format!("\n  and {} more", missing.len() - shown.len()) } else { String::new() },
             target
         );
+    }
+    // Every base blob is at the destination: mounted now into the repositories of the
+    // delta's images that lack it (the push copies only what the delta carries).
+    for (digest, to, from) in mounts {
+        if let Mount::Upload(_) = client.mount_blob(&to, &digest, &from).await? {
+            bail!(
+                "{} could not mount base blob {digest} from {from} into {to}; push the base archive into {to} too (or to a registry that mounts across repositories)",
+                target.registry
+            );
+        }
     }
     Ok(())
 }

@@ -36,6 +36,8 @@ pub struct Base {
     /// The top manifests of its images: an image whose top manifest is here is not carried
     /// again.
     pub images: HashSet<Digest>,
+    /// The repositories (under the destination's prefix) its images were pushed to.
+    pub repositories: std::collections::BTreeSet<String>,
 }
 
 impl Base {
@@ -61,6 +63,10 @@ impl Base {
                 .extend(m.base_blobs.iter().map(|b| (b.digest.clone(), b.size)));
             base.images
                 .extend(m.images.iter().map(|i| i.digest.clone()));
+            base.repositories
+                .extend(m.images.iter().map(|i| i.repository.clone()));
+            base.repositories
+                .extend(m.base_repositories.iter().cloned());
             "archive"
         } else {
             let r = crate::openshift::record::MirrorRecord::parse(path, &text)?;
@@ -68,6 +74,7 @@ impl Base {
                 .extend(r.blobs.iter().map(|b| (b.digest.clone(), b.size)));
             for img in &r.images {
                 base.images.insert(img.digest.clone());
+                base.repositories.insert(img.path.clone());
             }
             "record"
         };
@@ -494,15 +501,22 @@ impl ArchiveWriter {
                 });
             }
         }
-        let images = layout
+        let media_types: HashMap<Digest, String> = layout
             .index()?
             .into_iter()
-            .filter_map(|e| {
-                e.ref_name().map(|n| ArchiveImage {
-                    name: n.to_string(),
-                    digest: e.digest.clone(),
-                    media_type: e.media_type.clone(),
-                })
+            .map(|e| (e.digest, e.media_type))
+            .collect();
+        let images = crate::mirror::recorded::layout_images(layout)?
+            .into_iter()
+            .map(|i| ArchiveImage {
+                repository: i
+                    .placement
+                    .repository
+                    .clone()
+                    .unwrap_or_else(|| i.source.repository.clone()),
+                media_type: media_types.get(&i.digest).cloned().unwrap_or_default(),
+                name: i.name,
+                digest: i.digest,
             })
             .collect();
         let carried: HashSet<&Digest> = blobs.iter().map(|b| &b.digest).collect();
@@ -525,6 +539,11 @@ impl ArchiveWriter {
             source: source.to_string(),
             config,
             base: self.base.reference.clone(),
+            base_repositories: if self.base.reference.is_some() {
+                self.base.repositories.iter().cloned().collect()
+            } else {
+                Vec::new()
+            },
             archive_size: self.limit,
             images,
             blobs,
