@@ -590,3 +590,74 @@ fn archive_create_cuts_a_disk_mirror_and_missing_chunks_are_named_before_a_push(
     assert!(out.lines().any(|l| l.contains(&lost)), "{out}");
     assert!(out.lines().any(|l| l.contains("notes.txt")), "{out}");
 }
+
+/// A run that failed part-way (the large layer's download cut twice, one attempt allowed)
+/// leaves an unfinished archive, not a sealed one; the same command again fetches only what
+/// did not arrive and seals it.
+#[test]
+fn a_failed_archive_run_is_continued_by_the_same_command() {
+    use support::faultproxy::{Fault, FaultProxy, FaultRule};
+    let src = Registry::plain();
+    let set = SyntheticSet::standard(19);
+    let pushed = set.push_to(&src, "src");
+    let proxy = FaultProxy::start(&src.host()).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &proxy.host(), &["amd64", "arm64"]);
+    let large = pushed
+        .iter()
+        .flat_map(|p| p.blobs.iter())
+        .max_by_key(|(_, s)| *s)
+        .unwrap()
+        .0
+        .clone();
+    proxy.add_rule(
+        FaultRule::new(Fault::ResetResponseAfter(1024 * 1024))
+            .method("GET")
+            .path(&large)
+            .times(2),
+    );
+    let dir = work.path().join("media");
+    let url = format!("archive://{}", dir.display());
+    let run = |retries: &str| {
+        bootstrap(&[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &url,
+            "--archive-size",
+            "8MiB",
+            "--plain-http",
+            &proxy.host(),
+            "--retries",
+            retries,
+            "--continue-on-error",
+        ])
+    };
+    let first = run("1");
+    assert!(!first.status.success());
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(err.contains("not sealed"), "{err}");
+    assert!(!dir.join("manifest.json").exists());
+    assert!(!dir.join("SHA256SUMS").exists());
+    let count = |reqs: &[support::faultproxy::ProxiedRequest], d: &str| {
+        reqs.iter().filter(|r| r.path.ends_with(d)).count()
+    };
+    let run1 = proxy.requests_matching("GET", "/blobs/");
+
+    ok(&run("3"));
+    // The rerun copied the large layer only: every other blob was already in its chunk. (Image
+    // configs are read once per run to resolve the images; their copy is not repeated.)
+    let run2 = proxy.requests_matching("GET", "/blobs/")[run1.len()..].to_vec();
+    assert!(count(&run2, &large) >= 1);
+    for (d, _) in pushed.iter().flat_map(|p| p.blobs.iter()) {
+        if *d != large {
+            assert_eq!(
+                count(&run2, d),
+                count(&run1, d) - 1,
+                "{d} was copied again: {run2:?}"
+            );
+        }
+    }
+    ok(&bootstrap(&["verify", &url]));
+    assert!(!dir.join(".staging").exists());
+}
