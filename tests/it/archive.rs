@@ -317,6 +317,75 @@ fn an_archive_crosses_the_door_and_is_pushed_from_its_chunks() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+    // Range and HEAD on a blob inside a chunk answer exactly that blob's bytes, never its
+    // neighbours'; an unknown digest is a 404 with an OCI error body.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(pki.reqwest_ca().unwrap())
+        .build()
+        .unwrap();
+    let plain = reqwest::Client::new();
+    let big = pushed
+        .iter()
+        .flat_map(|p| p.blobs.iter().map(move |b| (p, b)))
+        .max_by_key(|(_, (_, s))| *s)
+        .unwrap();
+    let (img, (digest, size)) = big;
+    let served = format!("https://{addr}/v2/{}/blobs/{digest}", img.repo);
+    let source = format!("http://{}/v2/{}/blobs/{digest}", src.host(), img.repo);
+    rt.block_on(async {
+        let head = https.head(&served).send().await.unwrap();
+        assert_eq!(head.status(), 200);
+        assert_eq!(head.headers()["content-length"], size.to_string().as_str());
+        for range in [
+            format!("bytes=0-99"),
+            format!("bytes={}-{}", size - 100, size - 1),
+        ] {
+            let got = https
+                .get(&served)
+                .header("Range", &range)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(got.status(), 206, "{range}");
+            let want = plain
+                .get(&source)
+                .header("Range", &range)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(
+                got.bytes().await.unwrap(),
+                want.bytes().await.unwrap(),
+                "{range}"
+            );
+        }
+        let past = https
+            .get(&served)
+            .header("Range", format!("bytes={size}-"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(past.status(), 416);
+        let unknown = format!(
+            "https://{addr}/v2/{}/blobs/sha256:{}",
+            img.repo,
+            "0".repeat(64)
+        );
+        let resp = https.get(&unknown).send().await.unwrap();
+        assert_eq!(resp.status(), 404);
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["errors"][0]["code"], "BLOB_UNKNOWN");
+        let climb = https
+            .get(format!("https://{addr}/v2/%2e%2e/%2e%2e/blobs/{digest}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(climb.status(), 404);
+    });
     drop(server);
 
     // Pushed from the chunks in place: byte-exact at the destination, and no blob file written
