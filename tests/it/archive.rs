@@ -341,7 +341,7 @@ fn an_archive_crosses_the_door_and_is_pushed_from_its_chunks() {
         assert_eq!(head.status(), 200);
         assert_eq!(head.headers()["content-length"], size.to_string().as_str());
         for range in [
-            format!("bytes=0-99"),
+            "bytes=0-99".to_string(),
             format!("bytes={}-{}", size - 100, size - 1),
         ] {
             let got = https
