@@ -92,6 +92,14 @@ pub async fn registry(args: ServeRegistryArgs, printer: &Printer) -> Result<Exit
                 .unwrap_or_else(|| std::path::PathBuf::from(".bootstrap-work"));
             tokio::task::spawn_blocking(move || {
                 let reader = crate::mirror::archive::reader::ArchiveReader::open(&dir)?;
+                if let Some(base) = &reader.manifest().base {
+                    anyhow::bail!(
+                        "{} is a delta archive over {} (sha256 {}): its images need blobs only the base carries; serve the base and the delta pushed together into a registry instead",
+                        dir.display(),
+                        base.path,
+                        base.sha256
+                    );
+                }
                 // The small files (index.json) come out; the blobs are served from the chunks.
                 let into = workdir.join(format!("archive-{}", &reader.manifest_sha256()[..16]));
                 serve::registry::Served::from_layout(reader.open_layout(&into)?)

@@ -139,10 +139,16 @@ fn only_new(
     base: &archive::writer::Base,
 ) -> Result<Vec<ResolvedImage>> {
     let total = images.len();
-    let kept: Vec<ResolvedImage> = images
-        .into_iter()
-        .filter(|i| !base.images.contains(&i.root.digest))
-        .collect();
+    // An image is left out only when the base carried all of it: its top manifest, every
+    // child kept and every blob (a platform added since, under the same index, is carried).
+    let whole_in_base = |i: &ResolvedImage| {
+        base.images.contains(&i.root.digest)
+            && i.children
+                .iter()
+                .all(|c| base.blobs.contains_key(&c.manifest.digest))
+            && i.blobs.iter().all(|b| base.blobs.contains_key(&b.digest))
+    };
+    let kept: Vec<ResolvedImage> = images.into_iter().filter(|i| !whole_in_base(i)).collect();
     if kept.is_empty() {
         let from = base
             .reference
@@ -165,7 +171,10 @@ fn attach_archive(
     else {
         return Ok(dest);
     };
-    let blobs = plan::blob_graph(images.iter())
+    let nodes = plan::blob_graph(images.iter());
+    // Refused before a chunk is laid out for them.
+    space::check_blob_sizes(&nodes, settings.max_blob_size)?;
+    let blobs = nodes
         .iter()
         .map(|n| (n.blob.digest.clone(), n.blob.size))
         .collect();

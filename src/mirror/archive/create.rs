@@ -50,7 +50,7 @@ pub async fn create(
         let name = entry.file_name().to_string_lossy().into_owned();
         let digest: Digest = format!("sha256:{name}").parse().with_context(|| {
             format!(
-                "{}: '{name}' is not a sha256 blob name",
+                "{}: '{name}' is not a sha256 blob name; a disk mirror holds only blobs there (remove the file, or mirror to disk again)",
                 source.root().join("blobs/sha256").display()
             )
         })?;

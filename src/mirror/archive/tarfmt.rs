@@ -67,13 +67,23 @@ pub struct Slot {
 /// Places files, in the order given, into chunks of at most `limit` bytes: a file goes into
 /// the current chunk when it fits, else starts the next one; a file larger than `limit` goes
 /// alone. Chunks are numbered from `first`. Returns each file's slot and every chunk's size.
-pub fn place(sizes: &[u64], limit: u64, first: usize) -> (Vec<Slot>, Vec<u64>) {
+pub fn place(sizes: &[u64], limit: u64, first: usize) -> Result<(Vec<Slot>, Vec<u64>)> {
+    let too_large =
+        |size: u64| anyhow::anyhow!("a file of {size} bytes cannot be placed in a tar chunk");
     let mut slots = Vec::with_capacity(sizes.len());
     let mut chunks: Vec<u64> = Vec::new();
     let mut used = 0u64; // bytes of the current chunk before its end blocks
     for &size in sizes {
-        let entry = BLOCK + padded(size);
-        if chunks.is_empty() || (used > 0 && used + entry + END > limit) {
+        let entry = size
+            .checked_add(BLOCK - 1)
+            .map(|s| s / BLOCK * BLOCK)
+            .and_then(|p| p.checked_add(BLOCK))
+            .ok_or_else(|| too_large(size))?;
+        let needed = used
+            .checked_add(entry)
+            .and_then(|n| n.checked_add(END))
+            .ok_or_else(|| too_large(size))?;
+        if chunks.is_empty() || (used > 0 && needed > limit) {
             if let Some(last) = chunks.last_mut() {
                 *last = used + END;
             }
@@ -85,12 +95,12 @@ pub fn place(sizes: &[u64], limit: u64, first: usize) -> (Vec<Slot>, Vec<u64>) {
             offset: used + BLOCK,
             size,
         });
-        used += entry;
+        used = used.checked_add(entry).ok_or_else(|| too_large(size))?;
     }
     if let Some(last) = chunks.last_mut() {
-        *last = used + END;
+        *last = used.checked_add(END).ok_or_else(|| too_large(used))?;
     }
-    (slots, chunks)
+    Ok((slots, chunks))
 }
 
 #[cfg(test)]
@@ -101,7 +111,7 @@ mod tests {
     fn placement_keeps_chunks_within_the_limit() {
         let limit = 10 * BLOCK;
         // 3 blocks each with header: 2 fit (6) + end (2) = 8 <= 10; a third would make 11.
-        let (slots, chunks) = place(&[1000, 1000, 1000, 20 * BLOCK, 10], limit, 1);
+        let (slots, chunks) = place(&[1000, 1000, 1000, 20 * BLOCK, 10], limit, 1).unwrap();
         assert_eq!(
             slots[0],
             Slot {
@@ -126,6 +136,12 @@ mod tests {
             let alone = slots.iter().filter(|s| s.chunk == i + 1).count() == 1;
             assert!(*c <= limit || alone);
         }
+    }
+
+    #[test]
+    fn sizes_that_cannot_be_placed_are_refused() {
+        assert!(place(&[u64::MAX - 10], 4096, 1).is_err());
+        assert!(place(&[u64::MAX / 2, u64::MAX / 2], u64::MAX, 1).is_err());
     }
 
     #[test]

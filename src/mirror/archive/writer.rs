@@ -107,6 +107,7 @@ pub struct ArchiveWriter {
     always: HashSet<Digest>,
     base_used: Mutex<BTreeMap<Digest, u64>>,
     done: Mutex<(HashSet<Digest>, Option<fs_err::File>)>,
+    _lock: fs_err::File,
 }
 
 impl std::fmt::Debug for ArchiveWriter {
@@ -188,6 +189,9 @@ impl ArchiveWriter {
         let chunks_dir = staging.join(".chunks");
         fs_err::create_dir_all(&state)?;
         fs_err::create_dir_all(&chunks_dir)?;
+        // Held until the writer is dropped: a second run on the same archive stops here,
+        // before it touches anything.
+        let lock = take_lock(&state.join("lock"), dir)?;
         let mut seen = HashSet::new();
         let always: HashSet<Digest> = manifests.iter().map(|(d, _)| d.clone()).collect();
         let blobs: Vec<(Digest, u64)> = blobs
@@ -208,15 +212,14 @@ impl ArchiveWriter {
             .and_then(|b| serde_json::from_slice::<Plan>(&b).ok())
             .is_some_and(|p| p == plan);
         if !same {
-            // A different plan: what was written goes where the old plan put it.
-            for entry in fs_err::read_dir(&chunks_dir)? {
-                fs_err::remove_file(entry?.path())?;
-            }
-            let _ = fs_err::remove_file(&done_path);
+            // A different plan: nothing written for the old one may survive (its chunks, the
+            // blobs it counted done, the layout files it wrote, what an interrupted seal left
+            // in DIR).
+            reset(dir, &staging)?;
             crate::fs::write_atomic(&plan_path, &serde_json::to_vec(&plan)?)?;
         }
         let sizes: Vec<u64> = blobs.iter().map(|(_, s)| *s).collect();
-        let (slots, chunk_sizes) = tarfmt::place(&sizes, limit, 1);
+        let (slots, chunk_sizes) = tarfmt::place(&sizes, limit, 1)?;
         let order: Vec<Digest> = blobs.iter().map(|(d, _)| d.clone()).collect();
         let slots: HashMap<Digest, Slot> = order.iter().cloned().zip(slots).collect();
         let mut done: HashSet<Digest> = match fs_err::read_to_string(&done_path) {
@@ -227,25 +230,47 @@ impl ArchiveWriter {
                 .collect(),
             Err(_) => HashSet::new(),
         };
+        let before = done.len();
         for (i, size) in chunk_sizes.iter().enumerate() {
             let name = chunk_name(i + 1);
             let path = chunks_dir.join(&name);
             let sealed_copy = dir.join(&name);
             if !path.exists() && sealed_copy.is_file() {
-                // Killed while sealing: the chunk was already moved out.
+                // Killed while sealing (same plan): the chunk was already moved out.
                 fs_err::rename(&sealed_copy, &path)?;
             }
             let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
             if !fits {
                 done.retain(|d| slots[d].chunk != i + 1);
+            }
+        }
+        // The done file says exactly what is in place before any chunk is laid out again: a
+        // blob of a rebuilt chunk is never taken for written.
+        if done.len() != before || !done_path.exists() {
+            let text: String = order
+                .iter()
+                .filter(|d| done.contains(*d))
+                .map(|d| format!("{d}\n"))
+                .collect();
+            crate::fs::write_atomic(&done_path, text.as_bytes())?;
+        }
+        for (i, size) in chunk_sizes.iter().enumerate() {
+            let path = chunks_dir.join(chunk_name(i + 1));
+            let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
+            if !fits {
                 Self::lay_out(&path, *size, i + 1, &order, &slots)?;
             }
         }
-        let done_file = fs_err::OpenOptions::new()
+        let torn = fs_err::read(&done_path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
+        let mut done_file = fs_err::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&done_path)
             .with_context(|| format!("opening {}", done_path.display()))?;
+        if torn {
+            // A line torn by a kill mid-append is ended, so the next digest starts its own.
+            done_file.write_all(b"\n")?;
+        }
         Ok(ArchiveWriter {
             dir: dir.to_path_buf(),
             staging,
@@ -257,6 +282,7 @@ impl ArchiveWriter {
             always,
             base_used: Mutex::new(BTreeMap::new()),
             done: Mutex::new((done, Some(done_file))),
+            _lock: lock,
         })
     }
 
@@ -268,7 +294,10 @@ impl ArchiveWriter {
         order: &[Digest],
         slots: &HashMap<Digest, Slot>,
     ) -> Result<()> {
-        let mut f = fs_err::File::create(path)?;
+        // Laid out aside and renamed into place once synced: a chunk of the right size always
+        // has every header.
+        let part = path.with_extension("tar.part");
+        let mut f = fs_err::File::create(&part)?;
         f.set_len(size)?;
         use std::io::{Seek, SeekFrom};
         for d in order.iter().filter(|d| slots[*d].chunk == n) {
@@ -277,6 +306,8 @@ impl ArchiveWriter {
             f.write_all(&tarfmt::header(&blob_path(d), slot.size)?)?;
         }
         f.sync_all()?;
+        drop(f);
+        fs_err::rename(&part, path)?;
         Ok(())
     }
 
@@ -344,7 +375,7 @@ impl ArchiveWriter {
         let slot = self.slots.get(digest).context("blob not placed")?;
         if slot.size != size {
             bail!(
-                "blob {digest} is {size} bytes now, the archive's plan says {}",
+                "blob {digest} is {size} bytes now, the archive's plan says {}: the source changed during the run; run the same command again to plan anew",
                 slot.size
             );
         }
@@ -438,7 +469,7 @@ impl ArchiveWriter {
         let meta_n = self.chunk_sizes.len() + 1;
         let meta_name = chunk_name(meta_n);
         let sizes: Vec<u64> = files.iter().map(|(_, b)| b.len() as u64).collect();
-        let (meta_slots, _) = tarfmt::place(&sizes, u64::MAX, meta_n);
+        let (meta_slots, _) = tarfmt::place(&sizes, u64::MAX, meta_n)?;
         let meta_path = chunks_dir.join(&meta_name);
         {
             let mut f = std::io::BufWriter::new(fs_err::File::create(&meta_path)?);
@@ -452,18 +483,48 @@ impl ArchiveWriter {
             let f = f.into_inner().map_err(|e| e.into_error())?;
             f.sync_all()?;
         }
-        // Every chunk hashed as it lies on disk (a read, not a second write).
+        // Every chunk read back once as it lies on disk (a read, not a second write): its
+        // sha256, and every blob in it checked against its digest, so nothing that did not
+        // reach the disk whole is sealed.
         let mut chunks = Vec::new();
+        let mut bad = Vec::new();
         for n in 1..=meta_n {
             let name = chunk_name(n);
             let path = chunks_dir.join(&name);
-            let (digest, size) =
-                tokio::task::spawn_blocking(move || crate::bounded::hash_regular(&path)).await??;
-            chunks.push(ArchiveChunk {
-                name,
-                size,
-                sha256: digest.hex().to_string(),
-            });
+            let size = fs_err::metadata(&path)?.len();
+            let entries: Vec<super::verify::Entry> = self
+                .order
+                .iter()
+                .filter(|d| self.slots[*d].chunk == n)
+                .map(|d| super::verify::Entry {
+                    what: format!("blob {d}"),
+                    name: blob_path(d),
+                    offset: self.slots[d].offset,
+                    size: self.slots[d].size,
+                    expect: super::verify::Expect::Digest(d.clone()),
+                })
+                .collect();
+            let label = name.clone();
+            let found = tokio::task::spawn_blocking(move || {
+                super::verify::check_chunk(&path, &label, size, "", &entries)
+            })
+            .await?;
+            if !found.corrupt.is_empty() {
+                bad.extend(found.corrupt.iter().cloned());
+            }
+            let sha256 = found
+                .sha256
+                .with_context(|| format!("{name} could not be read back"))?;
+            chunks.push(ArchiveChunk { name, size, sha256 });
+        }
+        if !bad.is_empty() {
+            // What did not reach the disk whole is fetched again by the rerun.
+            self.forget_bad(&bad)?;
+            bail!(
+                "the archive was not sealed: reading the chunks back found {} problems:\n  {}\nrun the same command again: those blobs are fetched again",
+                bad.len(),
+                bad.join("\n  ")
+            );
         }
         let mut blobs: Vec<ArchiveBlob> = self
             .order
@@ -506,7 +567,7 @@ impl ArchiveWriter {
             .into_iter()
             .map(|e| (e.digest, e.media_type))
             .collect();
-        let images = crate::mirror::recorded::layout_images(layout)?
+        let images: Vec<ArchiveImage> = crate::mirror::recorded::layout_images(layout)?
             .into_iter()
             .map(|i| ArchiveImage {
                 repository: i
@@ -520,6 +581,19 @@ impl ArchiveWriter {
             })
             .collect();
         let carried: HashSet<&Digest> = blobs.iter().map(|b| &b.digest).collect();
+        let stray: Vec<&ArchiveImage> = images
+            .iter()
+            .filter(|i: &&ArchiveImage| {
+                !carried.contains(&i.digest) && !self.base.blobs.contains_key(&i.digest)
+            })
+            .collect();
+        if !stray.is_empty() {
+            bail!(
+                "the archive was not sealed: index.json names {} images whose manifests it does not carry (first {}); run the same command again",
+                stray.len(),
+                stray[0].name
+            );
+        }
         let base_blobs = self
             .base_used
             .lock()
@@ -579,22 +653,83 @@ impl ArchiveWriter {
         Ok((manifest, sealed))
     }
 
+    /// Takes the blobs named in `problems` out of the done set (and its file).
+    fn forget_bad(&self, problems: &[String]) -> Result<()> {
+        let mut done = self.done.lock().expect("done set poisoned");
+        done.0
+            .retain(|d| !problems.iter().any(|p| p.contains(&d.to_string())));
+        let text: String = self
+            .order
+            .iter()
+            .filter(|d| done.0.contains(*d))
+            .map(|d| format!("{d}\n"))
+            .collect();
+        crate::fs::write_atomic(&self.staging.join(".archive/done"), text.as_bytes())?;
+        // Appends go to the new file from now on.
+        done.1 = Some(
+            fs_err::OpenOptions::new()
+                .append(true)
+                .open(self.staging.join(".archive/done"))?,
+        );
+        Ok(())
+    }
+
     /// Removes the staging directory once the archive is sealed (and signed).
     pub fn finish(&self) -> Result<()> {
         self.done.lock().expect("done set poisoned").1 = None;
         fs_err::remove_dir_all(&self.staging)?;
         Ok(())
     }
+}
 
-    /// Bytes the chunks still to be filled need on disk.
-    pub fn bytes_to_write(&self) -> u64 {
-        let done = self.done.lock().expect("done set poisoned");
-        self.order
-            .iter()
-            .filter(|d| !done.0.contains(*d))
-            .map(|d| tarfmt::padded(self.slots[d].size))
-            .sum()
+/// Takes the archive's lock (an exclusive `flock`), naming the archive when another run holds it.
+fn take_lock(path: &Path, dir: &Path) -> Result<fs_err::File> {
+    let file = fs_err::File::create(path)?;
+    match file.file().try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "archive {} is being written by another bootstrap run (it holds {}); wait for it to finish",
+            dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
     }
+}
+
+/// Forgets everything an earlier plan wrote: the staging chunks, the blobs done, the staging
+/// layout's files (its index, record, status, manifests), and what an interrupted seal had
+/// already put into `dir`. The lock and the working directory stay.
+fn reset(dir: &Path, staging: &Path) -> Result<()> {
+    for entry in fs_err::read_dir(staging.join(".chunks"))? {
+        fs_err::remove_file(entry?.path())?;
+    }
+    let _ = fs_err::remove_file(staging.join(".archive/done"));
+    for entry in fs_err::read_dir(staging)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            fs_err::remove_dir_all(entry.path())?;
+        } else {
+            fs_err::remove_file(entry.path())?;
+        }
+    }
+    for entry in fs_err::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let sealed = super::is_chunk_name(&name)
+            || name == MANIFEST_FILE
+            || name == SUMS_FILE
+            || name == format!("{MANIFEST_FILE}.sig");
+        if sealed {
+            fs_err::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// A blob's path in a layout (and in a chunk).

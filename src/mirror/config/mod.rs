@@ -8,9 +8,13 @@
 //! `internal/pkg/api/v2alpha1` of openshift/oc-mirror field for field), and every error names the
 //! file, line and column, the key or field path involved, and what to write instead.
 //!
-//! Parsing ([`parse`], [`load`]) accepts everything oc-mirror's schema accepts and checks the
-//! rules oc-mirror checks (`validate.rs`, plus a few shape checks of its own). Whether this version of bootstrap
-//! can *act* on a section is a separate question, answered by
+//! Parsing ([`parse`], [`load`]) accepts everything oc-mirror v2 accepts and checks the rules
+//! it checks (`validate.rs`, plus a few of bootstrap's own). What oc-mirror reads leniently is
+//! read the same way with a warning ([`ImageSetConfig::warnings`]): an `apiVersion` of
+//! `mirror.openshift.io/v1alpha2` (v2 never looks at it), and keys that differ from the schema
+//! only in case (v2 decodes with Go's encoding/json). A `docker://` prefix on an additional
+//! image or a catalog is dropped, as oc-mirror's reference parser drops it. Whether this
+//! version of bootstrap can *act* on a section is a separate question, answered by
 //! [`ImageSetConfig::unsupported_sections`] and [`ImageSetConfig::ensure_supported`].
 //!
 //! Locations: YAML positions are kept in a side index keyed by field path
@@ -32,13 +36,13 @@ use crate::yaml::{self, render_problems, Index, LoadError, Positions};
 use schema::RawConfig;
 use std::path::Path;
 
-/// The only `apiVersion` read: oc-mirror v2's.
+/// oc-mirror v2's `apiVersion`, the one every file is read as.
 pub const API_VERSION: &str = "mirror.openshift.io/v2alpha1";
 
 /// The only `kind` read.
 pub const KIND: &str = "ImageSetConfiguration";
 
-/// oc-mirror v1's `apiVersion`, recognised only to say how to convert.
+/// oc-mirror v1's `apiVersion`: read as [`API_VERSION`] with a warning, as oc-mirror v2 reads it.
 const V1_API_VERSION: &str = "mirror.openshift.io/v1alpha2";
 
 /// Values `mirror.platform.architectures` accepts: the architectures OpenShift release payloads
@@ -129,7 +133,8 @@ impl ConfigError {
 /// A parsed and validated ImageSetConfiguration.
 #[derive(Clone, Debug)]
 pub struct ImageSetConfig {
-    /// `apiVersion`; always [`API_VERSION`].
+    /// `apiVersion` as the file is read: always [`API_VERSION`] (oc-mirror v2 reads a
+    /// `v1alpha2` file as `v2alpha1`; [`ImageSetConfig::warnings`] says so).
     pub api_version: String,
     /// `kind`; always [`KIND`].
     pub kind: String,
@@ -139,6 +144,7 @@ pub struct ImageSetConfig {
     /// `mirror`: the content.
     pub mirror: Mirror,
     index: Index,
+    warnings: Vec<Problem>,
 }
 
 /// One `mirror.additionalImages[]` entry with where it is written.
@@ -163,6 +169,30 @@ impl ImageEntry<'_> {
 }
 
 impl ImageSetConfig {
+    /// What oc-mirror reads leniently and bootstrap read the same way, each placed at its
+    /// line and column: an older `apiVersion`, a key in another case than the schema's. The
+    /// configuration is usable; the caller shows them (library code does not print).
+    pub fn warnings(&self) -> &[Problem] {
+        &self.warnings
+    }
+
+    /// [`ImageSetConfig::warnings`] as lines `origin:line:col: path: message`, for a channel
+    /// that puts `warning: ` before each line itself.
+    pub fn warning_lines(&self, origin: &str) -> Vec<String> {
+        self.warnings
+            .iter()
+            .map(|w| {
+                let at = w.location.map(|l| format!(":{l}")).unwrap_or_default();
+                let path = if w.path.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", w.path)
+                };
+                format!("{origin}{at}: {path}{}", w.message)
+            })
+            .collect()
+    }
+
     /// Where the value at `path` is written, e.g. `location("mirror.additionalImages[1].name")`
     /// or `location("mirror.platform.architectures")`. Paths use the YAML key names, `.` between
     /// keys and `[N]` for list items; the top level is `""`.
@@ -252,18 +282,39 @@ pub fn parse(text: &str, origin: &str) -> Result<ImageSetConfig, ConfigError> {
 /// image references and the support check place their problems with it later.
 fn checked(loaded: yaml::Loaded<RawConfig>, origin: &str) -> Result<ImageSetConfig, ConfigError> {
     let raw = loaded.value;
+    let mut mirror = raw.mirror;
+    drop_docker_transport(&mut mirror);
     let config = ImageSetConfig {
-        api_version: raw.api_version,
+        // oc-mirror sets the group, version and kind it read the file as.
+        api_version: API_VERSION.to_string(),
         kind: raw.kind,
         archive_size: raw.archive_size,
-        mirror: raw.mirror,
+        mirror,
         index: loaded.index,
+        warnings: loaded.warnings,
     };
     let problems = validate::validate(&config);
     if problems.is_empty() {
         Ok(config)
     } else {
         Err(ConfigError::invalid(origin, problems))
+    }
+}
+
+/// oc-mirror's reference parser (`ParseRef`, internal/pkg/image/image.go) takes a transport
+/// prefix and treats `docker://` as no prefix at all, for additional images and catalogs
+/// alike; so does bootstrap. Other transports are left for the shape checks to name.
+fn drop_docker_transport(mirror: &mut Mirror) {
+    const DOCKER: &str = "docker://";
+    let names = mirror
+        .additional_images
+        .iter_mut()
+        .map(|i| &mut i.name)
+        .chain(mirror.operators.iter_mut().map(|o| &mut o.catalog));
+    for name in names {
+        if let Some(rest) = name.strip_prefix(DOCKER) {
+            *name = rest.to_string();
+        }
     }
 }
 
@@ -459,15 +510,63 @@ mirror:
         assert!(e.starts_with("isc.yaml:4:1: unknown field 'delete' at the top level: delete belongs in a DeleteImageSetConfiguration"), "{e}");
     }
 
+    /// oc-mirror decodes with Go's encoding/json, which matches keys ignoring case: a key in
+    /// another case is read as the one meant, with a warning giving the right spelling, and the
+    /// positions of what follows still name the keys as the schema spells them.
     #[test]
-    fn unknown_key_in_mirror_case_mismatch() {
+    fn keys_differing_only_in_case_are_read_with_a_warning() {
+        let c = parse_ok(
+            "apiversion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  AdditionalImages:\n  - Name: quay.io/a/b:1\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    targetcatalog: my-org/ops\n",
+        );
+        assert_eq!(c.mirror.additional_images[0].name, "quay.io/a/b:1");
+        assert_eq!(
+            c.mirror.operators[0].target_catalog.as_deref(),
+            Some("my-org/ops")
+        );
+        assert_eq!(
+            c.warning_lines("isc.yaml"),
+            vec![
+                "isc.yaml:1:1: apiversion: 'apiversion' is read as 'apiVersion' (oc-mirror matches keys ignoring case); write 'apiVersion'",
+                "isc.yaml:4:3: mirror.AdditionalImages: 'AdditionalImages' is read as 'additionalImages' (oc-mirror matches keys ignoring case); write 'additionalImages'",
+                "isc.yaml:5:5: mirror.additionalImages[0].Name: 'Name' is read as 'name' (oc-mirror matches keys ignoring case); write 'name'",
+                "isc.yaml:8:5: mirror.operators[0].targetcatalog: 'targetcatalog' is read as 'targetCatalog' (oc-mirror matches keys ignoring case); write 'targetCatalog'",
+            ]
+        );
+        assert!(c.warnings().iter().all(|w| !w.is_error()));
+        assert_eq!(
+            c.location("mirror.additionalImages[0].name"),
+            Some(Location {
+                line: 5,
+                column: 11
+            })
+        );
+        // Both spellings in one mapping: which one Go keeps is an accident; refused.
         let e = parse_err(&format!(
-            "{HEAD}mirror:\n  AdditionalImages:\n  - name: quay.io/a/b:1\n"
+            "{HEAD}mirror:\n  additionalImages: []\n  additionalimages:\n  - name: quay.io/a/b:1\n"
         ));
         assert!(
-            e.starts_with("isc.yaml:4:3: unknown field 'AdditionalImages' in mirror (did you mean 'additionalImages'?)"),
+            e.starts_with(
+                "isc.yaml:5:3: duplicate key 'additionalImages' in mirror (first at line 4)"
+            ),
             "{e}"
         );
+    }
+
+    /// oc-mirror looks `kind` and `mirror` up exactly in a plain map before decoding
+    /// (internal/pkg/config/load.go), so those two are not matched ignoring case.
+    #[test]
+    fn kind_and_mirror_are_matched_exactly_as_oc_mirror_does() {
+        let e = parse_err(&format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nMirror: {{}}\n"
+        ));
+        assert!(
+            e.starts_with("isc.yaml:3:1: unknown field 'Mirror' at the top level: oc-mirror looks this key up exactly as `mirror`"),
+            "{e}"
+        );
+        let e = parse_err(
+            "apiVersion: mirror.openshift.io/v2alpha1\nKind: ImageSetConfiguration\nmirror: {}\n",
+        );
+        assert!(e.starts_with("isc.yaml:1:1: kind is missing"), "{e}");
     }
 
     #[test]
@@ -606,14 +705,30 @@ mirror:
         assert!(e.starts_with("isc.yaml:1:1: kind is missing"), "{e}");
     }
 
+    /// oc-mirror v2 never looks at apiVersion (its own e2e configurations say v1alpha2): such
+    /// a file is read as v2alpha1 with a warning; what only v1 knew stays unknown.
     #[test]
-    fn wrong_api_version() {
-        // checked before the schema, so a v1 file is named as such, not as unknown keys
+    fn v1alpha2_is_read_as_v2alpha1_with_a_warning() {
+        let c = parse_ok("apiVersion: mirror.openshift.io/v1alpha2\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n");
+        assert_eq!(c.api_version, API_VERSION);
+        assert_eq!(
+            c.warning_lines("isc.yaml"),
+            vec!["isc.yaml:1:13: apiVersion: mirror.openshift.io/v1alpha2 is oc-mirror v1's apiVersion; oc-mirror v2 reads the file as v2alpha1, and so does bootstrap: set `apiVersion: mirror.openshift.io/v2alpha1`"]
+        );
         let e = parse_err("apiVersion: mirror.openshift.io/v1alpha2\nkind: ImageSetConfiguration\nstorageConfig:\n  local:\n    path: ./meta\nmirror: {}\n");
         assert!(
-            e.starts_with("isc.yaml:1:13: apiVersion: mirror.openshift.io/v1alpha2 is the oc-mirror v1 format"),
+            e.starts_with("isc.yaml:3:1: unknown field 'storageConfig' at the top level: storageConfig is oc-mirror v1 only"),
             "{e}"
         );
+        let e = parse_err("apiVersion: mirror.openshift.io/v1alpha2\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    targetName: ops\n");
+        assert!(
+            e.starts_with("isc.yaml:6:5: unknown field 'targetName' in mirror.operators[0]: targetName is oc-mirror v1 only; v2 replaced it with targetCatalog"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_api_version() {
         let e = parse_err("apiVersion: v1\nkind: ImageSetConfiguration\nmirror: {}\n");
         assert_eq!(
             e,
@@ -696,12 +811,13 @@ mirror:
     #[test]
     fn additional_image_shapes() {
         let text = format!(
-            "{HEAD}mirror:\n  additionalImages:\n  - name: \"\"\n  - name: docker://quay.io/a/b:1\n  - name: \"quay.io/a/b :1\"\n  - name: oci:///srv/layout\n  - name: ubi9/ubi:latest\n"
+            "{HEAD}mirror:\n  additionalImages:\n  - name: \"\"\n  - name: docker://docker://quay.io/a/b:1\n  - name: \"quay.io/a/b :1\"\n  - name: oci:///srv/layout\n  - name: ubi9/ubi:latest\n"
         );
         let e = parse_err(&text);
         let lines: Vec<&str> = e.lines().collect();
         assert_eq!(lines.len(), 4, "{e}");
         assert!(lines[0].starts_with("isc.yaml:5:11: mirror.additionalImages[0].name: is empty; give the full image reference"));
+        // One docker:// is oc-mirror's transport, dropped; a second one is not a reference.
         assert_eq!(lines[1], "isc.yaml:6:11: mirror.additionalImages[1].name: 'docker://quay.io/a/b:1' starts with docker://; leave the scheme out: write 'quay.io/a/b:1'");
         assert!(lines[2].starts_with(
             "isc.yaml:7:11: mirror.additionalImages[2].name: 'quay.io/a/b :1' contains whitespace"
@@ -830,5 +946,138 @@ mirror:
     #[test]
     fn bom_is_accepted() {
         parse_ok(&format!("\u{feff}{HEAD}mirror: {{}}\n"));
+    }
+
+    /// oc-mirror's reference parser takes `docker://` as no transport at all, on additional
+    /// images and catalogs alike: the prefix is dropped, silently, as there.
+    #[test]
+    fn docker_transport_is_dropped_from_images_and_catalogs() {
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: docker://quay.io/a/b:1\n  operators:\n  - catalog: docker://registry.redhat.io/redhat/redhat-operator-index:v4.16\n"
+        ));
+        assert_eq!(c.additional_images()[0].name, "quay.io/a/b:1");
+        assert_eq!(
+            c.mirror.operators[0].catalog,
+            "registry.redhat.io/redhat/redhat-operator-index:v4.16"
+        );
+        assert!(c.warnings().is_empty());
+        assert!(c.unsupported_sections().is_empty());
+    }
+
+    /// oc-mirror cuts the transport off the references it matches blockedImages against, not
+    /// off the pattern: there a pattern holding docker:// blocks nothing. Refused, not guessed.
+    #[test]
+    fn docker_transport_in_a_blocked_pattern_is_refused() {
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  blockedImages:\n  - name: docker://quay.io/bad/.*\n  - name: ^docker://quay.io/worse/.*\n"
+        ));
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(
+            lines,
+            vec![
+                "isc.yaml:5:11: mirror.blockedImages[0].name: 'docker://quay.io/bad/.*' holds docker://, but oc-mirror matches blockedImages against references without a transport (quay.io/org/image:tag), so there this pattern blocks nothing: write 'quay.io/bad/.*' to block what it names, or remove the entry",
+                "isc.yaml:6:11: mirror.blockedImages[1].name: '^docker://quay.io/worse/.*' holds docker://, but oc-mirror matches blockedImages against references without a transport (quay.io/org/image:tag), so there this pattern blocks nothing: write '^quay.io/worse/.*' to block what it names, or remove the entry",
+            ]
+        );
+    }
+
+    /// oc-mirror's `IsValidPathComponent`: a targetCatalog is a repository path, lower case,
+    /// with no tag or digest (the tag goes in targetTag).
+    #[test]
+    fn target_catalog_with_a_tag_digest_or_upper_case_is_refused() {
+        let op = |target: &str| {
+            format!(
+                "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    targetCatalog: \"{target}\"\n"
+            )
+        };
+        assert_eq!(
+            parse_err(&op("my-org/ops:v1")),
+            "isc.yaml:6:20: mirror.operators[0].targetCatalog: 'my-org/ops:v1' has a tag; targetCatalog is the catalog's repository path under the destination, and oc-mirror refuses this too (\"invalid target path component: should not contain a tag or digest\"): write `targetCatalog: my-org/ops` and `targetTag: v1`"
+        );
+        let e = parse_err(&op("My-Org/Ops"));
+        assert!(
+            e.ends_with("'My-Org/Ops' has upper-case letters; targetCatalog is the catalog's repository path under the destination, and oc-mirror refuses this too (\"invalid target path component: should not contain a tag or digest\"): write `targetCatalog: my-org/ops`"),
+            "{e}"
+        );
+        let e = parse_err(&op(
+            "a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ));
+        assert!(
+            e.contains("has a digest;") && e.ends_with("write `targetCatalog: a/b`"),
+            "{e}"
+        );
+        let e = parse_err(&op("/ops"));
+        assert!(
+            e.contains("'/ops' is not a repository path;")
+                && e.ends_with("e.g. my-org/redhat-operators (put a tag in targetTag)"),
+            "{e}"
+        );
+        parse_ok(&op("my-org/sub.team__x/red-hat--ops"));
+    }
+
+    /// Regression: two catalogs with one targetCatalog used to be accepted, and the second
+    /// replaced the first at the destination, so its operators vanished from the cluster.
+    #[test]
+    fn two_catalogs_with_one_target_catalog_are_refused() {
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    targetCatalog: site/operators\n  - catalog: registry.redhat.io/redhat/certified-operator-index:v4.16\n    targetCatalog: site/operators\n"
+        ));
+        assert_eq!(
+            e,
+            "isc.yaml:8:20: mirror.operators[1].targetCatalog: catalog 'registry.redhat.io/redhat/certified-operator-index:v4.16' would be mirrored to 'PREFIX/site/operators:v4.16', where mirror.operators[0] ('registry.redhat.io/redhat/redhat-operator-index:v4.16') is mirrored too: pushed second, it would replace that catalog, whose operators would vanish from the cluster (oc-mirror refuses this too: \"duplicate found in configuration\"); give one of them another targetCatalog or targetTag"
+        );
+        // Told apart by targetTag, or by their own tags: two places, as oc-mirror accepts.
+        parse_ok(&format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n    targetCatalog: site/operators\n  - catalog: registry.redhat.io/redhat/certified-operator-index:v4.16\n    targetCatalog: site/operators\n    targetTag: certified\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.17\n    targetCatalog: site/operators\n"
+        ));
+    }
+
+    /// A catalog without targetCatalog lands at its source path; another catalog's
+    /// targetCatalog (or one from another registry at the same path) can land there too.
+    /// oc-mirror compares references registry included and lets such two overwrite each
+    /// other; bootstrap places by path alone, so it refuses them.
+    #[test]
+    fn a_catalog_landing_where_another_lands_is_refused() {
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: registry.redhat.io/redhat/redhat-operator-index:v4.16\n  - catalog: quay.io/me/my-index:v4.16\n    targetCatalog: redhat/redhat-operator-index\n  - catalog: quay.io/redhat/redhat-operator-index:v4.16\n"
+        ));
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 2, "{e}");
+        assert!(lines[0].starts_with("isc.yaml:7:20: mirror.operators[1].targetCatalog: catalog 'quay.io/me/my-index:v4.16' would be mirrored to 'PREFIX/redhat/redhat-operator-index:v4.16', where mirror.operators[0]"), "{e}");
+        assert!(lines[1].starts_with("isc.yaml:8:14: mirror.operators[2].catalog: catalog 'quay.io/redhat/redhat-operator-index:v4.16' would be mirrored to"), "{e}");
+        assert!(!e.contains("oc-mirror refuses"), "{e}");
+        // The same entry twice keeps its own message.
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  operators:\n  - catalog: quay.io/a/index:v1\n  - catalog: docker://quay.io/a/index:v1\n"
+        ));
+        assert_eq!(
+            e,
+            "isc.yaml:6:14: mirror.operators[1].catalog: catalog 'quay.io/a/index:v1' is listed twice (also mirror.operators[0]) with the same target; oc-mirror refuses duplicates: merge their packages"
+        );
+    }
+
+    /// bootstrap resolves channels against OCP's update graph only; an OKD channel is refused
+    /// with the reason, never read as OCP.
+    #[test]
+    fn okd_channels_are_refused_not_read_as_ocp() {
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4.16\n    - name: stable-4\n      type: okd\n"
+        ));
+        assert_eq!(
+            c.unsupported_sections(),
+            vec!["mirror.platform.channels[].type: okd"]
+        );
+        assert_eq!(
+            c.ensure_supported("isc.yaml").unwrap_err().to_string(),
+            "isc.yaml:8:7: mirror.platform.channels[1].type is not supported yet by this version of bootstrap (type: okd; release channels are resolved against OCP's update graph only, and OKD has its own graph (origin-release.ci.openshift.org/graph) and release images); remove the channel, or mirror OKD releases with oc-mirror"
+        );
+        // oc-mirror reads an unknown type (even `OKD`) as OCP; bootstrap names it.
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4\n      type: OKD\n"
+        ));
+        assert!(
+            e.contains("unknown value 'OKD'; expected one of ocp, okd"),
+            "{e}"
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! encoding/json) does: `additionalImages:` with every entry commented out is common.
 
 use super::{API_VERSION, KIND, MAX_FILE_BYTES, V1_API_VERSION};
-use crate::yaml::{self, Schema, Severity};
+use crate::yaml::{self, IgnoreCase, Schema, Severity};
 use serde::{Deserialize, Deserializer};
 
 /// Deserializes `null` as the type's default (Go's behaviour for slices, bools and structs).
@@ -33,10 +33,12 @@ static SCHEMA: Schema = Schema {
     document: "an ImageSetConfiguration",
     name: KIND,
     api_version: API_VERSION,
+    // oc-mirror v2 never looks at apiVersion (its own e2e configurations still say v1alpha2):
+    // such a file is read as v2alpha1, as v2 reads it; keys only v1 knew stay unknown.
     other_versions: &[(
         V1_API_VERSION,
-        Severity::Error,
-        "mirror.openshift.io/v1alpha2 is the oc-mirror v1 format; bootstrap reads the oc-mirror v2 format: set `apiVersion: mirror.openshift.io/v2alpha1` and remove storageConfig, which v2 does not have",
+        Severity::Warning,
+        "mirror.openshift.io/v1alpha2 is oc-mirror v1's apiVersion; oc-mirror v2 reads the file as v2alpha1, and so does bootstrap: set `apiVersion: mirror.openshift.io/v2alpha1`",
     )],
     kind: KIND,
     kind_required: true,
@@ -46,7 +48,12 @@ static SCHEMA: Schema = Schema {
     )],
     hint: special_hint,
     unknown_note: None,
-    keys_ignore_case: false,
+    // oc-mirror decodes with Go's encoding/json (keys matched ignoring case), after looking up
+    // `kind` and `mirror` exactly in a plain map (internal/pkg/config/load.go).
+    keys_ignore_case: Some(IgnoreCase {
+        reader: "oc-mirror",
+        exact_top_level: &["kind", "mirror"],
+    }),
     max_bytes: MAX_FILE_BYTES,
 };
 
@@ -302,6 +309,15 @@ fn special_hint(field: &str, parent: &str) -> Option<&'static str> {
         ("", "storageConfig") => Some("storageConfig is oc-mirror v1 only; v2 keeps its state in the workspace, so remove it"),
         ("", "metadata") => Some("oc-mirror's ImageSetConfiguration has no metadata; remove it"),
         ("mirror.platform", "architecture") => Some("the key is architectures (a list)"),
+        ("", f) if f.eq_ignore_ascii_case("mirror") => Some("oc-mirror looks this key up exactly as `mirror` (it says \"configuration missing the `mirror` stanza\"); write mirror"),
+        (p, "targetName") if is_operator(p) => Some("targetName is oc-mirror v1 only; v2 replaced it with targetCatalog (namespace/name, without tag)"),
+        (p, "originalRef") if is_operator(p) => Some("originalRef is oc-mirror v1 only; remove it"),
         _ => None,
     }
+}
+
+/// True for the path of one `mirror.operators[]` entry.
+fn is_operator(path: &str) -> bool {
+    path.strip_prefix("mirror.operators[")
+        .is_some_and(|rest| rest.ends_with(']') && !rest.contains('.'))
 }

@@ -2,7 +2,7 @@
 //! can act on. A configuration oc-mirror accepts is parsed whole; what bootstrap cannot mirror
 //! yet is refused here, section by section, with what to do instead.
 
-use super::{AdditionalImage, ConfigError, ImageSetConfig, Problem};
+use super::{AdditionalImage, ConfigError, ImageSetConfig, PlatformType, Problem};
 
 /// The reason [`ImageSetConfig::ensure_supported`] gives for release, operator and helm sections.
 const LATER: &str =
@@ -11,7 +11,7 @@ const LATER: &str =
 impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
     /// in file-schema order: `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`,
-    /// `mirror.platform.platforms`, `mirror.operators[].platforms`,
+    /// `mirror.platform.platforms`, `mirror.platform.channels[].type: okd`, `mirror.operators[].platforms`,
     /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
     /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
     /// `mirror.additionalImages[].platforms`, `mirror.helm`, `mirror.samples`. A section counts
@@ -82,6 +82,17 @@ impl ImageSetConfig {
                 "multi-arch indexes are filtered by mirror.platform.architectures only",
                 "list the architectures under mirror.platform.architectures instead (e.g. [arm64])",
             );
+        }
+        // Never read as OCP: the same channel name in OCP's graph is another product's.
+        for (i, ch) in p.channels.iter().enumerate() {
+            if ch.platform_type == PlatformType::Okd {
+                add(
+                    "mirror.platform.channels[].type: okd",
+                    format!("mirror.platform.channels[{i}].type"),
+                    "type: okd; release channels are resolved against OCP's update graph only, and OKD has its own graph (origin-release.ci.openshift.org/graph) and release images",
+                    "remove the channel, or mirror OKD releases with oc-mirror",
+                );
+            }
         }
     }
 

@@ -1,8 +1,10 @@
 //! The rules a parsed ImageSetConfiguration must follow: those oc-mirror checks (no duplicate
-//! channels, catalogs or packages, version ranges not mixed with `full`), and bootstrap's shape
-//! checks (image references, architectures, blocked-image patterns), all reported at once.
+//! channels, catalogs or packages, a `targetCatalog` that is a repository path, version ranges
+//! not mixed with `full`), and bootstrap's own (image references, architectures, blocked-image
+//! patterns, no two catalogs mirrored to one place), all reported at once.
 
 use super::{ImageSetConfig, IncludePackage, Operator, Problem, ARCHITECTURES};
+use crate::oci::reference::{valid_repository, ImageRef};
 use crate::yaml::quote;
 use std::collections::HashMap;
 
@@ -66,6 +68,11 @@ impl Validator<'_> {
 
     /// Each name is a regular expression, as oc-mirror compiles it; an empty one would block
     /// everything and is surely a mistake.
+    ///
+    /// oc-mirror matches the patterns against references with their transport cut off
+    /// (`excludeImages` in internal/pkg/cli/executor.go) and leaves the pattern as written, so
+    /// a pattern holding `docker://` blocks nothing there. Mirroring what a site meant to keep
+    /// out is the one outcome worse than a refused file, so it is refused rather than guessed.
     fn blocked_images(&mut self) {
         for (i, img) in self.config.mirror.blocked_images.iter().enumerate() {
             let path = format!("mirror.blockedImages[{i}].name");
@@ -73,6 +80,16 @@ impl Validator<'_> {
                 self.push(
                     path,
                     "is empty; give the image (pattern) to block, or remove the entry".into(),
+                );
+            } else if let Some((scheme, _)) = img.name.split_once("://") {
+                let scheme = scheme.rsplit(['^', '(', '|']).next().unwrap_or(scheme);
+                self.push(
+                    path,
+                    format!(
+                        "{} holds {scheme}://, but oc-mirror matches blockedImages against references without a transport (quay.io/org/image:tag), so there this pattern blocks nothing: write {} to block what it names, or remove the entry",
+                        quote(&img.name),
+                        quote(&img.name.replacen(&format!("{scheme}://"), "", 1))
+                    ),
                 );
             } else if let Err(e) = regex::Regex::new(&img.name) {
                 let why = e
@@ -155,7 +172,7 @@ impl Validator<'_> {
     }
 
     fn operators(&mut self) {
-        let mut catalogs: HashMap<(&str, &str, &str), usize> = HashMap::new();
+        let mut destinations: HashMap<CatalogDestination, usize> = HashMap::new();
         for (i, op) in self.config.mirror.operators.iter().enumerate() {
             let base = format!("mirror.operators[{i}]");
             if op.catalog.trim().is_empty() {
@@ -163,20 +180,13 @@ impl Validator<'_> {
                     format!("{base}.catalog"),
                     "is empty; name the catalog image, e.g. registry.redhat.io/redhat/redhat-operator-index:v4.16".into(),
                 );
-            } else {
-                let key = (
-                    op.catalog.as_str(),
-                    op.target_catalog.as_deref().unwrap_or(""),
-                    op.target_tag.as_deref().unwrap_or(""),
-                );
-                if let Some(first) = catalogs.insert(key, i) {
-                    self.push(
-                        format!("{base}.catalog"),
-                        format!(
-                            "catalog {} is listed twice (also mirror.operators[{first}]) with the same target; oc-mirror refuses duplicates: merge their packages",
-                            quote(&op.catalog)
-                        ),
-                    );
+            }
+            let target_ok = self.target_catalog(&base, op);
+            if let Some(dest) = CatalogDestination::of(op).filter(|_| target_ok) {
+                if let Some(&first) = destinations.get(&dest) {
+                    self.same_destination(&base, op, first, &dest);
+                } else {
+                    destinations.insert(dest, i);
                 }
             }
             let mut packages: HashMap<&str, usize> = HashMap::new();
@@ -208,6 +218,106 @@ impl Validator<'_> {
                 self.channels_of(op, &base, &pbase, pkg, pkg_range);
             }
         }
+    }
+
+    /// oc-mirror's rule for `targetCatalog` (`IsValidPathComponent` in
+    /// internal/pkg/api/v2alpha1/type_config.go, checked at load through `GetUniqueName`): a
+    /// repository path, lower case, without tag or digest. False when it is not one.
+    fn target_catalog(&mut self, base: &str, op: &Operator) -> bool {
+        let Some(target) = op.target_catalog.as_deref().filter(|t| !t.is_empty()) else {
+            return true;
+        };
+        if valid_repository(target) {
+            return true;
+        }
+        let (path, digest) = match target.split_once('@') {
+            Some((p, d)) => (p, Some(d)),
+            None => (target, None),
+        };
+        let last_slash = path.rfind('/').map_or(0, |i| i + 1);
+        let (path, tag) = match path[last_slash..].find(':') {
+            Some(i) => (&path[..last_slash + i], Some(&path[last_slash + i + 1..])),
+            None => (path, None),
+        };
+        let mut faults = Vec::new();
+        if tag.is_some() {
+            faults.push("a tag");
+        }
+        if digest.is_some() {
+            faults.push("a digest");
+        }
+        if path.chars().any(|c| c.is_ascii_uppercase()) {
+            faults.push("upper-case letters");
+        }
+        let lower = path.to_ascii_lowercase();
+        let fix = if valid_repository(&lower) {
+            match tag.filter(|t| !t.is_empty()) {
+                Some(t) => format!("write `targetCatalog: {lower}` and `targetTag: {t}`"),
+                None => format!("write `targetCatalog: {lower}`"),
+            }
+        } else {
+            "write one or more path components of lower-case letters and digits, separated by '.', '_', '__' or '-', joined by '/', e.g. my-org/redhat-operators (put a tag in targetTag)".into()
+        };
+        let what = if faults.is_empty() {
+            "is not a repository path".to_string()
+        } else {
+            format!("has {}", faults.join(" and "))
+        };
+        self.push(
+            format!("{base}.targetCatalog"),
+            format!(
+                "{} {what}; targetCatalog is the catalog's repository path under the destination, and oc-mirror refuses this too (\"invalid target path component: should not contain a tag or digest\"): {fix}",
+                quote(target)
+            ),
+        );
+        false
+    }
+
+    /// A catalog mirrored where an earlier one already goes: pushed second, it would replace
+    /// the first, whose operators would then vanish from the cluster.
+    fn same_destination(
+        &mut self,
+        base: &str,
+        op: &Operator,
+        first: usize,
+        dest: &CatalogDestination,
+    ) {
+        let earlier = &self.config.mirror.operators[first];
+        let same_entry = earlier.catalog == op.catalog
+            && earlier.target_catalog == op.target_catalog
+            && earlier.target_tag == op.target_tag;
+        if same_entry {
+            self.push(
+                format!("{base}.catalog"),
+                format!(
+                    "catalog {} is listed twice (also mirror.operators[{first}]) with the same target; oc-mirror refuses duplicates: merge their packages",
+                    quote(&op.catalog)
+                ),
+            );
+            return;
+        }
+        let field = if op.target_catalog.as_deref().is_some_and(|t| !t.is_empty()) {
+            "targetCatalog"
+        } else {
+            "catalog"
+        };
+        // oc-mirror compares the catalogs' references with the target applied, registry
+        // included (`GetUniqueName`); bootstrap places by path alone, so it also catches two
+        // registries' catalogs meeting at one path, which oc-mirror lets overwrite each other.
+        let oc_mirror = if same_registry(earlier, op) {
+            " (oc-mirror refuses this too: \"duplicate found in configuration\")"
+        } else {
+            ""
+        };
+        self.push(
+            format!("{base}.{field}"),
+            format!(
+                "catalog {} would be mirrored to {}, where mirror.operators[{first}] ({}) is mirrored too: pushed second, it would replace that catalog, whose operators would vanish from the cluster{oc_mirror}; give one of them another targetCatalog or targetTag",
+                quote(&op.catalog),
+                dest,
+                quote(&earlier.catalog)
+            ),
+        );
     }
 
     /// A package's channels: named, listed once, version ranges not mixed with `full` or with
@@ -285,6 +395,58 @@ impl Validator<'_> {
                 );
             }
         }
+    }
+}
+
+/// Where a catalog lands under the destination: its repository path (`targetCatalog`, else the
+/// source's path) and its tag (`targetTag`, else the source's tag), or for a catalog by digest
+/// only, that digest. The registry is not part of it: every source registry's content goes
+/// under the one destination prefix.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct CatalogDestination {
+    repository: String,
+    tag_or_digest: String,
+}
+
+impl CatalogDestination {
+    /// `None` for a catalog whose reference does not parse (the reference parser reports it)
+    /// or that is read from an OCI layout.
+    fn of(op: &Operator) -> Option<Self> {
+        let source = ImageRef::parse(&op.catalog).ok()?;
+        let repository = op
+            .target_catalog
+            .clone()
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| source.repository.clone());
+        let tag_or_digest = op
+            .target_tag
+            .clone()
+            .filter(|t| !t.is_empty())
+            .or_else(|| source.tag.clone())
+            .or_else(|| source.digest.as_ref().map(|d| d.to_string()))?;
+        Some(CatalogDestination {
+            repository,
+            tag_or_digest,
+        })
+    }
+}
+
+/// True when both catalogs come from one registry (then oc-mirror's own check, which compares
+/// whole references with the target applied, sees their clash too).
+fn same_registry(a: &Operator, b: &Operator) -> bool {
+    let registry = |op: &Operator| ImageRef::parse(&op.catalog).ok().map(|r| r.registry);
+    registry(a).is_some() && registry(a) == registry(b)
+}
+
+impl std::fmt::Display for CatalogDestination {
+    /// `PREFIX/path:tag` or `PREFIX/path@sha256:...`, as the destination will hold it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sep = if self.tag_or_digest.contains(':') {
+            '@'
+        } else {
+            ':'
+        };
+        write!(f, "'PREFIX/{}{sep}{}'", self.repository, self.tag_or_digest)
     }
 }
 

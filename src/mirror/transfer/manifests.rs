@@ -84,6 +84,13 @@ impl Transfer {
                     Destination::Layout(layout) => {
                         layout_index.get(&image.source.to_string()) == Some(&root.digest)
                             && layout.blob_size(&root.digest).is_some()
+                            // An archive's blobs are checked too: one found damaged when the
+                            // archive was sealed is no longer in place.
+                            && (layout.archive_writer().is_none()
+                                || image
+                                    .blobs
+                                    .iter()
+                                    .all(|b| layout.blob_size(&b.digest).is_some()))
                     }
                     Destination::Registry { client, target } => {
                         let repo = target.repository_for(image.dest_path());
