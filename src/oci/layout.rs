@@ -254,6 +254,9 @@ impl OciLayout {
     /// Bytes of a blob already written and checkpointed by an earlier, interrupted run.
     /// Where a write of it would resume (0 when nothing usable was checkpointed).
     pub fn partial_len(&self, digest: &Digest, size: u64) -> u64 {
+        if let Some(w) = self.archive_writer().filter(|w| w.places(digest)) {
+            return w.partial_len(digest, size);
+        }
         resumable_state(&self.partial_path(digest), size).map_or(0, |h| h.len())
     }
 

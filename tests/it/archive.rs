@@ -660,14 +660,14 @@ fn archive_create_cuts_a_disk_mirror_and_missing_chunks_are_named_before_a_push(
     assert!(out.lines().any(|l| l.contains("notes.txt")), "{out}");
 }
 
-/// A run that failed part-way (the large layer's download cut twice, one attempt allowed)
+/// A run that failed part-way (the large layer's download cut at 48 MiB, one attempt allowed)
 /// leaves an unfinished archive, not a sealed one; the same command again fetches only what
-/// did not arrive and seals it.
+/// did not arrive (the large layer from its last checkpoint) and seals it.
 #[test]
 fn a_failed_archive_run_is_continued_by_the_same_command() {
     use support::faultproxy::{Fault, FaultProxy, FaultRule};
     let src = Registry::plain();
-    let set = SyntheticSet::standard(19);
+    let set = SyntheticSet::standard(19).with_large_layer_size(80 * MIB);
     let pushed = set.push_to(&src, "src");
     let proxy = FaultProxy::start(&src.host()).unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -680,10 +680,10 @@ fn a_failed_archive_run_is_continued_by_the_same_command() {
         .0
         .clone();
     proxy.add_rule(
-        FaultRule::new(Fault::ResetResponseAfter(1024 * 1024))
+        FaultRule::new(Fault::ResetResponseAfter(48 * MIB))
             .method("GET")
             .path(&large)
-            .times(2),
+            .times(1),
     );
     let dir = work.path().join("media");
     let url = format!("archive://{}", dir.display());
@@ -718,6 +718,16 @@ fn a_failed_archive_run_is_continued_by_the_same_command() {
     // configs are read once per run to resolve the images; their copy is not repeated.)
     let run2 = proxy.requests_matching("GET", "/blobs/")[run1.len()..].to_vec();
     assert!(count(&run2, &large) >= 1);
+    // ... and that from its last checkpoint (32 MiB in), not from its first byte.
+    let resent: u64 = run2
+        .iter()
+        .filter(|r| r.path.ends_with(&large))
+        .map(|r| r.response_body_bytes)
+        .sum();
+    assert!(
+        resent <= 48 * MIB,
+        "{resent} bytes of the large layer sent again"
+    );
     for (d, _) in pushed.iter().flat_map(|p| p.blobs.iter()) {
         if *d != large {
             assert_eq!(

@@ -242,6 +242,9 @@ impl ArchiveWriter {
             let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
             if !fits {
                 done.retain(|d| slots[d].chunk != i + 1);
+                for d in order.iter().filter(|d| slots[*d].chunk == i + 1) {
+                    let _ = fs_err::remove_file(state.join(format!("{}.checkpoint", d.hex())));
+                }
             }
         }
         // The done file says exactly what is in place before any chunk is laid out again: a
@@ -384,13 +387,22 @@ impl ArchiveWriter {
             .write(true)
             .open(&path)
             .await?;
-        file.seek(std::io::SeekFrom::Start(slot.offset)).await?;
-        let mut body = open(0).await?;
-        let mut hasher = StreamHasher::new();
+        // Where an earlier attempt (or run) got to: the bytes before its last checkpoint were
+        // synced and their hash state saved.
+        let checkpoint = self.checkpoint_path(digest);
+        let mut hasher = self.resumable(digest, size).unwrap_or_default();
+        let mut saved = hasher.len();
+        if saved > 0 {
+            tracing::info!("resuming blob {digest} at byte {saved} of {size}");
+        }
+        file.seek(std::io::SeekFrom::Start(slot.offset + saved))
+            .await?;
+        let mut body = open(saved).await?;
         while let Some(piece) = body.next().await {
             let piece = piece.with_context(|| format!("reading blob {digest}"))?;
             hasher.update(&piece);
             if hasher.len() > size {
+                let _ = fs_err::remove_file(&checkpoint);
                 bail!(DigestMismatch::longer(
                     format!("blob {digest}"),
                     digest,
@@ -401,11 +413,21 @@ impl ArchiveWriter {
                 .await
                 .with_context(|| format!("writing {}", path.display()))?;
             on_bytes(piece.len() as u64);
+            if hasher.len() - saved >= crate::oci::layout::CHECKPOINT_BYTES {
+                file.flush().await?;
+                file.sync_data()
+                    .await
+                    .with_context(|| format!("syncing {}", path.display()))?;
+                let state = (hasher.len(), hasher.encoded_state());
+                crate::fs::write_atomic(&checkpoint, &serde_json::to_vec(&state)?)?;
+                saved = hasher.len();
+            }
         }
         file.flush().await?;
         file.sync_data()
             .await
             .with_context(|| format!("syncing {}", path.display()))?;
+        let _ = fs_err::remove_file(&checkpoint);
         hasher.verify(&format!("blob {digest}"), digest, size)?;
         let mut done = self.done.lock().expect("done set poisoned");
         if let Some(f) = done.1.as_mut() {
@@ -413,6 +435,26 @@ impl ArchiveWriter {
         }
         done.0.insert(digest.clone());
         Ok(())
+    }
+
+    fn checkpoint_path(&self, digest: &Digest) -> PathBuf {
+        self.staging
+            .join(".archive")
+            .join(format!("{}.checkpoint", digest.hex()))
+    }
+
+    /// The hash state of a blob's bytes already synced into its place by an interrupted write.
+    fn resumable(&self, digest: &Digest, size: u64) -> Option<StreamHasher> {
+        let bytes = fs_err::read(self.checkpoint_path(digest)).ok()?;
+        let (offset, state): (u64, String) = serde_json::from_slice(&bytes).ok()?;
+        (offset <= size)
+            .then(|| StreamHasher::from_encoded_state(&state, offset))
+            .flatten()
+    }
+
+    /// Bytes of a blob a write would resume from (0 when none were checkpointed).
+    pub fn partial_len(&self, digest: &Digest, size: u64) -> u64 {
+        self.resumable(digest, size).map_or(0, |h| h.len())
     }
 
     /// Blobs placed but not yet in place.
@@ -706,6 +748,12 @@ fn reset(dir: &Path, staging: &Path) -> Result<()> {
         fs_err::remove_file(entry?.path())?;
     }
     let _ = fs_err::remove_file(staging.join(".archive/done"));
+    for entry in fs_err::read_dir(staging.join(".archive"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "checkpoint") {
+            fs_err::remove_file(path)?;
+        }
+    }
     for entry in fs_err::read_dir(staging)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
