@@ -100,6 +100,14 @@ impl MirrorSettings {
 /// Runs `bootstrap mirror`; exit 1 when any image was not mirrored.
 pub async fn run(args: MirrorArgs, printer: &Printer) -> Result<ExitCode> {
     let settings = MirrorSettings::resolve(args)?;
+    if let MirrorInput::Config(path) = &settings.input {
+        // What oc-mirror reads leniently (an older apiVersion, a key in another case) is read
+        // the same way; the site hears of it before anything is fetched.
+        let config = crate::mirror::config::load(path)?;
+        for line in config.warning_lines(&path.display().to_string()) {
+            printer.warn(line);
+        }
+    }
     let result = crate::mirror::run(settings).await?;
     printer.result(&result)?;
     match &result {

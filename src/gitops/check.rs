@@ -206,7 +206,7 @@ static MANIFEST: Schema = Schema {
     other_kinds: &[],
     hint: |_, _| None,
     unknown_note: None,
-    keys_ignore_case: false,
+    keys_ignore_case: None,
     max_bytes: MAX_YAML_BYTES,
 };
 

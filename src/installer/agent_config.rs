@@ -163,7 +163,7 @@ static SCHEMA: Schema = Schema {
     other_kinds: &[],
     hint,
     unknown_note: None,
-    keys_ignore_case: true,
+    keys_ignore_case: Some(yaml::IgnoreCase::everywhere("the installer")),
     max_bytes: MAX_FILE_BYTES,
 };
 

@@ -653,7 +653,7 @@ static SCHEMA: Schema = Schema {
     unknown_note: Some(
         "openshift-install itself would only log a warning and ignore this key, so its setting would be silently lost",
     ),
-    keys_ignore_case: true,
+    keys_ignore_case: Some(yaml::IgnoreCase::everywhere("the installer")),
     max_bytes: MAX_FILE_BYTES,
 };
 

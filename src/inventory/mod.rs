@@ -218,7 +218,7 @@ static SITE_SCHEMA: Schema = Schema {
     )],
     hint,
     unknown_note: None,
-    keys_ignore_case: false,
+    keys_ignore_case: None,
     max_bytes: MAX_FILE_BYTES,
 };
 
@@ -236,7 +236,7 @@ static NODES_SCHEMA: Schema = Schema {
     )],
     hint,
     unknown_note: None,
-    keys_ignore_case: false,
+    keys_ignore_case: None,
     max_bytes: MAX_FILE_BYTES,
 };
 

@@ -41,11 +41,32 @@ pub struct Schema {
     pub hint: fn(&str, &str) -> Option<&'static str>,
     /// Added to every unknown-key message: what the tool that reads the file would do with it.
     pub unknown_note: Option<&'static str>,
-    /// The file is read by Go's encoding/json, which matches keys ignoring case: such a key
-    /// (`apivips`) is read as the one meant, with a warning, instead of refused.
-    pub keys_ignore_case: bool,
+    /// `Some` when the file is read by Go's encoding/json, which matches keys ignoring case:
+    /// such a key (`apivips`) is read as the one meant, with a warning, instead of refused.
+    pub keys_ignore_case: Option<IgnoreCase>,
     /// Larger files are refused before parsing.
     pub max_bytes: u64,
+}
+
+/// How a reader that matches keys ignoring case (Go's encoding/json behind sigs.k8s.io/yaml)
+/// reads a file, for [`Schema::keys_ignore_case`].
+#[derive(Debug)]
+pub struct IgnoreCase {
+    /// Who reads the file so, as warnings name it: "the installer", "oc-mirror".
+    pub reader: &'static str,
+    /// Top-level keys the reader nevertheless looks up exactly (oc-mirror reads `kind` and
+    /// `mirror` from a plain map before decoding): in another case they stay unknown.
+    pub exact_top_level: &'static [&'static str],
+}
+
+impl IgnoreCase {
+    /// Every key matched ignoring case, by `reader`.
+    pub const fn everywhere(reader: &'static str) -> Self {
+        IgnoreCase {
+            reader,
+            exact_top_level: &[],
+        }
+    }
 }
 
 impl Schema {
@@ -231,8 +252,15 @@ fn parse_with_index<T: Document>(text: &str) -> Result<Loaded<T>, Problem> {
             ),
         ));
     }
-    let mut warnings = check_header(&index.header(), &index, schema)?;
     let mut text = Cow::Borrowed(text);
+    let mut index = index;
+    let mut warnings = Vec::new();
+    if let Some((fixed, fixes)) = header_case_fix(&text, &index, schema) {
+        index = reindex(&fixed, index);
+        text = Cow::Owned(fixed);
+        warnings.extend(fixes);
+    }
+    warnings.extend(check_header(&index.header(), &index, schema)?);
     for _ in 0..=MAX_CASE_FIXES {
         match serde_saphyr::from_str_with_options::<T>(&text, options()) {
             Ok(value) => {
@@ -244,6 +272,9 @@ fn parse_with_index<T: Document>(text: &str) -> Result<Loaded<T>, Problem> {
             }
             Err(e) => match key_case_fix(&text, &e, &index, schema) {
                 Some((fixed, warning)) => {
+                    // Same bytes in another case: every position holds, and the paths now
+                    // name the keys as the schema spells them.
+                    index = reindex(&fixed, index);
                     text = Cow::Owned(fixed);
                     warnings.push(warning);
                 }
@@ -256,6 +287,12 @@ fn parse_with_index<T: Document>(text: &str) -> Result<Loaded<T>, Problem> {
         "",
         format!("more than {MAX_CASE_FIXES} keys differ from their spelling only in case; write them as the schema does"),
     ))
+}
+
+/// The index of a text that differs from the one `old` was built from only in the case of
+/// some keys (so it parses the same); `old` if it somehow does not.
+fn reindex(text: &str, old: Index) -> Index {
+    index(text).ok().flatten().unwrap_or(old)
 }
 
 /// `apiVersion` and `kind` against the schema: the warnings of a recognised older version, or
@@ -306,15 +343,14 @@ fn check_header(header: &Header, index: &Index, schema: &Schema) -> Result<Vec<P
 
 /// For a file Go reads (keys matched ignoring case): an unknown key that is a known one in
 /// another case is rewritten in place (same bytes, same positions) and reported as a warning.
+/// A top-level key the reader looks up exactly stays unknown.
 fn key_case_fix(
     text: &str,
     err: &serde_saphyr::Error,
     index: &Index,
     schema: &Schema,
 ) -> Option<(String, Problem)> {
-    if !schema.keys_ignore_case {
-        return None;
-    }
+    let ignore = schema.keys_ignore_case.as_ref()?;
     let (inner, at) = innermost(err);
     let serde_saphyr::Error::SerdeUnknownField {
         field, expected, ..
@@ -323,6 +359,55 @@ fn key_case_fix(
         return None;
     };
     let meant = did_you_mean(field, expected).filter(|m| m.eq_ignore_ascii_case(field))?;
+    let key = index.key_at(at);
+    if key.is_some_and(|e| e.parent_path().is_empty()) && ignore.exact_top_level.contains(&meant) {
+        return None;
+    }
+    let fixed = rewrite_key(text, at, field, meant)?;
+    let path = key.map(|e| e.path.clone()).unwrap_or_default();
+    Some((
+        fixed,
+        case_warning(Location::from_yaml(at), path, field, meant, ignore),
+    ))
+}
+
+/// `apiVersion` and `kind` written in another case at the top level (`apiversion:`), for a
+/// reader that matches them ignoring case: rewritten in place, as [`key_case_fix`] does, so
+/// the header is checked as the reader sees it.
+fn header_case_fix(text: &str, index: &Index, schema: &Schema) -> Option<(String, Vec<Problem>)> {
+    let ignore = schema.keys_ignore_case.as_ref()?;
+    let mut fixed = Cow::Borrowed(text);
+    let mut warnings = Vec::new();
+    for meant in ["apiVersion", "kind"] {
+        if index.get(meant).is_some() || ignore.exact_top_level.contains(&meant) {
+            continue;
+        }
+        let written = index.entries().iter().find(|e| {
+            e.key.is_some() && e.parent_path().is_empty() && e.path.eq_ignore_ascii_case(meant)
+        });
+        let Some((entry, at)) = written.and_then(|e| Some((e, e.key?))) else {
+            continue;
+        };
+        if let Some(text) = rewrite_key(&fixed, at, &entry.path, meant) {
+            fixed = Cow::Owned(text);
+            warnings.push(case_warning(
+                Location::from_yaml(at),
+                entry.path.clone(),
+                &entry.path,
+                meant,
+                ignore,
+            ));
+        }
+    }
+    match fixed {
+        Cow::Owned(text) => Some((text, warnings)),
+        Cow::Borrowed(_) => None,
+    }
+}
+
+/// `text` with the key `field` written at `at` spelt `meant` (the same letters in another
+/// case, so the same bytes and positions).
+fn rewrite_key(text: &str, at: serde_saphyr::Location, field: &str, meant: &str) -> Option<String> {
     let start = usize::try_from(at.span().byte_offset()?).ok()?;
     // The span may start at a quote around the key.
     let start = [start, start + 1]
@@ -330,17 +415,25 @@ fn key_case_fix(
         .find(|s| text.get(*s..s + field.len()) == Some(field))?;
     let mut fixed = text.to_string();
     fixed.replace_range(start..start + field.len(), meant);
-    let key = index.key_at(at);
-    let path = key.map(|e| e.path.clone()).unwrap_or_default();
-    let warning = Problem::warning(
-        Location::from_yaml(at),
+    Some(fixed)
+}
+
+fn case_warning(
+    location: Option<Location>,
+    path: String,
+    field: &str,
+    meant: &str,
+    ignore: &IgnoreCase,
+) -> Problem {
+    Problem::warning(
+        location,
         path,
         format!(
-            "{} is read as '{meant}' (the installer matches keys ignoring case); write '{meant}'",
-            quote(field)
+            "{} is read as '{meant}' ({} matches keys ignoring case); write '{meant}'",
+            quote(field),
+            ignore.reader
         ),
-    );
-    Some((fixed, warning))
+    )
 }
 
 #[cfg(test)]
@@ -367,7 +460,7 @@ mod tests {
         other_kinds: &[],
         hint: |_, _| None,
         unknown_note: Some("the reader would ignore it"),
-        keys_ignore_case: true,
+        keys_ignore_case: Some(IgnoreCase::everywhere("the reader")),
         max_bytes: 64,
     };
 
@@ -422,6 +515,24 @@ mod tests {
         assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
         assert!(l.warnings[0].message.contains("read as 'apiVIPs'"));
         assert_eq!(l.warnings[0].location.map(|l| l.line), Some(3));
+    }
+
+    /// A header key in another case (`apiversion`) is what Go reads as apiVersion: the header
+    /// is checked as written in that key, with the same warning as any other key.
+    #[test]
+    fn a_header_key_in_another_case_is_read_with_a_warning() {
+        let l = parse::<Doc>("apiversion: v0\nKIND: Doc\n", Positions::Skip).unwrap();
+        let messages: Vec<&str> = l.warnings.iter().map(|w| w.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            vec![
+                "'apiversion' is read as 'apiVersion' (the reader matches keys ignoring case); write 'apiVersion'",
+                "'KIND' is read as 'kind' (the reader matches keys ignoring case); write 'kind'",
+                "v0 is read as v1",
+            ]
+        );
+        assert_eq!(l.warnings[1].location.map(|l| l.line), Some(2));
+        assert_eq!(l.value.api_version, "v0");
     }
 
     #[test]

@@ -19,7 +19,8 @@ pub use emit::to_string;
 pub use index::Header;
 pub(crate) use index::{index as index_text, Index};
 pub use load::{
-    io_reason, load_file, parse, read_text, Document, LoadError, Loaded, Positions, Schema,
+    io_reason, load_file, parse, read_text, Document, IgnoreCase, LoadError, Loaded, Positions,
+    Schema,
 };
 pub(crate) use reshape::did_you_mean;
 pub(crate) use reshape::problem as reshape_error;

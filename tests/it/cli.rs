@@ -182,3 +182,141 @@ fn the_production_mirror_set_is_accepted_whole() {
     );
     assert!(err.contains("no-graph.json"), "{err}");
 }
+
+/// An ImageSetConfiguration in `dir/name`, for the load-time checks below.
+fn isc(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    fs_err::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// What oc-mirror v2 reads leniently is read the same way, each said once as a warning with
+/// file:line:col before anything is fetched: a v1alpha2 apiVersion, a key in another case and
+/// a `docker://` prefix (dropped silently, as oc-mirror's reference parser drops it). The image
+/// is then planned from a real registry.
+#[test]
+fn what_oc_mirror_reads_leniently_is_planned_with_warnings() {
+    let src = crate::support::Registry::plain();
+    let pushed = crate::support::images::SyntheticSet::standard(41)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = isc(
+        work.path(),
+        "v1.yaml",
+        &format!(
+            "apiVersion: mirror.openshift.io/v1alpha2\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [multi]\n  additionalImages:\n  - Name: docker://{}/{}:{}\n",
+            src.host(),
+            pushed[0].repo,
+            pushed[0].tag
+        ),
+    );
+    let dest = format!("file://{}", work.path().join("m").display());
+    let o = bootstrap(&[
+        "mirror",
+        "-c",
+        &cfg,
+        &dest,
+        "--dry-run",
+        "--output",
+        "json",
+        "--plain-http",
+        &src.host(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("warning: {cfg}:1:13: apiVersion: mirror.openshift.io/v1alpha2 is oc-mirror v1's apiVersion; oc-mirror v2 reads the file as v2alpha1, and so does bootstrap: set `apiVersion: mirror.openshift.io/v2alpha1`")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("warning: {cfg}:7:5: mirror.additionalImages[0].Name: 'Name' is read as 'name' (oc-mirror matches keys ignoring case); write 'name'")),
+        "{err}"
+    );
+    assert_eq!(err.matches("warning: ").count(), 2, "{err}");
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["images"].as_array().unwrap().len(), 1, "{plan:#}");
+}
+
+/// Regression: two catalogs with one targetCatalog were accepted and the second replaced the
+/// first at the destination, so the first's operators vanished from the cluster. Refused at
+/// load with file:line:col, the field and the fix, before either registry is contacted.
+#[test]
+fn two_catalogs_with_one_target_catalog_are_refused_before_any_registry_is_contacted() {
+    let src = crate::support::Registry::plain();
+    let dst = crate::support::Registry::plain();
+    let work = tempfile::tempdir().unwrap();
+    let cfg = isc(
+        work.path(),
+        "catalogs.yaml",
+        &format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: {0}/catalogs/redhat:v1\n    targetCatalog: site/operators\n  - catalog: {0}/catalogs/certified:v1\n    targetCatalog: site/operators\n",
+            src.host()
+        ),
+    );
+    // Each registry has answered the harness's readiness ping; nothing more may reach it.
+    let before = (src.requests().len(), dst.requests().len());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        &cfg,
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+    ]));
+    assert!(
+        err.contains(&format!("{cfg}:8:20: mirror.operators[1].targetCatalog: catalog '{}/catalogs/certified:v1' would be mirrored to 'PREFIX/site/operators:v1', where mirror.operators[0]", src.host())),
+        "{err}"
+    );
+    assert!(
+        err.contains("give one of them another targetCatalog or targetTag"),
+        "{err}"
+    );
+    assert_eq!(
+        (src.requests().len(), dst.requests().len()),
+        before,
+        "a registry was contacted"
+    );
+}
+
+/// oc-mirror's rule: a targetCatalog is a repository path, without tag or digest, lower case.
+#[test]
+fn a_target_catalog_with_a_tag_is_refused_with_the_fix() {
+    let work = tempfile::tempdir().unwrap();
+    let cfg = isc(
+        work.path(),
+        "tagged.yaml",
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: registry.example/catalogs/redhat:v1\n    targetCatalog: Site/operators:v2\n",
+    );
+    let dest = format!("file://{}", work.path().join("m").display());
+    let err = failed(&bootstrap(&["mirror", "-c", &cfg, &dest, "--dry-run"]));
+    assert!(
+        err.contains(&format!("{cfg}:6:20: mirror.operators[0].targetCatalog: 'Site/operators:v2' has a tag and upper-case letters;")),
+        "{err}"
+    );
+    assert!(
+        err.contains("write `targetCatalog: site/operators` and `targetTag: v2`"),
+        "{err}"
+    );
+}
+
+/// bootstrap resolves release channels against OCP's update graph only: an OKD channel is
+/// refused with the reason, never read as OCP.
+#[test]
+fn an_okd_channel_is_refused_not_read_as_ocp() {
+    let work = tempfile::tempdir().unwrap();
+    let cfg = isc(
+        work.path(),
+        "okd.yaml",
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    channels:\n    - name: stable-4\n      type: okd\n",
+    );
+    let dest = format!("file://{}", work.path().join("m").display());
+    let err = failed(&bootstrap(&["mirror", "-c", &cfg, &dest, "--dry-run"]));
+    assert!(
+        err.contains(&format!("{cfg}:7:7: mirror.platform.channels[0].type is not supported yet by this version of bootstrap (type: okd; release channels are resolved against OCP's update graph only")),
+        "{err}"
+    );
+    assert!(!work.path().join("m").exists());
+}

@@ -556,9 +556,9 @@ mirror:
     /// (internal/pkg/config/load.go), so those two are not matched ignoring case.
     #[test]
     fn kind_and_mirror_are_matched_exactly_as_oc_mirror_does() {
-        let e = parse_err(&format!(
-            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nMirror: {{}}\n"
-        ));
+        let e = parse_err(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nMirror: {}\n",
+        );
         assert!(
             e.starts_with("isc.yaml:3:1: unknown field 'Mirror' at the top level: oc-mirror looks this key up exactly as `mirror`"),
             "{e}"
