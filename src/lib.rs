@@ -1,6 +1,7 @@
 //! bootstrap: the library behind the `bootstrap` command. Every command's work lives here;
 //! `main.rs` only parses arguments and dispatches.
 
+pub mod audit;
 pub mod bounded;
 pub mod cli;
 pub mod commands;

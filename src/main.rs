@@ -1,6 +1,8 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
-use bootstrap::cli::{ArchiveCmd, Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd};
+use bootstrap::cli::{
+    ArchiveCmd, AuditCmd, Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd,
+};
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
 use std::io::IsTerminal;
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
             Command::Archive(ArchiveCmd::Create(args)) => {
                 commands::archive::create(args, &printer).await
             }
+            Command::Audit(AuditCmd::Report(args)) => commands::audit::report(args, &printer),
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
             Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
             Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),

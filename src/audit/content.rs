@@ -76,24 +76,6 @@ impl Content {
         })
     }
 
-    /// One of an archive's small files, checked against the manifest's sha256.
-    pub(super) fn read_file(&self, file: &ArchiveFile) -> Result<Vec<u8>> {
-        let Content::Archive { dir, .. } = self else {
-            bail!("{} is read from an archive only", file.path);
-        };
-        let bytes = read_range(&dir.join(&file.chunk), file.offset, file.size)
-            .with_context(|| format!("reading {} out of {}", file.path, file.chunk))?;
-        if Digest::of(&bytes).hex() != file.sha256 {
-            bail!(
-                "{} in {} is corrupt (its sha256 is not the manifest's): run `bootstrap verify archive://{}` and copy the chunk again from the media",
-                file.path,
-                file.chunk,
-                dir.display()
-            );
-        }
-        Ok(bytes)
-    }
-
     /// Where a blob's bytes are: the file, the offset, the size; None when not carried.
     fn locate(&self, digest: &Digest) -> Option<(PathBuf, u64, Option<u64>)> {
         match self {
@@ -148,21 +130,37 @@ impl Content {
         }
         let mut bytes = Vec::with_capacity(stream.size as usize);
         stream.read_to_end(&mut bytes).map_err(|e| {
-            anyhow::anyhow!("{e}: run `{}` to see what else is damaged", self.verify_hint())
+            anyhow::anyhow!(
+                "{e}: run `{}` to see what else is damaged",
+                self.verify_hint()
+            )
         })?;
         Ok(Some(bytes))
     }
 
-    /// The single-platform manifest of an image (the first child of an index); None when it
-    /// is not carried here.
-    fn image_manifest(&self, digest: &Digest) -> Result<Option<OciImageManifest>> {
+    /// A manifest, parsed by its media type (`media_type`, as the record or index names it,
+    /// unless the body says); None when it is not carried here.
+    fn manifest(&self, digest: &Digest, media_type: &str) -> Result<Option<Parsed>> {
         let Some(bytes) = self.read_small(digest)? else {
             return Ok(None);
         };
-        match RawManifest::new(bytes.into(), None).parse()? {
-            Parsed::Image(m) => Ok(Some(*m)),
-            Parsed::Index(index) => match index.manifests.first() {
-                Some(child) => self.image_manifest(&child.digest.parse()?),
+        Ok(Some(
+            RawManifest::new(bytes.into(), Some(media_type)).parse()?,
+        ))
+    }
+
+    /// The single-platform manifest of an image (the first child of an index); None when it
+    /// is not carried here.
+    fn image_manifest(
+        &self,
+        digest: &Digest,
+        media_type: &str,
+    ) -> Result<Option<OciImageManifest>> {
+        match self.manifest(digest, media_type)? {
+            None => Ok(None),
+            Some(Parsed::Image(m)) => Ok(Some(*m)),
+            Some(Parsed::Index(index)) => match index.manifests.first() {
+                Some(child) => self.image_manifest(&child.digest.parse()?, &child.media_type),
                 None => Ok(None),
             },
         }
@@ -174,8 +172,12 @@ impl Content {
     }
 
     /// A release image's version, from its config's `io.openshift.release` label.
-    pub(super) fn release_version(&self, digest: &Digest) -> Result<Option<String>> {
-        let Some(m) = self.image_manifest(digest)? else {
+    pub(super) fn release_version(
+        &self,
+        digest: &Digest,
+        media_type: &str,
+    ) -> Result<Option<String>> {
+        let Some(m) = self.image_manifest(digest, media_type)? else {
             return Ok(None);
         };
         Ok(self
@@ -185,11 +187,15 @@ impl Content {
 
     /// For a model image, the number of files its checksum annotation lists (None when it has
     /// none, as a ModelPack artifact); None when the image is not a model or not carried here.
-    pub(super) fn model_files(&self, digest: &Digest) -> Result<Option<Option<usize>>> {
+    pub(super) fn model_files(
+        &self,
+        digest: &Digest,
+        media_type: &str,
+    ) -> Result<Option<Option<usize>>> {
         let Some(bytes) = self.read_small(digest)? else {
             return Ok(None);
         };
-        let m = match RawManifest::new(bytes.into(), None).parse() {
+        let m = match RawManifest::new(bytes.into(), Some(media_type)).parse() {
             Ok(Parsed::Image(m)) => *m,
             Ok(Parsed::Index(_)) | Err(_) => return Ok(None),
         };
@@ -207,9 +213,10 @@ impl Content {
     pub(super) fn catalog_packages(
         &self,
         digest: &Digest,
+        media_type: &str,
         name: &str,
     ) -> Result<Option<Vec<PackageFacts>>> {
-        let Some(m) = self.image_manifest(digest)? else {
+        let Some(m) = self.image_manifest(digest, media_type)? else {
             return Ok(None);
         };
         let Some(config) = self.config(&m)? else {
@@ -221,8 +228,7 @@ impl Content {
         let Some(files) = self.read_configs(&m, &dir, name)? else {
             return Ok(None);
         };
-        let catalog =
-            Catalog::parse(&files).with_context(|| format!("reading catalog {name}"))?;
+        let catalog = Catalog::parse(&files).with_context(|| format!("reading catalog {name}"))?;
         Ok(Some(packages(&catalog)))
     }
 
@@ -244,16 +250,12 @@ impl Content {
         let Some(top) = digests.last() else {
             return Ok(None);
         };
-        let from = match self.open(top)? {
-            Some(mut s)
-                if empties(&mut s, dir)
-                    .with_context(|| format!("catalog {name}: reading its layer {top}"))? =>
-            {
-                digests.len() - 1
-            }
-            Some(_) => 0,
-            None => return Ok(None),
+        let Some(mut top_layer) = self.open(top)? else {
+            return Ok(None);
         };
+        let whole = empties(&mut top_layer, dir)
+            .with_context(|| format!("catalog {name}: reading its layer {top}"))?;
+        let from = if whole { digests.len() - 1 } else { 0 };
         let mut streams = Vec::new();
         for d in &digests[from..] {
             match self.open(d)? {
@@ -273,6 +275,21 @@ impl Content {
         }
         Ok(Some(files))
     }
+}
+
+/// One of an archive's small files (the mirror record), checked against the manifest's sha256.
+pub(super) fn archive_file(dir: &Path, file: &ArchiveFile) -> Result<Vec<u8>> {
+    let bytes = read_range(&dir.join(&file.chunk), file.offset, file.size)
+        .with_context(|| format!("reading {} out of {}", file.path, file.chunk))?;
+    if Digest::of(&bytes).hex() != file.sha256 {
+        bail!(
+            "{} in {} is corrupt (its sha256 is not the manifest's): run `bootstrap verify archive://{}` and copy the chunk again from the media",
+            file.path,
+            file.chunk,
+            dir.display()
+        );
+    }
+    Ok(bytes)
 }
 
 /// The catalog's config directory, from its image config's label.
@@ -411,7 +428,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut l = verifying(dir.path(), &layer(&["configs/", "./configs/.wh..wh..opq"]));
         assert!(empties(&mut l, "/configs").unwrap());
-        let mut l = verifying(dir.path(), &layer(&["other/.wh..wh..opq", "configs/a.json"]));
+        let mut l = verifying(
+            dir.path(),
+            &layer(&["other/.wh..wh..opq", "configs/a.json"]),
+        );
         assert!(!empties(&mut l, "/configs").unwrap());
     }
 

@@ -18,6 +18,7 @@ pub use signature::Signature;
 use crate::mirror::archive::{self, ArchiveManifest, MANIFEST_FILE, STAGING_DIR};
 use crate::oci::digest::Digest;
 use crate::openshift::record::{ConfigInfo, ImageRecord, MirrorRecord, RunInfo, RECORD_FILE};
+use crate::openshift::release::RELEASE_IMAGES_REPO;
 use anyhow::{bail, Context, Result};
 use content::Content;
 use serde::Serialize;
@@ -63,10 +64,20 @@ impl AuditSource {
     }
 }
 
-/// Byte counts as an auditor reads them: `1.2 GiB (1288490188 bytes)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A byte count: exact in JSON, `1.2 GiB (1288490188 bytes)` in text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
+
+impl std::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            1 => write!(f, "1 byte"),
+            n if n < 1024 => write!(f, "{n} bytes"),
+            n => write!(f, "{} ({n} bytes)", crate::output::human_bytes(n)),
+        }
+    }
+}
 
 /// The report.
 #[derive(Debug, Serialize)]
@@ -86,9 +97,9 @@ pub struct AuditReport {
     /// Operator catalogs and the images their kept bundles need.
     pub operators: Operators,
     /// Model images.
-    pub models: Vec<ModelImage>,
+    pub models: Models,
     /// Every other image.
-    pub other_images: Vec<OtherImage>,
+    pub other_images: OtherImages,
     /// The record's totals (each manifest and blob counted once).
     pub totals: Totals,
     /// What this report cannot show from this source, and why.
@@ -184,6 +195,8 @@ pub struct RecordFacts {
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Releases {
+    /// Release images and components together, each manifest and blob counted once.
+    pub total: Count,
     /// The release images, by version.
     pub images: Vec<ReleaseImage>,
     /// Their component images (shared between releases, so counted once).
@@ -223,6 +236,8 @@ pub struct ImageFacts {
 #[derive(Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Operators {
+    /// Catalogs, bundle and related images together, each manifest and blob counted once.
+    pub total: Count,
     /// The (filtered) catalogs.
     pub catalogs: Vec<CatalogFacts>,
     /// Bundle images and the images they name, counted once.
@@ -272,6 +287,26 @@ pub struct BundleFacts {
     pub name: String,
     /// Its version (`olm.package` property).
     pub version: String,
+}
+
+/// Model images.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Models {
+    /// All of them, each manifest and blob counted once.
+    pub total: Count,
+    /// Each one.
+    pub images: Vec<ModelImage>,
+}
+
+/// Images that are neither releases, operators nor models.
+#[derive(Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OtherImages {
+    /// All of them, each manifest and blob counted once.
+    pub total: Count,
+    /// Each one.
+    pub images: Vec<OtherImage>,
 }
 
 /// One model image.
@@ -342,7 +377,7 @@ fn archive_report(dir: &Path, allowed_signers: Option<&Path>) -> Result<AuditRep
     let (manifest, text) = ArchiveManifest::load(&manifest_path)?;
     let signature = signature::check(&manifest_path, text.as_bytes(), allowed_signers);
     let content = Content::archive(dir, &manifest)?;
-    let (record, record_facts) = archive_record(dir, &manifest, &content)?;
+    let (record, record_facts) = archive_record(dir, &manifest)?;
     let facts = archive_facts(dir, &manifest, &manifest_path, &text);
     let mut report = describe(
         format!("archive://{}", dir.display()),
@@ -351,6 +386,12 @@ fn archive_report(dir: &Path, allowed_signers: Option<&Path>) -> Result<AuditRep
         record_facts,
         Some(&content),
     )?;
+    if let Some(base) = &manifest.base {
+        report.cannot_show.push(format!(
+            "the images the base carried: a delta's mirror record lists only the images it adds; report on the base ({}) for the rest",
+            base.path
+        ));
+    }
     report.archive = Some(facts);
     report.cannot_show.push(format!(
         "whether every byte of the chunks is intact: the report reads only what it describes; `sha256sum -c SHA256SUMS` or `bootstrap verify archive://{}` checks every chunk and blob",
@@ -360,11 +401,7 @@ fn archive_report(dir: &Path, allowed_signers: Option<&Path>) -> Result<AuditRep
 }
 
 /// The mirror record inside an archive, checked against the manifest's sha256.
-fn archive_record(
-    dir: &Path,
-    manifest: &ArchiveManifest,
-    content: &Content,
-) -> Result<(MirrorRecord, RecordFacts)> {
+fn archive_record(dir: &Path, manifest: &ArchiveManifest) -> Result<(MirrorRecord, RecordFacts)> {
     let manifest_path = dir.join(MANIFEST_FILE);
     let Some(file) = manifest.files.iter().find(|f| f.path == RECORD_FILE) else {
         bail!(
@@ -372,7 +409,7 @@ fn archive_record(
             manifest_path.display()
         );
     };
-    let bytes = content.read_file(file)?;
+    let bytes = content::archive_file(dir, file)?;
     let label = format!("{RECORD_FILE} in {}", file.chunk);
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow::anyhow!("{}: {label} is not UTF-8 text", dir.display()))?;
@@ -444,7 +481,18 @@ fn record_report(path: &Path, allowed_signers: Option<&Path>) -> Result<AuditRep
                 crate::yaml::io_reason(&e)
             )
         })?;
-    let record = MirrorRecord::parse(path, &text)?;
+    let record = match MirrorRecord::parse(path, &text) {
+        Ok(r) => r,
+        Err(_) if ArchiveManifest::parse(path, &text).is_ok() => bail!(
+            "{} is an archive's manifest, not a mirror record: name the archive, archive://{}",
+            path.display(),
+            path.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .display()
+        ),
+        Err(e) => return Err(e),
+    };
     let signature = signature::check(path, text.as_bytes(), allowed_signers);
     let facts = RecordFacts {
         file: path.display().to_string(),
@@ -459,6 +507,20 @@ fn record_report(path: &Path, allowed_signers: Option<&Path>) -> Result<AuditRep
         facts,
         content.as_ref(),
     )?;
+    match &content {
+        Some(Content::Layout { dir }) => report.cannot_show.push(format!(
+            "whether every byte of the disk mirror is intact: the report reads only what it describes; `sha256sum -c SHA256SUMS` in {dir} or `bootstrap verify file://{dir}` checks every file",
+            dir = dir.display()
+        )),
+        _ => report.cannot_show.push(
+            "whether the registry holds it all, intact: `bootstrap verify --record RECORD docker://HOST[/PREFIX]` checks every manifest and blob there".to_string(),
+        ),
+    }
+    if content.is_none() && !report.releases.images.is_empty() {
+        report.cannot_show.push(
+            "release versions from the images themselves: they are read from the release tags (the io.openshift.release label is in the image config, at the registry)".to_string(),
+        );
+    }
     if content.is_none() {
         report.cannot_show.push(
             "operators' channels and bundle versions: a mirror record names the catalog image, not what it holds; the filtered catalog is at the registry (report on the archive or disk mirror that carried it to see them)".to_string(),
@@ -482,20 +544,28 @@ fn describe(
     let mut cannot_show = Vec::new();
     let mut releases = Releases::default();
     let mut operators = Operators::default();
-    let mut models = Vec::new();
-    let mut other_images = Vec::new();
+    let mut models = Models::default();
+    let mut other_images = OtherImages::default();
+    let mut groups: [Vec<&ImageRecord>; 4] = Default::default();
     let (mut components, mut operator_images) = (Vec::new(), Vec::new());
     let mut unread_catalogs = 0;
     for img in &record.images {
         match img.category.as_deref() {
-            Some("release") if img.path.ends_with(crate::openshift::release::RELEASE_IMAGES_REPO) => {
+            Some("release") if img.path.ends_with(RELEASE_IMAGES_REPO) => {
                 releases.images.push(release_image(img, content)?);
+                groups[0].push(img);
             }
-            Some("release") => components.push(img),
-            Some("operator") => operator_images.push(img),
+            Some("release") => {
+                components.push(img);
+                groups[0].push(img);
+            }
+            Some("operator") => {
+                operator_images.push(img);
+                groups[1].push(img);
+            }
             Some("catalog") => {
                 let packages = match content {
-                    Some(c) => c.catalog_packages(&img.digest, &img.source)?,
+                    Some(c) => c.catalog_packages(&img.digest, &img.media_type, &img.source)?,
                     None => None,
                 };
                 unread_catalogs += usize::from(content.is_some() && packages.is_none());
@@ -503,22 +573,32 @@ fn describe(
                     image: image_facts(img),
                     packages,
                 });
+                groups[1].push(img);
             }
-            _ => match content.map(|c| c.model_files(&img.digest)).transpose()? {
-                Some(Some(files)) => models.push(ModelImage {
-                    image: image_facts(img),
-                    files,
-                }),
-                _ => other_images.push(OtherImage {
-                    image: image_facts(img),
-                    platforms: img.platforms.clone(),
-                }),
+            _ => match content
+                .map(|c| c.model_files(&img.digest, &img.media_type))
+                .transpose()?
+            {
+                Some(Some(files)) => {
+                    models.images.push(ModelImage {
+                        image: image_facts(img),
+                        files,
+                    });
+                    groups[2].push(img);
+                }
+                _ => {
+                    other_images.images.push(OtherImage {
+                        image: image_facts(img),
+                        platforms: img.platforms.clone(),
+                    });
+                    groups[3].push(img);
+                }
             },
         }
     }
     if unread_catalogs > 0 {
         cannot_show.push(format!(
-            "the packages of {unread_catalogs} catalog(s): their layers are not all here (a delta's base holds them); report on the base"
+            "the packages of {unread_catalogs} catalog(s): their layers are not all here (a delta's base holds what it shares); report on the base"
         ));
     }
     releases.components = unique(&components, &sizes);
@@ -528,6 +608,10 @@ fn describe(
             .then_with(|| a.arch.cmp(&b.arch))
     });
     operators.images = unique(&operator_images, &sizes);
+    releases.total = unique(&groups[0], &sizes);
+    operators.total = unique(&groups[1], &sizes);
+    models.total = unique(&groups[2], &sizes);
+    other_images.total = unique(&groups[3], &sizes);
     facts.runs = record.runs.clone();
     Ok(AuditReport {
         source,
@@ -576,7 +660,7 @@ fn release_image(img: &ImageRecord, content: Option<&Content>) -> Result<Release
         })
         .unwrap_or((tag, String::new()));
     let label = match content {
-        Some(c) => c.release_version(&img.digest)?,
+        Some(c) => c.release_version(&img.digest, &img.media_type)?,
         None => None,
     };
     let (version, version_from) = match label {
@@ -592,13 +676,9 @@ fn release_image(img: &ImageRecord, content: Option<&Content>) -> Result<Release
 }
 
 /// Versions in semantic order (4.18.10 after 4.18.9); what does not parse sorts last, by text.
-fn release_order(version: &str) -> (Option<semver::Version>, String) {
-    (
-        semver::Version::parse(version)
-            .ok()
-            .or(Some(semver::Version::new(u64::MAX, 0, 0))),
-        version.to_string(),
-    )
+fn release_order(version: &str) -> (semver::Version, String) {
+    let v = semver::Version::parse(version).unwrap_or(semver::Version::new(u64::MAX, 0, 0));
+    (v, version.to_string())
 }
 
 /// How many images, and their manifests and blobs counted once.

@@ -45,6 +45,10 @@ pub enum Command {
     /// Archives for removable media: cut a disk mirror into one (`archive create`).
     #[command(subcommand)]
     Archive(ArchiveCmd),
+    /// The auditor's view: what an archive or a mirror record carried, in words
+    /// (`audit report archive://DIR|RECORD`).
+    #[command(subcommand)]
+    Audit(AuditCmd),
     /// A rehearsal lab: seed a local registry with a scaled-down upstream (release payloads,
     /// an operator catalog, a modelcar) to mirror from.
     #[command(subcommand)]
@@ -269,6 +273,50 @@ pub struct ArchiveCreateArgs {
     /// Sign manifest.json with this OpenSSH private key (manifest.json.sig beside it).
     #[arg(long, value_name = "KEY")]
     pub sign_key: Option<PathBuf>,
+}
+
+/// `bootstrap audit`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCmd {
+    /// Print what an archive or a mirror record carried, in words an auditor reads.
+    ///
+    /// Releases and their versions, operators with their channels and bundle versions, models,
+    /// other images, counts and sizes, the tool, when, the configuration's sha256, an archive's
+    /// chunks and base, and who signed it; what the source cannot tell is said. Reads only what
+    /// it describes (each piece checked against its digest); `bootstrap verify` checks every
+    /// byte. Exit 1 when the signature is bad.
+    Report(AuditReportArgs),
+}
+
+/// How `audit report` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    /// Plain text.
+    Text,
+    /// Markdown, for a ticket or a change record.
+    Markdown,
+    /// JSON (the same as --output json).
+    Json,
+}
+
+/// `bootstrap audit report`.
+#[derive(Debug, Args)]
+pub struct AuditReportArgs {
+    /// What to report on: archive://DIR (an archive's manifest.json, its chunks and
+    /// manifest.json.sig), or a mirror record file (a registry mirror's --record, with
+    /// RECORD.sig beside it; or DIR/mirror-record.json of a disk mirror).
+    #[arg(value_name = "archive://DIR|RECORD")]
+    pub source: String,
+
+    /// The report's form. Default: text, or json with --output json.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<AuditFormat>,
+
+    /// Check the signature against this allowed_signers file, as `ssh-keygen -Y verify -n
+    /// bootstrap-mirror` does, and name the signer it lists; a missing or wrong signature
+    /// fails. Without it the signing key's fingerprint is shown, unvouched for.
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
 }
 
 /// `bootstrap verify`.

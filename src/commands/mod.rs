@@ -3,6 +3,7 @@
 //! layer below `main.rs` that sees clap types; the library never does, and never prints.
 
 pub mod archive;
+pub mod audit;
 pub mod gitops_check;
 pub mod gitops_init;
 pub mod handoff;

@@ -10,6 +10,7 @@ mod support;
 mod agent_validate;
 mod archive;
 mod argocd_lab;
+mod audit_report;
 mod boot_lab;
 mod challenges;
 mod cli;

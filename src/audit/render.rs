@@ -1,0 +1,567 @@
+//! The report in words: plain text for a terminal or a printout, and Markdown for a ticket or
+//! a change record. Both say the same things in the same order; JSON is the report serialised.
+
+use super::{
+    ArchiveFacts, AuditReport, CatalogFacts, ImageFacts, PackageFacts, RecordFacts, Signature,
+};
+use std::fmt::{self, Display, Formatter};
+
+/// The report as Markdown (its JSON is the report's).
+pub struct Markdown<'a>(pub &'a AuditReport);
+
+impl serde::Serialize for Markdown<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+/// What the signature says, in one sentence.
+fn signature_sentence(sig: &Signature) -> String {
+    match sig {
+        Signature::NotSigned { file } => format!("not signed ({file} does not exist)"),
+        Signature::Signed { file, fingerprint } => format!(
+            "signed with key {fingerprint} ({file}); the signature matches, but who holds the key was not checked: pass --allowed-signers FILE"
+        ),
+        Signature::Verified {
+            file,
+            fingerprint,
+            identity,
+            allowed_signers,
+        } => format!(
+            "good signature by {identity} with key {fingerprint} ({file}, checked against {allowed_signers})"
+        ),
+        Signature::Bad {
+            fingerprint,
+            reason,
+            ..
+        } => match fingerprint {
+            Some(fp) if !reason.contains(fp.as_str()) => format!("BAD (key {fp}): {reason}"),
+            _ => format!("BAD: {reason}"),
+        },
+    }
+}
+
+/// `1 image`, `2 images`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// What a good signature covers.
+fn covers(report: &AuditReport) -> Option<&'static str> {
+    match (&report.signature, &report.archive) {
+        (Signature::Signed { .. } | Signature::Verified { .. }, Some(_)) => Some(
+            "It covers manifest.json, which gives the sha256 of every chunk and of the mirror record.",
+        ),
+        (Signature::Signed { .. } | Signature::Verified { .. }, None) => {
+            Some("It covers the mirror record byte for byte.")
+        }
+        _ => None,
+    }
+}
+
+fn config_text(config: &Option<crate::openshift::record::ConfigInfo>) -> String {
+    match config {
+        Some(c) => format!("{} (sha256 {})", c.path, c.sha256),
+        None => "none (images named on the command line or a disk mirror)".to_string(),
+    }
+}
+
+fn base_text(archive: &ArchiveFacts) -> String {
+    match &archive.base {
+        None => "none: a full archive".to_string(),
+        Some(b) => format!(
+            "a delta of {} {} (sha256 {}); its images need {}, {}, from it at the destination",
+            b.kind,
+            b.path,
+            b.sha256,
+            count(b.needed.count, "blob", "blobs"),
+            b.needed.bytes
+        ),
+    }
+}
+
+fn record_text(record: &RecordFacts) -> String {
+    format!("{} (sha256 {})", record.file, record.sha256)
+}
+
+fn versions(report: &AuditReport) -> String {
+    let v: Vec<&str> = report
+        .releases
+        .images
+        .iter()
+        .map(|r| r.version.as_str())
+        .collect();
+    let mut v = v;
+    v.dedup();
+    v.join(", ")
+}
+
+fn channel_line(p: &PackageFacts) -> Vec<String> {
+    p.channels
+        .iter()
+        .map(|c| {
+            let v: Vec<&str> = c.bundles.iter().map(|b| b.version.as_str()).collect();
+            format!("{}: {}", c.name, v.join(", "))
+        })
+        .collect()
+}
+
+impl Display for AuditReport {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        writeln!(f, "Audit report of {}", self.source)?;
+        writeln!(f)?;
+        writeln!(f, "Signature: {}", signature_sentence(&self.signature))?;
+        if let Some(c) = covers(self) {
+            writeln!(f, "  {c}")?;
+        }
+        writeln!(f)?;
+        if let Some(a) = &self.archive {
+            writeln!(f, "Archive")?;
+            writeln!(f, "  written by     {} at {}", a.tool, a.created)?;
+            writeln!(f, "  content from   {}", a.content_from)?;
+            writeln!(f, "  configuration  {}", config_text(&a.config))?;
+            writeln!(
+                f,
+                "  manifest       {} (sha256 {})",
+                a.manifest, a.manifest_sha256
+            )?;
+            writeln!(f, "  mirror record  {}", record_text(&self.record))?;
+            writeln!(f, "  base           {}", base_text(a))?;
+            writeln!(
+                f,
+                "  blobs          {} (manifests included), {}",
+                count(a.blobs.count, "blob", "blobs"),
+                a.blobs.bytes
+            )?;
+            writeln!(
+                f,
+                "  chunks         {}, {} in all, each at most {}",
+                count(a.chunks.len(), "chunk", "chunks"),
+                a.bytes,
+                a.archive_size
+            )?;
+            for c in &a.chunks {
+                writeln!(
+                    f,
+                    "    {}  {}  sha256 {}  {}",
+                    c.name, c.size, c.sha256, c.on_disk
+                )?;
+            }
+        } else {
+            writeln!(f, "Mirror record")?;
+            writeln!(f, "  file  {}", record_text(&self.record))?;
+        }
+        writeln!(f)?;
+        writeln!(f, "Runs ({})", self.record.runs.len())?;
+        for (i, r) in self.record.runs.iter().enumerate() {
+            writeln!(
+                f,
+                "  {}. {}, started {}, finished {}",
+                i + 1,
+                r.tool,
+                r.started,
+                r.finished
+            )?;
+            writeln!(f, "     from           {}", r.source)?;
+            writeln!(f, "     to             {}", r.destination)?;
+            writeln!(f, "     configuration  {}", config_text(&r.config))?;
+            writeln!(
+                f,
+                "     mirrored       {}, {} moved",
+                count(r.images, "image", "images"),
+                super::Bytes(r.bytes_transferred)
+            )?;
+        }
+        writeln!(f)?;
+        let rel = &self.releases;
+        writeln!(
+            f,
+            "Releases: {}, {}; {}",
+            count(rel.images.len(), "release image", "release images"),
+            count(rel.components.count, "component image", "component images"),
+            rel.total.bytes
+        )?;
+        if !rel.images.is_empty() {
+            writeln!(f, "  OpenShift {}", versions(self))?;
+        }
+        for r in &rel.images {
+            let arch = if r.arch.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", r.arch)
+            };
+            writeln!(
+                f,
+                "  {}{arch} (version from its {})",
+                r.version,
+                if r.version_from == "label" {
+                    "io.openshift.release label"
+                } else {
+                    "tag"
+                }
+            )?;
+            image_lines(f, &r.image, true)?;
+        }
+        if rel.components.count > 0 {
+            writeln!(
+                f,
+                "  components: {}, {}",
+                count(rel.components.count, "image", "images"),
+                rel.components.bytes
+            )?;
+        }
+        writeln!(f)?;
+        let ops = &self.operators;
+        writeln!(
+            f,
+            "Operators: {}, {}; {}",
+            count(ops.catalogs.len(), "catalog", "catalogs"),
+            count(
+                ops.images.count,
+                "bundle or related image",
+                "bundle and related images"
+            ),
+            ops.total.bytes
+        )?;
+        for c in &ops.catalogs {
+            catalog_text(f, c)?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Models: {}; {}",
+            count(self.models.images.len(), "image", "images"),
+            self.models.total.bytes
+        )?;
+        for m in &self.models.images {
+            writeln!(f, "  {}", m.image.source)?;
+            image_lines(f, &m.image, false)?;
+            if let Some(n) = m.files {
+                writeln!(f, "    files        {n}")?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Other images: {}; {}",
+            count(self.other_images.images.len(), "image", "images"),
+            self.other_images.total.bytes
+        )?;
+        for o in &self.other_images.images {
+            writeln!(f, "  {}", o.image.source)?;
+            image_lines(f, &o.image, false)?;
+            if !o.platforms.is_empty() {
+                writeln!(f, "    platforms    {}", o.platforms.join(", "))?;
+            }
+        }
+        writeln!(f)?;
+        let t = &self.totals;
+        writeln!(
+            f,
+            "In all: {}, {}, {}; {} (each manifest and blob counted once)",
+            count(t.images, "image", "images"),
+            count(t.manifests, "manifest", "manifests"),
+            count(t.blobs, "blob", "blobs"),
+            t.bytes
+        )?;
+        if !self.cannot_show.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "What this report cannot show")?;
+            for c in &self.cannot_show {
+                writeln!(f, "  - {c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An image's lines under its title: its source (unless the title is the source), where it
+/// went, its digest and its size.
+fn image_lines(f: &mut Formatter<'_>, i: &ImageFacts, with_source: bool) -> fmt::Result {
+    if with_source {
+        writeln!(f, "    source       {}", i.source)?;
+    }
+    writeln!(f, "    destination  {}", i.destination)?;
+    writeln!(f, "    digest       {}", i.digest)?;
+    writeln!(f, "    size         {}", i.bytes)
+}
+
+fn catalog_text(f: &mut Formatter<'_>, c: &CatalogFacts) -> fmt::Result {
+    writeln!(f, "  catalog {}", c.image.source)?;
+    image_lines(f, &c.image, false)?;
+    match &c.packages {
+        None => writeln!(f, "    packages     not shown (see below)"),
+        Some(packages) => {
+            writeln!(f, "    packages     {}", packages.len())?;
+            for p in packages {
+                writeln!(
+                    f,
+                    "      {} (default channel {})",
+                    p.name, p.default_channel
+                )?;
+                for line in channel_line(p) {
+                    writeln!(f, "        {line}")?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A Markdown table cell: pipes escaped, line breaks flattened.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Code in a cell.
+fn code(s: &str) -> String {
+    format!("`{}`", cell(s))
+}
+
+impl Display for Markdown<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        let r = self.0;
+        writeln!(f, "# Audit report of {}", code(&r.source))?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "**Signature:** {}",
+            cell(&signature_sentence(&r.signature))
+        )?;
+        if let Some(c) = covers(r) {
+            writeln!(f, "{c}")?;
+        }
+        writeln!(f)?;
+        if let Some(a) = &r.archive {
+            writeln!(f, "## Archive")?;
+            writeln!(f)?;
+            writeln!(f, "| | |")?;
+            writeln!(f, "|---|---|")?;
+            writeln!(f, "| Written by | {} at {} |", cell(&a.tool), a.created)?;
+            writeln!(f, "| Content from | {} |", code(&a.content_from))?;
+            writeln!(f, "| Configuration | {} |", cell(&config_text(&a.config)))?;
+            writeln!(
+                f,
+                "| Manifest | {} (sha256 {}) |",
+                code(&a.manifest),
+                a.manifest_sha256
+            )?;
+            writeln!(f, "| Mirror record | {} |", cell(&record_text(&r.record)))?;
+            writeln!(f, "| Base | {} |", cell(&base_text(a)))?;
+            writeln!(
+                f,
+                "| Blobs | {} (manifests included), {} |",
+                count(a.blobs.count, "blob", "blobs"),
+                a.blobs.bytes
+            )?;
+            writeln!(
+                f,
+                "| Chunks | {}, {} in all, each at most {} |",
+                count(a.chunks.len(), "chunk", "chunks"),
+                a.bytes,
+                a.archive_size
+            )?;
+            writeln!(f)?;
+            writeln!(f, "| Chunk | Size | sha256 | On disk |")?;
+            writeln!(f, "|---|---|---|---|")?;
+            for c in &a.chunks {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} |",
+                    c.name, c.size, c.sha256, c.on_disk
+                )?;
+            }
+        } else {
+            writeln!(f, "## Mirror record")?;
+            writeln!(f)?;
+            writeln!(f, "{}", cell(&record_text(&r.record)))?;
+        }
+        writeln!(f)?;
+        writeln!(f, "## Runs")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "| # | Tool | Started | Finished | From | To | Configuration | Images | Moved |"
+        )?;
+        writeln!(f, "|---|---|---|---|---|---|---|---|---|")?;
+        for (i, run) in r.record.runs.iter().enumerate() {
+            writeln!(
+                f,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                i + 1,
+                cell(&run.tool),
+                run.started,
+                run.finished,
+                code(&run.source),
+                code(&run.destination),
+                cell(&config_text(&run.config)),
+                run.images,
+                super::Bytes(run.bytes_transferred)
+            )?;
+        }
+        writeln!(f)?;
+        let rel = &r.releases;
+        writeln!(f, "## Releases")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{}, {}; {}.",
+            count(rel.images.len(), "release image", "release images"),
+            count(rel.components.count, "component image", "component images"),
+            rel.total.bytes
+        )?;
+        if !rel.images.is_empty() {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "| Version | Arch | Version from | Source | Destination | Digest | Size |"
+            )?;
+            writeln!(f, "|---|---|---|---|---|---|---|")?;
+            for i in &rel.images {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    cell(&i.version),
+                    i.arch,
+                    i.version_from,
+                    code(&i.image.source),
+                    code(&i.image.destination),
+                    i.image.digest,
+                    i.image.bytes
+                )?;
+            }
+        }
+        if rel.components.count > 0 {
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Components: {}, {}.",
+                count(rel.components.count, "image", "images"),
+                rel.components.bytes
+            )?;
+        }
+        writeln!(f)?;
+        let ops = &r.operators;
+        writeln!(f, "## Operators")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{}, {}; {}.",
+            count(ops.catalogs.len(), "catalog", "catalogs"),
+            count(
+                ops.images.count,
+                "bundle or related image",
+                "bundle and related images"
+            ),
+            ops.total.bytes
+        )?;
+        for c in &ops.catalogs {
+            writeln!(f)?;
+            writeln!(f, "### Catalog {}", code(&c.image.source))?;
+            writeln!(f)?;
+            writeln!(
+                f,
+                "Destination {}, digest {}, {}.",
+                code(&c.image.destination),
+                c.image.digest,
+                c.image.bytes
+            )?;
+            writeln!(f)?;
+            match &c.packages {
+                None => writeln!(f, "Packages: not shown (see below).")?,
+                Some(packages) => {
+                    writeln!(
+                        f,
+                        "| Package | Default channel | Channel | Bundle versions |"
+                    )?;
+                    writeln!(f, "|---|---|---|---|")?;
+                    for p in packages {
+                        for ch in &p.channels {
+                            let v: Vec<&str> =
+                                ch.bundles.iter().map(|b| b.version.as_str()).collect();
+                            writeln!(
+                                f,
+                                "| {} | {} | {} | {} |",
+                                cell(&p.name),
+                                cell(&p.default_channel),
+                                cell(&ch.name),
+                                cell(&v.join(", "))
+                            )?;
+                        }
+                    }
+                }
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "## Models")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{}; {}.",
+            count(r.models.images.len(), "image", "images"),
+            r.models.total.bytes
+        )?;
+        if !r.models.images.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "| Image | Destination | Digest | Size | Files |")?;
+            writeln!(f, "|---|---|---|---|---|")?;
+            for m in &r.models.images {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} | {} |",
+                    code(&m.image.source),
+                    code(&m.image.destination),
+                    m.image.digest,
+                    m.image.bytes,
+                    m.files.map(|n| n.to_string()).unwrap_or_default()
+                )?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "## Other images")?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "{}; {}.",
+            count(r.other_images.images.len(), "image", "images"),
+            r.other_images.total.bytes
+        )?;
+        if !r.other_images.images.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "| Image | Destination | Digest | Size | Platforms |")?;
+            writeln!(f, "|---|---|---|---|---|")?;
+            for o in &r.other_images.images {
+                writeln!(
+                    f,
+                    "| {} | {} | {} | {} | {} |",
+                    code(&o.image.source),
+                    code(&o.image.destination),
+                    o.image.digest,
+                    o.image.bytes,
+                    o.platforms.join(", ")
+                )?;
+            }
+        }
+        writeln!(f)?;
+        writeln!(f, "## In all")?;
+        writeln!(f)?;
+        let t = &r.totals;
+        writeln!(
+            f,
+            "{}, {}, {}; {} (each manifest and blob counted once).",
+            count(t.images, "image", "images"),
+            count(t.manifests, "manifest", "manifests"),
+            count(t.blobs, "blob", "blobs"),
+            t.bytes
+        )?;
+        if !r.cannot_show.is_empty() {
+            writeln!(f)?;
+            writeln!(f, "## What this report cannot show")?;
+            writeln!(f)?;
+            for c in &r.cannot_show {
+                writeln!(f, "- {}", cell(c))?;
+            }
+        }
+        Ok(())
+    }
+}
