@@ -117,6 +117,6 @@ pub async fn run(args: MirrorArgs, printer: &Printer) -> Result<ExitCode> {
             }
             Ok(exit_code(report.complete()))
         }
-        MirrorResult::Planned(_) => Ok(ExitCode::SUCCESS),
+        MirrorResult::Planned(plan) => Ok(exit_code(plan.complete())),
     }
 }

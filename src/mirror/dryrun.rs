@@ -36,9 +36,23 @@ pub struct DryRun {
     /// Catalogs filtered (mirror.operators): the bundles kept per package.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalogs: Vec<crate::mirror::content::CatalogInfo>,
+    /// Images that could not be resolved (`--continue-on-error`): not in the plan, and the run
+    /// exits 1 so a script does not take the plan for the whole set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<FailedImage>,
     /// Where the plan was written (see [`DryRun::write`]).
     #[serde(skip)]
     pub plan_file: PathBuf,
+}
+
+/// An image the plan could not include.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedImage {
+    /// Source reference.
+    pub source: String,
+    /// Why it could not be resolved.
+    pub error: String,
 }
 
 /// One image of the plan.
@@ -102,8 +116,14 @@ impl DryRun {
             bytes_to_send,
             releases: Vec::new(),
             catalogs: Vec::new(),
+            failed: Vec::new(),
             plan_file: PathBuf::new(),
         }
+    }
+
+    /// True when every image wanted is in the plan.
+    pub fn complete(&self) -> bool {
+        self.failed.is_empty()
     }
 
     /// Writes the plan as JSON under the first free name of `name(0)`, `name(1)`, ... (whole,
@@ -149,6 +169,16 @@ impl std::fmt::Display for DryRun {
                     bundles.join(", ")
                 )?;
             }
+        }
+        for img in &self.failed {
+            writeln!(f, "FAILED {}: {}", img.source, img.error)?;
+        }
+        if !self.failed.is_empty() {
+            writeln!(
+                f,
+                "{} images could not be resolved and are not in this plan",
+                self.failed.len()
+            )?;
         }
         writeln!(
             f,

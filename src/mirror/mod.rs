@@ -105,7 +105,7 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
         }
     }
     if settings.dry_run {
-        return dry_run(&settings, source, dest, &images, &wanted)
+        return dry_run(&settings, source, dest, &images, &wanted, &statuses)
             .await
             .map(MirrorResult::Planned);
     }
@@ -342,6 +342,7 @@ async fn dry_run(
     dest: Destination,
     images: &[ResolvedImage],
     wanted: &Wanted,
+    statuses: &[ImageStatus],
 ) -> Result<dryrun::DryRun> {
     // The plan of a run that would be refused is refused the same way.
     space::check_blob_sizes(&plan::blob_graph(images), settings.max_blob_size)?;
@@ -362,6 +363,14 @@ async fn dry_run(
     );
     plan.releases = wanted.releases.clone();
     plan.catalogs = wanted.catalog_reports.clone();
+    plan.failed = statuses
+        .iter()
+        .filter(|s| matches!(s.outcome, status::Outcome::Failed))
+        .map(|s| dryrun::FailedImage {
+            source: s.source.clone(),
+            error: s.error.clone().unwrap_or_default(),
+        })
+        .collect();
     plan.write(outputs::stamped_name(
         "mirror-dry-run",
         &outputs::file_stamp(),

@@ -320,3 +320,59 @@ fn an_okd_channel_is_refused_not_read_as_ocp() {
     );
     assert!(!work.path().join("m").exists());
 }
+
+/// `--dry-run --continue-on-error` lists an image it cannot resolve as failed (text and JSON)
+/// and exits 1, so a plan of part of the set is never taken for the whole (issue 17, point 6).
+#[test]
+fn a_dry_run_lists_what_it_could_not_resolve_and_exits_1() {
+    let src = crate::support::Registry::plain();
+    let pushed = crate::support::images::SyntheticSet::standard(42)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let missing = format!("{}/src/nowhere/missing:1.0", src.host());
+    let cfg = isc(
+        work.path(),
+        "isc.yaml",
+        &format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: {}/{}:{}\n  - name: {missing}\n",
+            src.host(),
+            pushed[0].repo,
+            pushed[0].tag
+        ),
+    );
+    let dest = format!("file://{}", work.path().join("m").display());
+    let run = |output: &str| {
+        crate::support::run::command(&[
+            "mirror",
+            "-c",
+            &cfg,
+            &dest,
+            "--dry-run",
+            "--continue-on-error",
+            "--output",
+            output,
+            "--plain-http",
+            &src.host(),
+        ])
+        .current_dir(work.path())
+        .output()
+        .unwrap()
+    };
+    let o = run("json");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["images"].as_array().unwrap().len(), 1, "{plan:#}");
+    assert_eq!(plan["failed"][0]["source"], missing.as_str(), "{plan:#}");
+    assert!(!plan["failed"][0]["error"].as_str().unwrap().is_empty());
+    let o = run("text");
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!("FAILED {missing}: ")), "{text}");
+    assert!(!work.path().join("m").exists(), "a dry run creates nothing");
+}
