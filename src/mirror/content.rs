@@ -217,12 +217,15 @@ async fn releases(
             },
         });
         for c in components {
+            // Tagged as oc-mirror v2 tags them (`4.18.3-x86_64-etcd`), so a registry that
+            // collects untagged manifests keeps them.
+            let tag = format!("{version}-{arch_tag}-{}", c.name);
             content.images.push(WantedImage {
                 source: c.image,
                 digest: None,
                 placement: Placement {
                     repository: Some(release::COMPONENTS_REPO.to_string()),
-                    tag: None,
+                    tag: Some(tag),
                     category: Category::Release,
                 },
             });

@@ -102,12 +102,23 @@ impl ResolvedImage {
             .unwrap_or(&self.source.repository)
     }
 
-    /// The tag to push under, or `root`'s digest when there is none.
+    /// The tag a registry destination holds this image under: its placement's, else the
+    /// source's, else its [`digest_tag`](Self::digest_tag).
     pub fn dest_reference(&self, root: &RawManifest) -> String {
         match self.placement.tag.as_ref().or(self.source.tag.as_ref()) {
             Some(t) => t.clone(),
-            None => root.digest.to_string(),
+            None => root.digest.dashed(),
         }
+    }
+
+    /// For content with no tag of its own (an image pinned by digest), the tag a registry
+    /// destination keeps it under, as oc-mirror v2 names it: `sha256-<hex>` of the manifest
+    /// pushed (`root`: the source's, or a catalog this run filtered, as oc-mirror tags it by
+    /// the filtered digest). Without a tag, registries that collect untagged manifests (Quay,
+    /// Harbor, Distribution's garbage collection) may delete what the cluster pulls by digest.
+    /// `None` when the placement or the source gives a tag.
+    pub fn digest_tag(&self, root: &RawManifest) -> Option<String> {
+        (self.placement.tag.is_none() && self.source.tag.is_none()).then(|| root.digest.dashed())
     }
 
     /// Bytes of every manifest and blob this image needs.
@@ -463,6 +474,24 @@ mod placement_tests {
             err.contains("sha256:ab") && err.contains("negative size (-1)"),
             "{err}"
         );
+    }
+
+    /// Regression: content pinned by digest was pushed untagged; a registry holds it under
+    /// oc-mirror v2's `sha256-<hex>` tag, of the manifest pushed.
+    #[test]
+    fn digest_only_content_gets_a_digest_tag() {
+        let root = RawManifest::new(Bytes::from_static(b"{}"), None);
+        let hex = root.digest.hex().to_string();
+        let pinned = ImageRef::parse(&format!("q.io/a/b@{}", root.digest)).unwrap();
+        let mut image = ResolvedImage::new(pinned, root.clone());
+        assert_eq!(image.digest_tag(&root), Some(format!("sha256-{hex}")));
+        assert_eq!(image.dest_reference(&root), format!("sha256-{hex}"));
+        image.placement.tag = Some("4.18.3-x86_64-etcd".into());
+        assert_eq!(image.digest_tag(&root), None);
+        assert_eq!(image.dest_reference(&root), "4.18.3-x86_64-etcd");
+        let tagged = ResolvedImage::new(ImageRef::parse("q.io/a/b:v1").unwrap(), root.clone());
+        assert_eq!(tagged.digest_tag(&root), None);
+        assert_eq!(tagged.dest_reference(&root), "v1");
     }
 
     #[test]

@@ -293,8 +293,10 @@ impl MirrorRecord {
                     .strip_prefix(version)
                     .is_some_and(|rest| rest.starts_with('-'))
         };
+        // Components are tagged `<version>-<arch>-<name>` in their own repository.
         self.images.iter().find(|i| {
             i.category.as_deref() == Some(Category::Release.name())
+                && i.path != crate::openshift::release::COMPONENTS_REPO
                 && (i.tag.as_deref().is_some_and(matches)
                     || ImageRef::parse(&i.source)
                         .ok()
@@ -778,6 +780,33 @@ mod tests {
         );
         assert_eq!(found("4.18"), None, "a prefix is not a version");
         assert_eq!(found("9.4"), None, "only release images count");
+    }
+
+    /// Regression: components tagged `<version>-<arch>-<name>` (as oc-mirror tags them) must not
+    /// be taken for the release image of their version.
+    #[test]
+    fn a_tagged_component_is_not_the_release_of_its_version() {
+        let m = "mirror.example:8443/mirror";
+        let mut component = image(
+            &format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@{D1}"),
+            &format!("{m}/openshift/release:4.18.3-x86_64-etcd@{D1}"),
+            Some("4.18.3-x86_64-etcd"),
+            Some("release"),
+        );
+        component.path = crate::openshift::release::COMPONENTS_REPO.into();
+        let rec = record(vec![
+            component,
+            image(
+                &format!("quay.io/openshift-release-dev/ocp-release@{D1}"),
+                &format!("{m}/openshift/release-images:4.18.3-x86_64@{D1}"),
+                Some("4.18.3-x86_64"),
+                Some("release"),
+            ),
+        ]);
+        assert_eq!(
+            rec.release("4.18.3").map(|i| i.tag.as_deref()),
+            Some(Some("4.18.3-x86_64"))
+        );
     }
 
     #[test]

@@ -742,3 +742,107 @@ fn a_plain_http_registry_reached_over_tls_fails_at_once_with_the_fix() {
     );
     assert!(!err.contains("trying again"), "retried: {err}");
 }
+
+/// Regression: images named by digest only were pushed untagged, and registries that collect
+/// untagged manifests may delete what a cluster pulls by digest. They are pushed under
+/// oc-mirror v2's `sha256-<hex>` tag, mirror to mirror and disk to mirror; the record names the
+/// tag, verify checks it, and a rerun finds the images in place by that tag.
+#[test]
+fn digest_only_images_are_pushed_under_their_digest_tag() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let set = SyntheticSet::standard(7).without_large();
+    let pushed = set.push_to(&src, "src");
+    let by_digest: Vec<_> = ["base/app-a", "tools/multi"]
+        .iter()
+        .map(|r| support::images::find(&pushed, r))
+        .collect();
+    let work = tempfile::tempdir().unwrap();
+    let mut text = String::from(
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    architectures: [multi]\n  additionalImages:\n",
+    );
+    for img in &by_digest {
+        text.push_str(&format!(
+            "  - name: {}/{}@{}\n",
+            src.host(),
+            img.repo,
+            img.digest
+        ));
+    }
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(&cfg, text).unwrap();
+    let check = |dest: &str, rec_path: &std::path::Path, prefix: &str| {
+        let rec = json(rec_path);
+        for img in &by_digest {
+            let tag = format!("sha256-{}", img.digest.trim_start_matches("sha256:"));
+            let repo = format!("{prefix}/{}", img.repo);
+            assert_eq!(dst.tags(&repo), [tag.as_str()], "{repo}");
+            let recorded = image_in(&rec, &img.repo);
+            assert_eq!(recorded["tag"], tag.as_str(), "{recorded:#}");
+            assert_eq!(
+                recorded["destination"],
+                format!("{}/{repo}:{tag}@{}", dst.host(), img.digest).as_str()
+            );
+        }
+        let out = ok(&bootstrap(&[
+            "verify",
+            "--record",
+            rec_path.to_str().unwrap(),
+            dest,
+            "--plain-http",
+            &dst.host(),
+        ]));
+        assert!(out.contains("OK"), "{out}");
+    };
+    let dst_host = dst.host();
+    let mirror = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["mirror", "--output", "json", "--plain-http", &dst_host];
+        all.extend_from_slice(args);
+        serde_json::from_str(&ok(&bootstrap(&all))).unwrap()
+    };
+
+    // Mirror to mirror, then a rerun that finds both images under their tags.
+    let dest = format!("docker://{}/m", dst.host());
+    let rec_path = work.path().join("rec.json");
+    let m2m = [
+        "-c",
+        cfg.to_str().unwrap(),
+        &dest,
+        "--plain-http",
+        &src.host(),
+        "--record",
+        rec_path.to_str().unwrap(),
+    ];
+    mirror(&m2m);
+    check(&dest, &rec_path, "m");
+    let uploads = dst.requests_matching("PUT", "/manifests/");
+    let rerun = mirror(&m2m);
+    assert_eq!(rerun["bytesTransferred"], 0, "{rerun:#}");
+    assert_eq!(
+        dst.requests_matching("PUT", "/manifests/"),
+        uploads,
+        "a rerun pushed manifests again"
+    );
+    check(&dest, &rec_path, "m");
+
+    // Disk to mirror: the disk mirror keeps its index naming; the push tags as above.
+    let disk = format!("file://{}", work.path().join("disk").display());
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &disk,
+        "--plain-http",
+        &src.host(),
+    ]));
+    let dest = format!("docker://{}/site", dst.host());
+    let rec_path = work.path().join("site-rec.json");
+    mirror(&[
+        "--from",
+        &disk,
+        &dest,
+        "--record",
+        rec_path.to_str().unwrap(),
+    ]);
+    check(&dest, &rec_path, "site");
+}

@@ -390,6 +390,56 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
         );
     });
 
+    // Components are tagged as oc-mirror tags them, `<version>-<arch>-<name>` (a component two
+    // releases share under the first that names it), and content pinned by digest (bundles,
+    // related images) under `sha256-<hex>`: registries that collect untagged manifests keep
+    // them. The record names each tag, and each tag holds the recorded digest.
+    let mut component_tags = BTreeSet::new();
+    let mut pinned = 0;
+    for img in rec["images"].as_array().unwrap() {
+        let path = img["path"].as_str().unwrap();
+        let want = img["digest"].as_str().unwrap();
+        let source =
+            bootstrap::oci::reference::ImageRef::parse(img["source"].as_str().unwrap()).unwrap();
+        let tag = match img["tag"].as_str() {
+            Some(t) => t.to_string(),
+            None => source
+                .tag
+                .clone()
+                .unwrap_or_else(|| panic!("no tag: {img}")),
+        };
+        let tag = tag.as_str();
+        if path == "openshift/release" {
+            let name = tag
+                .strip_prefix("4.18.2-x86_64-")
+                .or_else(|| tag.strip_prefix("4.18.3-x86_64-"))
+                .unwrap_or_else(|| panic!("component tag {tag}"));
+            let version = &tag[..6];
+            assert_eq!(
+                lab.release(version)["components"][name].as_str(),
+                img["source"].as_str(),
+                "{img}"
+            );
+            component_tags.insert(tag.to_string());
+        } else if source.tag.is_none() && img["category"] != "release" {
+            assert_eq!(
+                tag,
+                format!("sha256-{}", want.trim_start_matches("sha256:"))
+            );
+            assert!(
+                site.tags(&format!("mirror/{path}"))
+                    .contains(&tag.to_string()),
+                "{img}"
+            );
+            pinned += 1;
+        }
+        let (_, m) = block_on(tagged.get_manifest(&format!("mirror/{path}"), tag)).unwrap();
+        assert_eq!(digest(&m), want, "{img}");
+    }
+    let listed: BTreeSet<String> = site.tags("mirror/openshift/release").into_iter().collect();
+    assert_eq!(listed, component_tags);
+    assert!(pinned > 0, "the lab set pins no operator image by digest");
+
     // The catalog: read back from the site, only the selected packages and bundles.
     let files = catalog_files(&site, "mirror/redhat/redhat-operator-index", "v4.18");
     let catalog = bootstrap::openshift::fbc::Catalog::parse(&files).unwrap();
@@ -703,12 +753,20 @@ fn the_lab_set_crosses_the_gap_with_its_placement() {
                 .await
                 .unwrap();
             assert_eq!(digest(&m), release["digest"].as_str().unwrap());
-            for c in release["components"].as_object().unwrap().values() {
+            for (name, c) in release["components"].as_object().unwrap() {
                 let d = c.as_str().unwrap().rsplit_once('@').unwrap().1;
                 client
                     .get_manifest("site/openshift/release", d)
                     .await
                     .unwrap_or_else(|e| panic!("component {c} missing: {e}"));
+                // The first release keeps each of its components under its own tag.
+                if version == "4.18.2" {
+                    let (_, m) = client
+                        .get_manifest("site/openshift/release", &format!("4.18.2-x86_64-{name}"))
+                        .await
+                        .unwrap_or_else(|e| panic!("component {c} untagged: {e}"));
+                    assert_eq!(digest(&m), d);
+                }
             }
         }
     });

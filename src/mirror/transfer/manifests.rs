@@ -112,6 +112,16 @@ impl Transfer {
     }
 
     fn image_record(&self, image: &ResolvedImage, root: &RawManifest) -> ImageRecord {
+        // A layout names images by their source and keeps no tags; a registry holds digest-only
+        // content under its digest tag, which the record names so verify checks it.
+        let tag = match &self.dest {
+            Destination::Layout(_) => image.placement.tag.clone(),
+            Destination::Registry { .. } => image
+                .placement
+                .tag
+                .clone()
+                .or_else(|| image.digest_tag(root)),
+        };
         let destination = match &self.dest {
             Destination::Layout(layout) => {
                 format!("oci:{}:{}", layout.root().display(), image.source)
@@ -119,8 +129,8 @@ impl Transfer {
             Destination::Registry { target, .. } => {
                 let repo = target.repository_for(image.dest_path());
                 let mut r = image.source.moved_to(&target.registry, &repo);
-                if image.placement.tag.is_some() {
-                    r.tag = image.placement.tag.clone();
+                if tag.is_some() {
+                    r.tag = tag.clone();
                 }
                 if root.digest != image.root.digest || image.rebuilt_from.is_some() {
                     r.digest = Some(root.digest.clone());
@@ -131,7 +141,7 @@ impl Transfer {
         ImageRecord {
             source: image.source.to_string(),
             path: image.dest_path().to_string(),
-            tag: image.placement.tag.clone(),
+            tag,
             category: (image.placement.category != crate::openshift::cluster::Category::Generic)
                 .then(|| image.placement.category.name().to_string()),
             destination,

@@ -425,6 +425,22 @@ impl Registry {
         Ok(String::from_utf8(out.stdout)?)
     }
 
+    /// The tags `GET /v2/<repo>/tags/list` lists (a plain registry: no credentials sent).
+    pub fn tags(&self, repo: &str) -> Vec<String> {
+        let url = format!("{}/v2/{repo}/tags/list", self.url());
+        let body: serde_json::Value = super::block_on(async {
+            let resp = self.http_client().get(&url).send().await.unwrap();
+            assert!(resp.status().is_success(), "GET {url}: {}", resp.status());
+            resp.json().await.unwrap()
+        });
+        let mut tags: Vec<String> = body["tags"]
+            .as_array()
+            .map(|t| t.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        tags.sort();
+        tags
+    }
+
     /// Kills and reaps the registry process (idempotent; drop does it too). The token server
     /// keeps running until drop.
     pub fn stop(&self) {
