@@ -6,6 +6,7 @@ use super::plan::ResolvedImage;
 use super::transfer::Destination;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
+use crate::oci::reference::ImageRef;
 use crate::openshift::record::{self, BlobRecord, MirrorRecord};
 use crate::openshift::{cluster, release};
 use crate::output::Progress;
@@ -13,7 +14,9 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
 /// For a registry destination, writes the cluster's mirror configuration into
-/// `cluster-resources/` beside the record; returns the directory when anything was written.
+/// `cluster-resources/` beside the record (and the install-config snippet beside that), with
+/// the time of writing as `createdAt`, as oc-mirror v2 stamps it; returns the directory when
+/// anything was written.
 pub(super) fn write_cluster_resources(
     dest: &Destination,
     mirrored: &[&ResolvedImage],
@@ -27,7 +30,7 @@ pub(super) fn write_cluster_resources(
     let images: Vec<cluster::MirroredImage> = mirrored
         .iter()
         .map(|img| cluster::MirroredImage {
-            source: img.source.clone(),
+            source: pulled_as(img),
             registry: target.registry.clone(),
             repository: target.repository_for(img.dest_path()),
             category: img.placement.category,
@@ -38,6 +41,7 @@ pub(super) fn write_cluster_resources(
         .unwrap_or(Path::new("."))
         .join(cluster::DIR);
     let mut resources = cluster::ClusterResources::new(&images);
+    resources.set_created_at(created_at());
     for img in mirrored
         .iter()
         .filter(|i| i.placement.category == cluster::Category::Catalog)
@@ -67,6 +71,29 @@ pub(super) fn write_cluster_resources(
     }
     let written = resources.write(&dir)?;
     Ok((!written.is_empty()).then_some(dir))
+}
+
+/// Now, in RFC 3339 UTC to the second (Go's `time.RFC3339`, as oc-mirror's `createdAt`).
+fn created_at() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day]T[hour]:[minute]:[second]Z"
+        ))
+        .unwrap_or_default()
+}
+
+/// The source as the cluster may pull it. A release payload (taken from a channel: the graph
+/// names it by digest) is also pulled by its release tag, `<version>-<arch>`, which the
+/// release repository carries upstream and our mirror carries too; so, as oc-mirror v2 does
+/// with the release it took by that tag, it gets an ImageTagMirrorSet entry (`itms-release-0`)
+/// besides its digest one.
+fn pulled_as(img: &ResolvedImage) -> ImageRef {
+    let mut source = img.source.clone();
+    let payload = img.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO);
+    if payload && source.tag.is_none() {
+        source.tag = img.placement.tag.clone();
+    }
+    source
 }
 
 /// The signatures of release `digest` in `dir`: `sha256=<hex>/signature-<n>` (the signature

@@ -1,13 +1,15 @@
 //! What the cluster needs to use the mirror, written beside the record and named and laid out
-//! like oc-mirror v2's `cluster-resources/` so existing runbooks apply: an ImageDigestMirrorSet
-//! for images mirrored by digest, an ImageTagMirrorSet for images mirrored by tag, a
-//! CatalogSource per mirrored catalog, and the `imageDigestSources` snippet for
-//! install-config.yaml, so nobody copies mirror paths by hand.
+//! like oc-mirror v2's `cluster-resources/` so existing runbooks apply (`oc apply -f
+//! cluster-resources/`): an ImageDigestMirrorSet for images mirrored by digest, an
+//! ImageTagMirrorSet for images mirrored by tag, a CatalogSource (OLM v0) and a ClusterCatalog
+//! (OLM v1) per mirrored catalog, the release signature ConfigMap. The `imageDigestSources`
+//! snippet for install-config.yaml is not a Kubernetes object, so it is written beside the
+//! folder, not in it: `oc apply` would refuse the whole folder.
 //!
 //! Mirrors are scoped to the namespace (the repository path without its last component) when
 //! the destination keeps the source path under its prefix, as ours always does, so one entry
-//! covers every image of that namespace; otherwise to the repository. Output is sorted and has
-//! no timestamps: the same mirror gives the same bytes.
+//! covers every image of that namespace; otherwise to the repository. Output is sorted; its only
+//! time is the `createdAt` annotation (the run's start), as oc-mirror writes it.
 
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
@@ -22,7 +24,8 @@ pub const DIR: &str = "cluster-resources";
 pub const IDMS_FILE: &str = "idms-oc-mirror.yaml";
 /// The ImageTagMirrorSet file (oc-mirror's name).
 pub const ITMS_FILE: &str = "itms-oc-mirror.yaml";
-/// The install-config.yaml snippet.
+/// The install-config.yaml snippet, written beside [`DIR`] (not in it: it is not a Kubernetes
+/// object, and `oc apply -f cluster-resources/` must take every file there).
 pub const DIGEST_SOURCES_FILE: &str = "install-config-imageDigestSources.yaml";
 /// The release signature ConfigMap (oc-mirror's names; YAML and JSON).
 pub const SIGNATURES_FILE: &str = "signature-configmap.yaml";
@@ -83,9 +86,15 @@ pub struct MirroredImage {
 /// Mirror entries by category: source scope -> mirror scopes.
 type Scopes = BTreeMap<Category, BTreeMap<String, BTreeSet<String>>>;
 
+/// The annotations every resource carries: oc-mirror v2's keys with our values (`createdBy`,
+/// `createdAt`), and `bootstrap_version` where oc-mirror writes `oc-mirror_version`.
+pub type Annotations = BTreeMap<&'static str, String>;
+
 /// The resources of one mirror.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct ClusterResources {
+    /// When the run that mirrored the content started (RFC 3339 UTC), for `createdAt`.
+    created_at: Option<String>,
     by_digest: Scopes,
     by_tag: Scopes,
     /// Mirrored (rebuilt) catalog images, as the cluster pulls them.
@@ -109,6 +118,7 @@ struct SignatureMetadata {
     name: &'static str,
     namespace: &'static str,
     labels: BTreeMap<&'static str, &'static str>,
+    annotations: Annotations,
 }
 
 #[derive(serde::Serialize)]
@@ -131,7 +141,7 @@ struct NamespacedResource<S> {
 struct NamespacedMetadata {
     name: String,
     namespace: &'static str,
-    annotations: BTreeMap<&'static str, &'static str>,
+    annotations: Annotations,
 }
 
 #[derive(serde::Serialize)]
@@ -146,7 +156,28 @@ struct Resource<S> {
 #[derive(serde::Serialize)]
 struct Metadata {
     name: String,
-    annotations: BTreeMap<&'static str, &'static str>,
+    annotations: Annotations,
+}
+
+/// OLM v1's `ClusterCatalog` spec (`olm.operatorframework.io/v1`), with the fields oc-mirror
+/// writes: `priority` (0, written because the Go field has no `omitempty`) and the image.
+#[derive(serde::Serialize)]
+struct ClusterCatalogSpec {
+    priority: i32,
+    source: ClusterCatalogSource,
+}
+
+#[derive(serde::Serialize)]
+struct ClusterCatalogSource {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    image: ClusterCatalogImage,
+}
+
+#[derive(serde::Serialize)]
+struct ClusterCatalogImage {
+    #[serde(rename = "ref")]
+    reference: String,
 }
 
 #[derive(serde::Serialize)]
@@ -205,6 +236,24 @@ impl ClusterResources {
         res
     }
 
+    /// Sets `createdAt` on every resource: when the run that mirrored the content started
+    /// (RFC 3339 UTC). Without it the annotation is left out.
+    pub fn set_created_at(&mut self, at: impl Into<String>) {
+        self.created_at = Some(at.into());
+    }
+
+    /// The annotations every resource carries.
+    fn annotations(&self) -> Annotations {
+        let mut a = BTreeMap::from([
+            ("createdBy", "bootstrap".to_string()),
+            ("bootstrap_version", env!("CARGO_PKG_VERSION").to_string()),
+        ]);
+        if let Some(at) = &self.created_at {
+            a.insert("createdAt", at.clone());
+        }
+        a
+    }
+
     /// Adds a mirrored catalog image (at its destination): it gets a CatalogSource, and, as
     /// oc-mirror does, no mirror-set entry (the cluster pulls it from the CatalogSource).
     pub fn add_catalog(&mut self, destination: ImageRef) {
@@ -242,6 +291,7 @@ impl ClusterResources {
                 name: "mirrored-release-signatures",
                 namespace: "openshift-config-managed",
                 labels: BTreeMap::from([("release.openshift.io/verification-signatures", "")]),
+                annotations: self.annotations(),
             },
             binary_data,
         };
@@ -257,14 +307,14 @@ impl ClusterResources {
     pub fn catalog_sources(&self) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         for image in &self.catalogs {
-            let name = catalog_source_name(image);
+            let name = catalog_name("cs", image);
             let cs = NamespacedResource {
                 api_version: "operators.coreos.com/v1alpha1",
                 kind: "CatalogSource",
                 metadata: NamespacedMetadata {
                     name: name.clone(),
                     namespace: "openshift-marketplace",
-                    annotations: BTreeMap::from([("createdBy", "bootstrap")]),
+                    annotations: self.annotations(),
                 },
                 spec: CatalogSourceSpec {
                     source_type: "grpc",
@@ -277,13 +327,43 @@ impl ClusterResources {
         Ok(out)
     }
 
+    /// One OLM v1 ClusterCatalog per catalog, beside its CatalogSource, as oc-mirror v2 writes
+    /// them: `(file name, YAML)`, named `cc-<...>` with the CatalogSource's suffix; cluster
+    /// scoped, `spec.source.type: Image`, the image at its destination.
+    pub fn cluster_catalogs(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for image in &self.catalogs {
+            let name = catalog_name("cc", image);
+            let cc = Resource {
+                api_version: "olm.operatorframework.io/v1",
+                kind: "ClusterCatalog",
+                metadata: Metadata {
+                    name: name.clone(),
+                    annotations: self.annotations(),
+                },
+                spec: ClusterCatalogSpec {
+                    priority: 0,
+                    source: ClusterCatalogSource {
+                        kind: "Image",
+                        image: ClusterCatalogImage {
+                            reference: image.to_string(),
+                        },
+                    },
+                },
+            };
+            out.push((format!("{name}.yaml"), serde_saphyr::to_string(&cc)?));
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The ImageDigestMirrorSet documents, or `None` when nothing was mirrored by digest.
     pub fn idms_yaml(&self) -> Result<Option<String>> {
         let docs: Vec<_> = self
             .by_digest
             .iter()
             .map(|(cat, scopes)| {
-                resource(
+                self.resource(
                     "ImageDigestMirrorSet",
                     format!("idms-{}-0", cat.name()),
                     DigestSpec {
@@ -301,7 +381,7 @@ impl ClusterResources {
             .by_tag
             .iter()
             .map(|(cat, scopes)| {
-                resource(
+                self.resource(
                     "ImageTagMirrorSet",
                     format!("itms-{}-0", cat.name()),
                     TagSpec {
@@ -345,18 +425,22 @@ impl ClusterResources {
         Ok(Some(serde_saphyr::to_string(&snippet)?))
     }
 
-    /// Writes the files that have content into `dir` (created); returns their paths.
+    /// Writes the Kubernetes objects that have content into `dir` (created), and the
+    /// install-config.yaml snippet beside it ([`DIGEST_SOURCES_FILE`] in `dir`'s parent);
+    /// returns their paths. A snippet an earlier run left inside `dir` is removed, so the
+    /// folder holds only what `oc apply -f` takes.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
         let mut files = vec![
             (IDMS_FILE.to_string(), self.idms_yaml()?),
             (ITMS_FILE.to_string(), self.itms_yaml()?),
-            (DIGEST_SOURCES_FILE.to_string(), self.install_config_yaml()?),
         ];
-        files.extend(
-            self.catalog_sources()?
-                .into_iter()
-                .map(|(name, text)| (name, Some(text))),
-        );
+        for (name, text) in self
+            .catalog_sources()?
+            .into_iter()
+            .chain(self.cluster_catalogs()?)
+        {
+            files.push((name, Some(text)));
+        }
         if let Some((yaml, json)) = self.signatures_configmap()? {
             files.push((SIGNATURES_FILE.to_string(), Some(yaml)));
             files.push((SIGNATURES_JSON_FILE.to_string(), Some(json)));
@@ -365,25 +449,35 @@ impl ClusterResources {
         for (name, text) in files {
             let Some(text) = text else { continue };
             fs_err::create_dir_all(dir).context("creating the cluster resources directory")?;
-            let path = dir.join(name);
-            write_atomic(&path, text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            written.push(path);
+            written.push(write_file(&dir.join(name), &text)?);
+        }
+        let stale = dir.join(DIGEST_SOURCES_FILE);
+        if stale.is_file() {
+            fs_err::remove_file(&stale)?;
+        }
+        if let Some(text) = self.install_config_yaml()? {
+            let beside = dir.parent().unwrap_or(Path::new("."));
+            written.push(write_file(&beside.join(DIGEST_SOURCES_FILE), &text)?);
         }
         Ok(written)
     }
+
+    fn resource<S>(&self, kind: &'static str, name: String, spec: S) -> Resource<S> {
+        Resource {
+            api_version: "config.openshift.io/v1",
+            kind,
+            metadata: Metadata {
+                name,
+                annotations: self.annotations(),
+            },
+            spec,
+        }
+    }
 }
 
-fn resource<S>(kind: &'static str, name: String, spec: S) -> Resource<S> {
-    Resource {
-        api_version: "config.openshift.io/v1",
-        kind,
-        metadata: Metadata {
-            name,
-            annotations: BTreeMap::from([("createdBy", "bootstrap")]),
-        },
-        spec,
-    }
+fn write_file(path: &Path, text: &str) -> Result<PathBuf> {
+    write_atomic(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path.to_path_buf())
 }
 
 fn mirrors(scopes: &BTreeMap<String, BTreeSet<String>>) -> Vec<Mirrors> {
@@ -426,9 +520,10 @@ fn scopes(img: &MirroredImage) -> (String, String) {
     }
 }
 
-/// `cs-<repository's last component>-<suffix>`: the suffix is the tag's first 12 characters,
-/// or for an image by digest only the digest's first 12 hex digits.
-fn catalog_source_name(image: &ImageRef) -> String {
+/// `<kind>-<repository's last component>-<suffix>` (`cs` for a CatalogSource, `cc` for a
+/// ClusterCatalog): the suffix is the tag's first 12 characters, or for an image by digest
+/// only the digest's first 12 hex digits.
+fn catalog_name(kind: &str, image: &ImageRef) -> String {
     let last = image
         .repository
         .rsplit('/')
@@ -447,7 +542,7 @@ fn catalog_source_name(image: &ImageRef) -> String {
             '-'
         }
     };
-    format!("cs-{last}-{suffix}").chars().map(dns).collect()
+    format!("{kind}-{last}-{suffix}").chars().map(dns).collect()
 }
 
 fn namespace(registry: &str, repository: &str) -> String {
@@ -472,7 +567,7 @@ mod tests {
     }
 
     fn sample() -> ClusterResources {
-        ClusterResources::new(&[
+        let mut res = ClusterResources::new(&[
             mirrored("quay.io/openshift-release-dev/ocp-release:4.18.3-x86_64", Category::Release),
             mirrored(
                 "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:0000000000000000000000000000000000000000000000000000000000000001",
@@ -489,16 +584,23 @@ mod tests {
                 Category::Generic,
             ),
             mirrored("docker.io/library/busybox:1.36", Category::Generic),
-        ])
+        ]);
+        res.set_created_at("2026-03-04T05:06:07Z");
+        res
     }
 
-    /// Compares with a golden file beside this test; `UPDATE_GOLDEN=1` rewrites it.
+    /// Compares with a golden file beside this test; `UPDATE_GOLDEN=1` rewrites it. Our
+    /// version is filtered to `VERSION`, so a release does not rewrite the files.
     fn golden(name: &str, actual: &str) {
+        let actual = actual.replace(
+            &format!("bootstrap_version: \"{}\"\n", env!("CARGO_PKG_VERSION")),
+            "bootstrap_version: \"VERSION\"\n",
+        );
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("src/openshift/testdata")
             .join(name);
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
-            fs_err::write(&path, actual).unwrap();
+            fs_err::write(&path, &actual).unwrap();
         }
         let expected = fs_err::read_to_string(&path)
             .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
@@ -568,9 +670,81 @@ mod tests {
         golden("cs-redhat-operator-index-v4-18.yaml", &cs[1].1);
         // Catalogs get CatalogSources, not mirror-set entries.
         assert!(!res.idms_yaml().unwrap().unwrap().contains("operator-index"));
-        let dir = tempfile::tempdir().unwrap();
-        let written = res.write(dir.path()).unwrap();
-        assert_eq!(written.len(), 5);
+    }
+
+    /// oc-mirror v2 writes an OLM v1 ClusterCatalog beside each CatalogSource, `cc-` where the
+    /// CatalogSource has `cs-`, cluster scoped, pointing at the same image.
+    #[test]
+    fn a_cluster_catalog_beside_each_catalog_source_matches_its_golden_file() {
+        let mut res = sample();
+        res.add_catalog(
+            ImageRef::parse("registry.site.example:8443/mirror/redhat/redhat-operator-index:v4.18")
+                .unwrap(),
+        );
+        res.add_catalog(
+            ImageRef::parse(
+                "registry.site.example:8443/mirror/nvidia/gpu-catalog@sha256:00000000000000000000000000000000000000000000000000000000000000ab",
+            )
+            .unwrap(),
+        );
+        let cc = res.cluster_catalogs().unwrap();
+        let names: Vec<&str> = cc.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cc-gpu-catalog-000000000000.yaml",
+                "cc-redhat-operator-index-v4-18.yaml"
+            ]
+        );
+        golden("cc-redhat-operator-index-v4-18.yaml", &cc[1].1);
+        let by_digest: serde_json::Value = serde_saphyr::from_str(&cc[0].1).unwrap();
+        assert_eq!(
+            by_digest["spec"]["source"]["image"]["ref"],
+            "registry.site.example:8443/mirror/nvidia/gpu-catalog@sha256:00000000000000000000000000000000000000000000000000000000000000ab",
+        );
+    }
+
+    /// `oc apply -f cluster-resources/` takes every file in the folder, and the
+    /// install-config snippet is no Kubernetes object: it is written beside the folder, and
+    /// one an earlier version left inside is removed.
+    #[test]
+    fn the_install_config_snippet_is_written_beside_the_folder_not_in_it() {
+        let mut res = sample();
+        res.add_catalog(
+            ImageRef::parse("registry.site.example:8443/mirror/redhat/redhat-operator-index:v4.18")
+                .unwrap(),
+        );
+        let top = tempfile::tempdir().unwrap();
+        let dir = top.path().join(DIR);
+        fs_err::create_dir_all(&dir).unwrap();
+        fs_err::write(dir.join(DIGEST_SOURCES_FILE), "imageDigestSources: []\n").unwrap();
+        let written = res.write(&dir).unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| {
+                let rel = p.strip_prefix(top.path()).unwrap();
+                rel.display().to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "cluster-resources/idms-oc-mirror.yaml",
+                "cluster-resources/itms-oc-mirror.yaml",
+                "cluster-resources/cs-redhat-operator-index-v4-18.yaml",
+                "cluster-resources/cc-redhat-operator-index-v4-18.yaml",
+                "install-config-imageDigestSources.yaml",
+            ]
+        );
+        let mut in_dir: Vec<String> = fs_err::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        in_dir.sort();
+        assert_eq!(in_dir.len(), 4, "{in_dir:?}");
+        assert!(!in_dir.contains(&DIGEST_SOURCES_FILE.to_string()));
+        let snippet = fs_err::read_to_string(top.path().join(DIGEST_SOURCES_FILE)).unwrap();
+        assert_eq!(snippet, res.install_config_yaml().unwrap().unwrap());
     }
 
     #[test]
@@ -600,5 +774,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let written = res.write(&dir.path().join(DIR)).unwrap();
         assert_eq!(written, vec![dir.path().join(DIR).join(ITMS_FILE)]);
+        assert!(!dir.path().join(DIGEST_SOURCES_FILE).exists());
     }
 }

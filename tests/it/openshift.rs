@@ -543,11 +543,144 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
         )),
         "{cs}"
     );
+    assert_apply_safe_cluster_resources(&lab, &site, &resources);
 
     // Everything is in place: a second run sends nothing.
     let again: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
     assert_eq!(again["bytesTransferred"], 0, "{again}");
     assert_eq!(again["imagesUnchanged"], again["images"], "{again}");
+}
+
+/// The folder takes `oc apply -f` whole (issue 17, point 5): every file in it is a Kubernetes
+/// object whose kind the cluster serves; the install-config snippet sits beside it. The OLM v1
+/// ClusterCatalog sits beside the CatalogSource, and the releases taken from the channel get
+/// `itms-release-0`, as oc-mirror v2 writes them, with oc-mirror's annotations.
+fn assert_apply_safe_cluster_resources(lab: &Lab, site: &Registry, resources: &Path) {
+    let beside = resources.parent().unwrap();
+    assert!(!resources
+        .join("install-config-imageDigestSources.yaml")
+        .exists());
+    let snippet: Value = serde_saphyr::from_str(
+        &fs_err::read_to_string(beside.join("install-config-imageDigestSources.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        !snippet["imageDigestSources"].as_array().unwrap().is_empty(),
+        "{snippet}"
+    );
+
+    let cc = yaml_docs(&resources.join("cc-redhat-operator-index-v4-18.yaml"));
+    assert_eq!(cc.len(), 1);
+    let cc = &cc[0];
+    assert_eq!(cc["apiVersion"], "olm.operatorframework.io/v1", "{cc}");
+    assert_eq!(cc["kind"], "ClusterCatalog", "{cc}");
+    assert_eq!(cc["metadata"]["name"], "cc-redhat-operator-index-v4-18");
+    assert!(cc["metadata"].get("namespace").is_none(), "{cc}");
+    assert_eq!(cc["spec"]["priority"], 0, "{cc}");
+    assert_eq!(cc["spec"]["source"]["type"], "Image", "{cc}");
+    assert_eq!(
+        cc["spec"]["source"]["image"]["ref"],
+        format!("{}/mirror/redhat/redhat-operator-index:v4.18", site.host())
+    );
+    assert_annotations(cc);
+
+    let itms = yaml_docs(&resources.join("itms-oc-mirror.yaml"));
+    let release = itms
+        .iter()
+        .find(|d| d["metadata"]["name"] == "itms-release-0")
+        .unwrap_or_else(|| panic!("no itms-release-0 in {itms:?}"));
+    assert_eq!(release["apiVersion"], "config.openshift.io/v1");
+    assert_eq!(release["kind"], "ImageTagMirrorSet");
+    assert_annotations(release);
+    let payload_repo = release_by_digest(lab.release("4.18.3"))
+        .split_once('@')
+        .unwrap()
+        .0
+        .to_string();
+    assert_eq!(
+        release["spec"]["imageTagMirrors"],
+        serde_json::json!([{
+            "source": payload_repo,
+            "mirrors": [format!("{}/mirror/openshift/release-images", site.host())],
+        }]),
+        "the payloads are pulled by <version>-<arch>, which the mirror carries: {release}"
+    );
+    for file in ["idms-oc-mirror.yaml", "cs-redhat-operator-index-v4-18.yaml"] {
+        for doc in yaml_docs(&resources.join(file)) {
+            assert_annotations(&doc);
+        }
+    }
+
+    let applied = kubectl_dry_run_apply(resources);
+    for object in [
+        "imagedigestmirrorset.config.openshift.io/idms-release-0",
+        "imagetagmirrorset.config.openshift.io/itms-release-0",
+        "catalogsource.operators.coreos.com/cs-redhat-operator-index-v4-18",
+        "clustercatalog.olm.operatorframework.io/cc-redhat-operator-index-v4-18",
+        "configmap/mirrored-release-signatures",
+    ] {
+        assert!(
+            applied.contains(&format!("{object} created (dry run)")),
+            "{object} not applied:\n{applied}"
+        );
+    }
+}
+
+/// oc-mirror v2's annotation keys with our values, and our version.
+fn assert_annotations(doc: &Value) {
+    let a = &doc["metadata"]["annotations"];
+    assert_eq!(a["createdBy"], "bootstrap", "{doc}");
+    assert_eq!(a["bootstrap_version"], env!("CARGO_PKG_VERSION"), "{doc}");
+    let at = a["createdAt"].as_str().unwrap_or_default();
+    assert!(
+        at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+        "createdAt '{at}' is not RFC 3339 UTC: {doc}"
+    );
+}
+
+fn yaml_docs(path: &Path) -> Vec<Value> {
+    let text = fs_err::read_to_string(path).unwrap();
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `kubectl apply --dry-run=client -f DIR` against the lab's Kubernetes API stand-in, which
+/// serves the CRDs of every kind the folder holds as their projects publish them (OpenShift's
+/// mirror sets, OLM's CatalogSource, OLM v1's ClusterCatalog). kubectl needs a server even
+/// for a client dry run: it maps each document to a resource through discovery (an unknown
+/// kind fails there), validates it strictly against the served schema, and looks the object
+/// up; nothing is created. Its stdout.
+fn kubectl_dry_run_apply(dir: &Path) -> String {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let store = bootstrap::lab::site::kube::Store::lab_cluster().unwrap();
+    let api = rt
+        .block_on(bootstrap::lab::site::kube::http::serve_loopback(
+            store,
+            &work.path().join("api"),
+        ))
+        .unwrap();
+    let o = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&api.kubeconfig)
+        .arg("--cache-dir")
+        .arg(work.path().join("cache"))
+        .args(["apply", "--dry-run=client", "-f"])
+        .arg(dir)
+        .output()
+        .expect("running kubectl (Debian: apt-get install kubernetes-client)");
+    drop(api);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "kubectl apply --dry-run=client -f {}: {}\n{stdout}",
+        dir.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
 }
 
 /// The images a plan mirrors for operators: everything but the catalog itself.

@@ -1,5 +1,5 @@
 //! The CustomResourceDefinitions the lab cluster starts with, as their projects publish them
-//! (OLM's `operators.coreos.com`, OpenShift's `config.openshift.io` kinds the install and the
+//! (OLM's `operators.coreos.com`, OLM v1's ClusterCatalog, OpenShift's `config.openshift.io` kinds the install and the
 //! hand-off touch, and Route); `crds/README.md` names each file's repository, path and commit.
 
 use super::store::{ApiError, Store};
@@ -25,6 +25,10 @@ pub const LAB_CRDS: &[(&str, &str)] = &[
     (
         "operators.coreos.com_catalogsources.yaml",
         include_str!("crds/operators.coreos.com_catalogsources.yaml"),
+    ),
+    (
+        "olm.operatorframework.io_clustercatalogs.yaml",
+        include_str!("crds/olm.operatorframework.io_clustercatalogs.yaml"),
     ),
     (
         "0000_03_marketplace_01_operatorhubs.crd.yaml",
@@ -86,6 +90,7 @@ mod tests {
             ("operators.coreos.com/v1alpha1", "InstallPlan"),
             ("operators.coreos.com/v1", "OperatorGroup"),
             ("operators.coreos.com/v1alpha1", "CatalogSource"),
+            ("olm.operatorframework.io/v1", "ClusterCatalog"),
             ("config.openshift.io/v1", "OperatorHub"),
             ("config.openshift.io/v1", "ImageDigestMirrorSet"),
             ("config.openshift.io/v1", "ImageTagMirrorSet"),
