@@ -430,7 +430,12 @@ impl std::fmt::Display for Report {
             writeln!(f, "unexpected: {u}")?;
         }
         if let Some(s) = &self.signed_by {
-            writeln!(f, "record signed by {s}")?;
+            let what = if self.target.starts_with("archive://") {
+                "manifest.json and SHA256SUMS"
+            } else {
+                "record"
+            };
+            writeln!(f, "{what} signed by {s}")?;
         }
         writeln!(
             f,

@@ -243,6 +243,9 @@ fn sign_archive(
     };
     let s = crate::sshsig::sign_file(key, manifest)
         .with_context(|| format!("signing the archive manifest {}", manifest.display()))?;
+    // SHA256SUMS too: an auditor with OpenSSH alone checks it before `sha256sum -c`.
+    let sums = manifest.with_file_name(archive::SUMS_FILE);
+    crate::sshsig::sign_file(key, &sums).with_context(|| format!("signing {}", sums.display()))?;
     Ok(Some(Box::new(report::RecordSignature {
         file: s.signature.display().to_string(),
         fingerprint: s.fingerprint,

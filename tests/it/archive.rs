@@ -186,7 +186,15 @@ fn an_archive_crosses_the_door_and_is_pushed_from_its_chunks() {
     let mut expected: Vec<String> = chunks
         .iter()
         .map(|c| c["name"].as_str().unwrap().to_string())
-        .chain(["SHA256SUMS", "manifest.json", "manifest.json.sig"].map(String::from))
+        .chain(
+            [
+                "SHA256SUMS",
+                "SHA256SUMS.sig",
+                "manifest.json",
+                "manifest.json.sig",
+            ]
+            .map(String::from),
+        )
         .collect();
     expected.sort();
     assert_eq!(names, expected);
@@ -230,6 +238,33 @@ fn an_archive_crosses_the_door_and_is_pushed_from_its_chunks() {
         verify_sig.status.success(),
         "{}",
         String::from_utf8_lossy(&verify_sig.stderr)
+    );
+    // SHA256SUMS is signed too, so the door checks the sums it runs `sha256sum -c` with.
+    let verify_sums = Command::new("ssh-keygen")
+        .args([
+            "-Y",
+            "verify",
+            "-n",
+            "bootstrap-mirror",
+            "-I",
+            "door@example.com",
+            "-f",
+        ])
+        .arg(&allowed)
+        .arg("-s")
+        .arg(dir.join("SHA256SUMS.sig"))
+        .stdin(
+            fs_err::File::open(dir.join("SHA256SUMS"))
+                .unwrap()
+                .into_parts()
+                .0,
+        )
+        .output()
+        .unwrap();
+    assert!(
+        verify_sums.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify_sums.stderr)
     );
     let v = ok(&bootstrap(&[
         "verify",

@@ -112,10 +112,16 @@ pub async fn create(
     let label = format!("file://{}", settings.layout.display());
     let (manifest, sealed) = writer.seal(&layout, &label, config).await?;
     let signed = match &settings.sign_key {
-        Some(key) => Some(
-            crate::sshsig::sign_file(key, Path::new(&sealed.manifest))
-                .with_context(|| format!("signing {}", sealed.manifest))?,
-        ),
+        Some(key) => {
+            let manifest = Path::new(&sealed.manifest);
+            let sums = manifest.with_file_name(super::SUMS_FILE);
+            crate::sshsig::sign_file(key, &sums)
+                .with_context(|| format!("signing {}", sums.display()))?;
+            Some(
+                crate::sshsig::sign_file(key, manifest)
+                    .with_context(|| format!("signing {}", sealed.manifest))?,
+            )
+        }
         None => None,
     };
     writer.finish()?;

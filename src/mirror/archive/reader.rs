@@ -56,7 +56,7 @@ impl ArchiveReader {
         }
         if !problems.is_empty() {
             bail!(
-                "archive {} cannot be read; nothing was pushed:\n  {}\ncopy the missing chunks from the removable media into {} and run the same command again",
+                "archive {} cannot be read, so nothing was read from it:\n  {}\ncopy the missing chunks from the removable media into {} and run the same command again",
                 dir.display(),
                 problems.join("\n  "),
                 dir.display()

@@ -50,6 +50,15 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
             Ok(v) => report.signed_by = Some(format!("{} ({})", v.identity, v.fingerprint)),
             Err(e) => report.corrupt.push(format!("{e:#}")),
         }
+        let sums_path = dir.join(SUMS_FILE);
+        match crate::bounded::read_regular(&sums_path, 1024 * 1024) {
+            Ok(sums) => {
+                if let Err(e) = crate::sshsig::verify_bytes(allowed, &sums_path, &sums) {
+                    report.corrupt.push(format!("{e:#}"));
+                }
+            }
+            Err(e) => report.missing.push(format!("{SUMS_FILE}: {e}")),
+        }
     }
     let manifest = match ArchiveManifest::parse(&manifest_path, &text) {
         Ok(m) => m,
@@ -173,6 +182,7 @@ fn check_listing(dir: &Path, manifest: &ArchiveManifest, report: &mut Report) ->
             MANIFEST_FILE.to_string(),
             SUMS_FILE.to_string(),
             format!("{MANIFEST_FILE}.sig"),
+            format!("{SUMS_FILE}.sig"),
         ])
         .collect();
     for entry in fs_err::read_dir(dir)? {

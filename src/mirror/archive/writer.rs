@@ -772,7 +772,8 @@ fn reset(dir: &Path, staging: &Path) -> Result<()> {
         let sealed = super::is_chunk_name(&name)
             || name == MANIFEST_FILE
             || name == SUMS_FILE
-            || name == format!("{MANIFEST_FILE}.sig");
+            || name == format!("{MANIFEST_FILE}.sig")
+            || name == format!("{SUMS_FILE}.sig");
         if sealed {
             fs_err::remove_file(entry.path())?;
         }

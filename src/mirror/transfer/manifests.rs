@@ -123,9 +123,12 @@ impl Transfer {
                 .or_else(|| image.digest_tag(root)),
         };
         let destination = match &self.dest {
-            Destination::Layout(layout) => {
-                format!("oci:{}:{}", layout.root().display(), image.source)
-            }
+            // An archive's layout lives in a staging directory only until it is sealed: the
+            // record names the archive.
+            Destination::Layout(layout) => match layout.archive_writer() {
+                Some(w) => format!("archive://{}:{}", w.dir().display(), image.source),
+                None => format!("oci:{}:{}", layout.root().display(), image.source),
+            },
             Destination::Registry { target, .. } => {
                 let repo = target.repository_for(image.dest_path());
                 let mut r = image.source.moved_to(&target.registry, &repo);
