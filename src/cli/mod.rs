@@ -149,6 +149,13 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_GRAPH_URL)]
     pub graph_url: String,
 
+    /// Follow the kept bundles' olm.package.required: add, transitively, a bundle of each
+    /// required package the selection lacks (an entry with skipDependencies: true still opts
+    /// out). oc-mirror v2 does not follow them, nor does the default; either way every
+    /// requirement nothing in the configuration mirrors is reported as a warning.
+    #[arg(long)]
+    pub follow_dependencies: bool,
+
     /// Release signatures to write into cluster-resources/signature-configmap.yaml for the
     /// release images mirrored: a directory laid out as the signature store on
     /// mirror.openshift.com (`sha256=<hex>/signature-1`, ...) or holding `sha256-<hex>-1`, ...

@@ -4,6 +4,7 @@ use super::{exit_code, registry_options, Printer};
 use crate::cli::MirrorArgs;
 use crate::concurrency::Concurrency;
 use crate::mirror::report::MirrorResult;
+use crate::mirror::resolve::select::Dependencies;
 use crate::mirror::transfer::TransferSettings;
 use crate::mirror::{Location, MirrorInput, MirrorSettings};
 use crate::oci::retry::RetryPolicy;
@@ -79,6 +80,11 @@ impl MirrorSettings {
             destination,
             destination_label: args.destination,
             graph_url: args.graph_url,
+            dependencies: if args.follow_dependencies {
+                Dependencies::Follow
+            } else {
+                Dependencies::Report
+            },
             release_signatures: args.release_signatures,
             registry: registry_options(&args.registry, transfer.retry)?,
             transfer,

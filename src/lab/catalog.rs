@@ -718,7 +718,7 @@ fn catalog_image(files: &BTreeMap<String, Vec<u8>>) -> Result<Image> {
 mod tests {
     use super::*;
     use crate::mirror::config::{IncludeChannel, IncludePackage, Operator};
-    use crate::mirror::resolve::select;
+    use crate::mirror::resolve::select::{self, Dependencies};
     use crate::oci::layers::read_config_dir;
     use crate::openshift::fbc::Catalog;
 
@@ -753,7 +753,24 @@ mod tests {
             packages: vec![package("gpu-operator-certified", Some("stable"))],
             ..Default::default()
         };
-        let sel = select::select(&catalog, &op, 0).unwrap();
+        // As oc-mirror v2: the dependency is reported, not followed.
+        let sel = select::select(&catalog, &op, 0, Dependencies::Report).unwrap();
+        let names = sel.bundle_names();
+        assert_eq!(
+            names.keys().collect::<Vec<_>>(),
+            [&"gpu-operator-certified"]
+        );
+        let unmet: Vec<(&str, &str, &str)> = sel
+            .unmet
+            .iter()
+            .map(|u| (u.bundle.as_str(), u.required.as_str(), u.range.as_str()))
+            .collect();
+        assert_eq!(
+            unmet,
+            [("gpu-operator-certified.v24.9.1", "nfd", ">=4.17.0")]
+        );
+        // Followed when asked.
+        let sel = select::select(&catalog, &op, 0, Dependencies::Follow).unwrap();
         let names = sel.bundle_names();
         assert_eq!(
             names["gpu-operator-certified"],
@@ -761,6 +778,7 @@ mod tests {
         );
         assert_eq!(names["nfd"], ["nfd.4.18.0-202503041405"]);
         assert_eq!(sel.dependencies.len(), 1);
+        assert!(sel.unmet.is_empty());
         // Every image the selection names was built (and so is pushed).
         let pushed: Vec<String> = built.images.iter().map(|i| i.pinned(HOST)).collect();
         for image in &sel.images {
@@ -775,7 +793,7 @@ mod tests {
             ],
             ..op
         };
-        let names = select::select(&catalog, &all, 0).unwrap();
+        let names = select::select(&catalog, &all, 0, Dependencies::Report).unwrap();
         let names = names.bundle_names();
         assert_eq!(
             names["openshift-gitops-operator"],

@@ -50,7 +50,8 @@ mod tests {
         let operator = &isc.mirror.operators[0];
         assert_eq!(operator.catalog, built.image.tagged(HOST));
         let catalog = Catalog::parse(&built.files).unwrap();
-        let selection = select::select(&catalog, operator, 0).unwrap();
+        let selection =
+            select::select(&catalog, operator, 0, select::Dependencies::Report).unwrap();
         let names = selection.bundle_names();
         assert_eq!(
             names["gpu-operator-certified"],

@@ -75,8 +75,52 @@ pub struct CatalogInfo {
     pub bundles: BTreeMap<String, Vec<String>>,
     /// Bundles added to satisfy dependencies (`package/bundle`).
     pub dependencies: Vec<String>,
+    /// Whether `olm.package.required` was followed (`--follow-dependencies`, and the entry
+    /// does not set `skipDependencies`); oc-mirror v2 never follows it.
+    #[serde(rename = "dependenciesFollowed")]
+    pub dependencies_followed: bool,
+    /// Requirements of kept bundles that nothing in the configuration mirrors.
+    #[serde(rename = "unmetDependencies")]
+    pub unmet_dependencies: Vec<UnmetDependency>,
     /// Images the kept bundles need.
     pub images: usize,
+}
+
+impl CatalogInfo {
+    /// One warning per unmet requirement, naming the bundle, the requirement and the way out.
+    pub fn warnings(&self) -> Vec<String> {
+        let way_out = if self.dependencies_followed {
+            "add a catalog that has it to mirror.operators"
+        } else {
+            "oc-mirror v2 does not follow dependencies either: list the package in mirror.operators, or run with --follow-dependencies"
+        };
+        self.unmet_dependencies
+            .iter()
+            .map(|u| {
+                format!(
+                    "catalog {}: bundle '{}' of package '{}' requires package '{}' ({}), which this configuration does not mirror ({}); {way_out}",
+                    self.catalog, u.bundle, u.package, u.required_package, u.version_range, u.reason
+                )
+            })
+            .collect()
+    }
+}
+
+/// A requirement (`olm.package.required`) of a kept bundle that no catalog of the
+/// configuration keeps a bundle for, for reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmetDependency {
+    /// The requiring bundle.
+    pub bundle: String,
+    /// Its package.
+    pub package: String,
+    /// The required package.
+    pub required_package: String,
+    /// The required version range, as written.
+    pub version_range: String,
+    /// Why the requiring bundle's catalog does not meet it.
+    pub reason: String,
 }
 
 /// What `mirror.platform` and `mirror.operators` add to a run.
@@ -90,6 +134,8 @@ pub struct Content {
     pub releases: Vec<ReleaseInfo>,
     /// Catalogs filtered.
     pub catalog_reports: Vec<CatalogInfo>,
+    /// What each filtered catalog keeps, in the order of `catalog_reports`.
+    provided: Vec<select::Provided>,
 }
 
 /// How release tags spell an architecture.
@@ -101,20 +147,50 @@ pub fn release_arch(arch: &str) -> &str {
     }
 }
 
-/// Reads `mirror.platform` and `mirror.operators` of `cfg` (`origin` names it in errors).
+/// Reads `mirror.platform` and `mirror.operators` of `cfg` (`origin` names it in errors);
+/// `dependencies` says whether catalog selections follow `olm.package.required`.
 pub async fn resolve(
     cfg: &ImageSetConfig,
     origin: &str,
     regs: &Arc<Registries>,
     graph_url: &str,
     architectures: &[String],
+    dependencies: select::Dependencies,
 ) -> Result<Content> {
     let mut content = Content::default();
     releases(cfg, origin, regs, graph_url, architectures, &mut content).await?;
     for (i, op) in cfg.mirror.operators.iter().enumerate() {
-        catalog(cfg, origin, op, i, regs, architectures, &mut content).await?;
+        let at = CatalogAt {
+            op,
+            index: i,
+            dependencies,
+        };
+        catalog(cfg, origin, at, regs, architectures, &mut content).await?;
     }
+    drop_met_elsewhere(&mut content);
     Ok(content)
+}
+
+/// One `mirror.operators[]` entry and how to select from it.
+#[derive(Clone, Copy)]
+struct CatalogAt<'a> {
+    op: &'a Operator,
+    index: usize,
+    dependencies: select::Dependencies,
+}
+
+/// A requirement one catalog leaves unmet that another catalog's selection meets is met: OLM
+/// resolves dependencies across every catalog source on the cluster.
+fn drop_met_elsewhere(content: &mut Content) {
+    let provided = std::mem::take(&mut content.provided);
+    for (i, info) in content.catalog_reports.iter_mut().enumerate() {
+        info.unmet_dependencies.retain(|u| {
+            !provided
+                .iter()
+                .enumerate()
+                .any(|(j, p)| j != i && p.meets(&u.required_package, &u.version_range))
+        });
+    }
 }
 
 impl<'a> From<&'a ReleaseChannel> for ChannelQuery<'a> {
@@ -312,12 +388,16 @@ async fn read_blob(regs: &Arc<Registries>, image: &ImageRef, digest: &Digest) ->
 async fn catalog(
     cfg: &ImageSetConfig,
     origin: &str,
-    op: &Operator,
-    index: usize,
+    at_entry: CatalogAt<'_>,
     regs: &Arc<Registries>,
     architectures: &[String],
     content: &mut Content,
 ) -> Result<()> {
+    let CatalogAt {
+        op,
+        index,
+        dependencies,
+    } = at_entry;
     let path = format!("mirror.operators[{index}]");
     let at = |p: &str| place(cfg, origin, p);
     let image = ImageRef::parse(&op.catalog).map_err(|e| {
@@ -343,7 +423,7 @@ async fn catalog(
     let files = read_image_dir(regs, &image, &manifest, &config_dir).await?;
     let catalog =
         fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {image}"))?;
-    let selection = select::select(&catalog, op, index).map_err(|e| match &e {
+    let selection = select::select(&catalog, op, index, dependencies).map_err(|e| match &e {
         select::SelectError::Config { path, .. } => {
             anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
         }
@@ -359,7 +439,8 @@ async fn catalog(
         tag: op.target_tag.clone().filter(|s| !s.is_empty()),
         category: Category::Catalog,
     };
-    add_selection(&image, &selection, content)?;
+    let followed = dependencies == select::Dependencies::Follow && !op.skip_dependencies;
+    add_selection(&image, &selection, followed, content)?;
     content.catalogs.push(rebuilt);
     Ok(())
 }
@@ -383,6 +464,7 @@ fn place(cfg: &ImageSetConfig, origin: &str, path: &str) -> String {
 fn add_selection(
     image: &ImageRef,
     selection: &select::Selection,
+    followed: bool,
     content: &mut Content,
 ) -> Result<()> {
     content.catalog_reports.push(CatalogInfo {
@@ -397,8 +479,21 @@ fn add_selection(
             .iter()
             .map(|d| format!("{}/{}", d.package, d.bundle))
             .collect(),
+        dependencies_followed: followed,
+        unmet_dependencies: selection
+            .unmet
+            .iter()
+            .map(|u| UnmetDependency {
+                bundle: u.bundle.clone(),
+                package: u.package.clone(),
+                required_package: u.required.clone(),
+                version_range: u.range.clone(),
+                reason: u.reason.clone(),
+            })
+            .collect(),
         images: selection.images.len(),
     });
+    content.provided.push(select::Provided::of(selection));
     for name in &selection.images {
         let r = ImageRef::parse(name).map_err(|e| {
             anyhow::anyhow!(

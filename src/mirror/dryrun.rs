@@ -169,6 +169,9 @@ impl std::fmt::Display for DryRun {
                     bundles.join(", ")
                 )?;
             }
+            for w in c.warnings() {
+                writeln!(f, "warning: {w}")?;
+            }
         }
         for img in &self.failed {
             writeln!(f, "FAILED {}: {}", img.source, img.error)?;

@@ -91,6 +91,7 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
         (None, _) => None,
     };
     let (source, mut wanted, dest) = prepare(&settings, &regs).await?;
+    warn_unmet_dependencies(&wanted);
     let (images, statuses) = resolve_images(&settings, &source, &mut wanted, &dest).await?;
     let images = match &base {
         Some(b) => only_new(images, b)?,
@@ -275,7 +276,7 @@ async fn prepare(
             wanted::source_and_wanted(
                 &settings.input,
                 regs,
-                graph,
+                (graph, settings.dependencies),
                 settings.accept_unrecorded,
                 settings.workdir.as_deref(),
             )
@@ -293,7 +294,7 @@ async fn prepare(
             wanted::source_and_wanted(
                 &settings.input,
                 regs,
-                graph,
+                (graph, settings.dependencies),
                 settings.accept_unrecorded,
                 None,
             )
@@ -335,6 +336,15 @@ async fn resolve_images(
         }
     }
     Ok((images, statuses))
+}
+
+/// Every requirement of a kept bundle that nothing in the configuration mirrors, on stderr
+/// before anything is resolved or copied; the plan and the report list them too.
+fn warn_unmet_dependencies(wanted: &Wanted) {
+    let progress = Progress::lines("mirror");
+    for line in wanted.catalog_reports.iter().flat_map(|c| c.warnings()) {
+        progress.warn(line);
+    }
 }
 
 /// `--dry-run`: the plan, also written as JSON to `./mirror-dry-run-<time>.json`; touches

@@ -212,6 +212,9 @@ impl std::fmt::Display for MirrorReport {
                 c.images,
                 packages.join("; ")
             )?;
+            for w in c.warnings() {
+                writeln!(f, "warning: {w}")?;
+            }
         }
         if let Some(check) = &self.summary.layout_check {
             writeln!(f, "{check}")?;

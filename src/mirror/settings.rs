@@ -2,6 +2,7 @@
 //! uv's two-phase settings. `commands::mirror` builds it from the command line; the library
 //! never sees clap types, and a test or another command can build one directly.
 
+use super::resolve::select::Dependencies;
 use super::transfer::TransferSettings;
 use super::Location;
 use crate::oci::registry::RegistryOptions;
@@ -29,6 +30,9 @@ pub struct MirrorSettings {
     pub destination_label: String,
     /// The update graph for `mirror.platform.channels` (http(s) URL or `file://PATH`).
     pub graph_url: String,
+    /// Whether catalog selections follow `olm.package.required` (`--follow-dependencies`);
+    /// oc-mirror v2 does not, and neither does the default.
+    pub dependencies: Dependencies,
     /// Release signatures to write into the signature ConfigMap.
     pub release_signatures: Option<PathBuf>,
     /// Limits, chunking, retries, stalls and failure handling.

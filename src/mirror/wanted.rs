@@ -4,6 +4,7 @@
 
 use super::content::{self, WantedImage};
 use super::plan::{self, ResolvedImage, Source};
+use super::resolve::select::Dependencies;
 use super::settings::MirrorInput;
 use super::{cache, config, recorded};
 use crate::oci::digest::Digest;
@@ -36,6 +37,7 @@ async fn wanted_from_config(
     path: &Path,
     regs: &Arc<Registries>,
     graph_url: &str,
+    dependencies: Dependencies,
 ) -> Result<Wanted> {
     let origin = path.display().to_string();
     let cfg = config::load(path)?;
@@ -58,7 +60,8 @@ async fn wanted_from_config(
         bail!("{}", problems.join("\n"));
     }
     let architectures = cfg.architectures();
-    let content = content::resolve(&cfg, &origin, regs, graph_url, &architectures).await?;
+    let content =
+        content::resolve(&cfg, &origin, regs, graph_url, &architectures, dependencies).await?;
     let mut images = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for w in content.images.into_iter().chain(additional) {
@@ -150,11 +153,12 @@ fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wan
 }
 
 /// Where images are read from and which: a disk mirror (`--from`) or the configuration's
-/// registries (`-c`).
+/// registries (`-c`, its catalogs selected following dependencies or not as `dependencies`
+/// says).
 pub(super) async fn source_and_wanted(
     input: &MirrorInput,
     regs: &Arc<Registries>,
-    graph_url: &str,
+    (graph_url, dependencies): (&str, Dependencies),
     accept_unrecorded: bool,
     workdir: Option<&Path>,
 ) -> Result<(Source, Wanted)> {
@@ -178,7 +182,7 @@ pub(super) async fn source_and_wanted(
         }
         MirrorInput::Config(cfg) => Ok((
             Source::Registry(regs.clone()),
-            wanted_from_config(cfg, regs, graph_url).await?,
+            wanted_from_config(cfg, regs, graph_url, dependencies).await?,
         )),
     }
 }

@@ -103,22 +103,28 @@ impl Lab {
 
     /// The dry run's plan (JSON on stdout) of `config` into a disk mirror that is not created.
     fn plan(&self, config: &Path) -> Value {
+        self.plan_with(config, &[]).0
+    }
+
+    /// The dry run's plan of `config` with `extra` arguments, and its stderr.
+    fn plan_with(&self, config: &Path, extra: &[&str]) -> (Value, String) {
         let dest = format!("file://{}", self.path("never-created").display());
-        let args = self.mirror_args(
-            &[
-                "--dry-run",
-                "--output",
-                "json",
-                "-c",
-                config.to_str().unwrap(),
-                &dest,
-            ],
-            &[self.host()],
-        );
+        let mut fixed = vec![
+            "--dry-run",
+            "--output",
+            "json",
+            "-c",
+            config.to_str().unwrap(),
+        ];
+        fixed.extend(extra);
+        fixed.push(&dest);
+        let args = self.mirror_args(&fixed, &[self.host()]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = ok(&bootstrap(&args));
+        let run = bootstrap(&args);
+        let out = ok(&run);
         assert!(!self.path("never-created").exists());
-        serde_json::from_str(&out).unwrap()
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        (serde_json::from_str(&out).unwrap(), stderr)
     }
 
     fn plan_error(&self, config: &Path) -> String {
@@ -803,30 +809,116 @@ fn selection_dropping_the_default_channel_needs_default_channel() {
     );
 }
 
-/// `olm.package.required` is followed: gpu-operator v24.9.1 requires nfd >=4.17.0, so nfd's
-/// head comes along, and is reported; `skipDependencies: true` leaves it out.
+/// The lines of `stderr` that warn of an unmet `olm.package.required`.
+fn dependency_warnings(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: ") && l.contains(" requires package "))
+        .collect()
+}
+
+/// The same ImageSetConfiguration gives oc-mirror v2's bundles: gpu-operator v24.9.1 requires
+/// nfd >=4.17.0, and oc-mirror's filter keeps only what is listed, so by default nfd is not
+/// added; the requirement is a warning naming the bundle and the range (stderr, and the plan's
+/// JSON). `--follow-dependencies` adds nfd's head and reports it; `skipDependencies: true` opts
+/// an entry out again.
 #[test]
-fn selection_follows_a_dependency() {
+fn selection_reports_dependencies_as_oc_mirror_and_follows_them_when_asked() {
     let lab = Lab::new();
     let operators = "    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n";
-    assert_selects(
-        &lab,
-        "deps.yaml",
-        operators,
-        &["gpu-operator-certified.v24.9.1", "nfd.4.18.0-202503041405"],
-    );
-    let plan = lab.plan(&lab.path("deps.yaml"));
+    let cfg = lab.operators_config("deps.yaml", operators);
+    let gpu = ["gpu-operator-certified.v24.9.1"];
+    let (plan, stderr) = lab.plan_with(&cfg, &[]);
+    assert_eq!(operator_images(&plan, &lab), images_of(&lab, &gpu));
+    let catalog = &plan["catalogs"][0];
+    assert_eq!(catalog["dependenciesFollowed"], false, "{catalog}");
+    assert_eq!(catalog["dependencies"], serde_json::json!([]), "{catalog}");
     assert_eq!(
-        plan["catalogs"][0]["dependencies"],
-        serde_json::json!(["nfd/nfd.4.18.0-202503041405"]),
-        "{plan}"
+        catalog["unmetDependencies"],
+        serde_json::json!([{
+            "bundle": "gpu-operator-certified.v24.9.1",
+            "package": "gpu-operator-certified",
+            "requiredPackage": "nfd",
+            "versionRange": ">=4.17.0",
+            "reason": "the catalog has such a bundle of 'nfd', but the selection leaves it out",
+        }]),
+        "{catalog}"
     );
-    assert_selects(
-        &lab,
+    let warnings = dependency_warnings(&stderr);
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains(
+            "bundle 'gpu-operator-certified.v24.9.1' of package 'gpu-operator-certified' requires package 'nfd' (>=4.17.0)"
+        ) && warnings[0].contains("--follow-dependencies"),
+        "{stderr}"
+    );
+
+    let (plan, stderr) = lab.plan_with(&cfg, &["--follow-dependencies"]);
+    let nfd = "nfd.4.18.0-202503041405";
+    assert_eq!(
+        operator_images(&plan, &lab),
+        images_of(&lab, &[gpu[0], nfd])
+    );
+    let catalog = &plan["catalogs"][0];
+    assert_eq!(catalog["dependenciesFollowed"], true, "{catalog}");
+    assert_eq!(
+        catalog["dependencies"],
+        serde_json::json!([format!("nfd/{nfd}")]),
+        "{catalog}"
+    );
+    assert_eq!(catalog["unmetDependencies"], serde_json::json!([]));
+    assert!(dependency_warnings(&stderr).is_empty(), "{stderr}");
+
+    let skip = lab.operators_config(
         "nodeps.yaml",
         &format!("    skipDependencies: true\n{operators}"),
-        &["gpu-operator-certified.v24.9.1"],
     );
+    let (plan, stderr) = lab.plan_with(&skip, &["--follow-dependencies"]);
+    assert_eq!(operator_images(&plan, &lab), images_of(&lab, &gpu));
+    assert_eq!(plan["catalogs"][0]["dependenciesFollowed"], false);
+    assert_eq!(dependency_warnings(&stderr).len(), 1, "{stderr}");
+}
+
+/// A required package another catalog of the configuration keeps is met there (OLM resolves
+/// across catalog sources): no error, no warning, nothing added; when that other catalog keeps
+/// other packages only, the requirement is a warning again, not an error.
+#[test]
+fn a_dependency_met_by_another_catalog_is_not_reported() {
+    let lab = Lab::new();
+    let gpu = "    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n";
+    let other = |package: &str| {
+        format!(
+            "  - catalog: {}/redhat/redhat-operator-index:v4.18\n    targetCatalog: other/redhat-operator-index\n    packages:\n    - name: {package}\n",
+            lab.host()
+        )
+    };
+    let cfg = lab.operators_config("two.yaml", &format!("{gpu}{}", other("nfd")));
+    let (plan, stderr) = lab.plan_with(&cfg, &[]);
+    for catalog in plan["catalogs"].as_array().unwrap() {
+        assert_eq!(
+            catalog["unmetDependencies"],
+            serde_json::json!([]),
+            "{catalog}"
+        );
+        assert_eq!(catalog["dependencies"], serde_json::json!([]), "{catalog}");
+    }
+    assert_eq!(
+        plan["catalogs"][1]["bundles"]["nfd"],
+        serde_json::json!(["nfd.4.18.0-202503041405"])
+    );
+    assert!(dependency_warnings(&stderr).is_empty(), "{stderr}");
+
+    let cfg = lab.operators_config("other.yaml", &format!("{gpu}{}", other("rhods-operator")));
+    let (plan, stderr) = lab.plan_with(&cfg, &[]);
+    assert_eq!(
+        plan["catalogs"][0]["unmetDependencies"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "{plan}"
+    );
+    assert_eq!(dependency_warnings(&stderr).len(), 1, "{stderr}");
 }
 
 /// Across the air gap: the lab set mirrored to disk, then pushed from disk, lands where a mirror

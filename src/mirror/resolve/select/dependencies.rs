@@ -1,21 +1,77 @@
-//! Following `olm.package.required`: for each requirement no kept bundle satisfies, one bundle
-//! is added (kept channels first, then the default channel, then channel heads, then the highest
-//! version), with the part of its channel's replaces chain that keeps one head.
+//! `olm.package.required` of kept bundles. oc-mirror v2 does not follow them (its catalog
+//! filter keeps only the listed packages), so by default each requirement no kept bundle meets
+//! is only reported ([`unmet`]). Following them is an explicit choice ([`follow_dependencies`]):
+//! for each such requirement one bundle is added (kept channels first, then the default channel,
+//! then channel heads, then the highest version), with the part of its channel's replaces chain
+//! that keeps one head. A requirement this catalog cannot meet is reported, not refused: another
+//! catalog of the configuration may meet it.
 
 use super::channel::ChannelGraph;
 use super::range::DependencyRange;
-use super::{graph_error, DependencyPick, Kept, SelectError, UnmetDependency};
-use crate::openshift::fbc::Catalog;
+use super::{graph_error, DependencyPick, Kept, SelectError, UnmetRequirement};
+use crate::openshift::fbc::{Catalog, PackageRequirement};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, VecDeque};
 
-/// Adds, transitively, a bundle for every `olm.package.required` no kept bundle satisfies.
+/// The requirements of kept bundles that no kept bundle meets, with why.
+pub(super) fn unmet(catalog: &Catalog, kept: &Kept) -> Vec<UnmetRequirement> {
+    let mut out = Vec::new();
+    for (package, name) in kept_bundles(kept) {
+        let Some(bundle) = catalog.bundle(&package, &name) else {
+            continue; // reported when the selection is built
+        };
+        for req in &bundle.dependencies {
+            let reason = match DependencyRange::parse(&req.version_range) {
+                Err(e) => format!("the range is not valid: {e}"),
+                Ok(range) if satisfied(catalog, kept, &req.package, &range) => continue,
+                Ok(range) => absent_reason(catalog, &req.package, &range),
+            };
+            out.push(requirement(&package, &name, req, reason));
+        }
+    }
+    out
+}
+
+/// Why this catalog does not provide `package` in `range`: it has none, or the selection leaves
+/// out the bundles it has.
+fn absent_reason(catalog: &Catalog, package: &str, range: &DependencyRange) -> String {
+    if !catalog.packages.contains_key(package) {
+        return format!("the catalog has no package '{package}'");
+    }
+    let has = catalog
+        .bundles
+        .get(package)
+        .is_some_and(|b| b.values().any(|b| range.contains(&b.version)));
+    if has {
+        format!("the catalog has such a bundle of '{package}', but the selection leaves it out")
+    } else {
+        format!("no bundle of '{package}' in the catalog satisfies it")
+    }
+}
+
+fn requirement(
+    package: &str,
+    bundle: &str,
+    req: &PackageRequirement,
+    reason: String,
+) -> UnmetRequirement {
+    UnmetRequirement {
+        package: package.to_string(),
+        bundle: bundle.to_string(),
+        required: req.package.clone(),
+        range: req.version_range.clone(),
+        reason,
+    }
+}
+
+/// Adds, transitively, a bundle for every `olm.package.required` no kept bundle satisfies;
+/// what this catalog cannot satisfy is returned as unmet.
 pub(super) fn follow_dependencies(
     catalog: &Catalog,
     kept: &mut Kept,
-    base: &str,
-) -> Result<Vec<DependencyPick>, SelectError> {
+) -> Result<(Vec<DependencyPick>, Vec<UnmetRequirement>), SelectError> {
     let mut picks = Vec::new();
+    let mut unmet = Vec::new();
     let mut queue: VecDeque<(String, String)> = kept_bundles(kept).collect();
     let mut done = BTreeSet::new();
     while let Some((package, name)) = queue.pop_front() {
@@ -26,45 +82,35 @@ pub(super) fn follow_dependencies(
             continue; // reported when the selection is built
         };
         for req in &bundle.dependencies {
-            let fail = |message: String| {
-                SelectError::Dependency(Box::new(UnmetDependency {
-                    package: package.clone(),
-                    bundle: name.clone(),
-                    required: req.package.clone(),
-                    range: req.version_range.clone(),
-                    message,
-                    path: base.to_string(),
-                }))
+            let range = match DependencyRange::parse(&req.version_range) {
+                Ok(range) => range,
+                Err(e) => {
+                    let reason = format!("the range is not valid: {e}");
+                    unmet.push(requirement(&package, &name, req, reason));
+                    continue;
+                }
             };
-            let range = DependencyRange::parse(&req.version_range)
-                .map_err(|e| fail(format!("the range is not valid: {e}")))?;
-            if !catalog.packages.contains_key(&req.package) {
-                return Err(fail(format!(
-                    "the catalog has no package '{}'",
-                    req.package
-                )));
-            }
             if satisfied(catalog, kept, &req.package, &range) {
                 continue;
             }
+            let Some(best) = pick(catalog, kept, &req.package, &range)? else {
+                let reason = absent_reason(catalog, &req.package, &range);
+                unmet.push(requirement(&package, &name, req, reason));
+                continue;
+            };
             let before: BTreeSet<(String, String)> = kept_bundles(kept).collect();
             let mut head = None;
             if !kept.contains_key(&req.package) {
                 head = keep_default_head(catalog, kept, &req.package)?;
             }
+            // With the package newly kept, its only kept channel is the default one, which
+            // `pick` ranks first anyway: `best` is still the pick.
             let (channel, entry) =
                 match head.filter(|_| satisfied(catalog, kept, &req.package, &range)) {
                     Some(head) => head,
                     None => {
-                        let (channel, entry) = pick(catalog, kept, &req.package, &range)?
-                            .ok_or_else(|| {
-                                fail(format!(
-                                    "no bundle of '{}' in the catalog satisfies it",
-                                    req.package
-                                ))
-                            })?;
-                        add_entry(catalog, kept, &req.package, &channel, &entry)?;
-                        (channel, entry)
+                        add_entry(catalog, kept, &req.package, &best.0, &best.1)?;
+                        best
                     }
                 };
             picks.push(DependencyPick {
@@ -78,7 +124,7 @@ pub(super) fn follow_dependencies(
             queue.extend(kept_bundles(kept).filter(|b| !before.contains(b)));
         }
     }
-    Ok(picks)
+    Ok((picks, unmet))
 }
 
 fn kept_bundles(kept: &Kept) -> impl Iterator<Item = (String, String)> + '_ {

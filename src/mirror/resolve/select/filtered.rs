@@ -18,6 +18,7 @@ pub(super) fn build(
         bundles: BTreeMap::new(),
         others: Vec::new(),
         dependencies,
+        unmet: Vec::new(),
         images: Vec::new(),
     };
     for (name, chans) in kept {

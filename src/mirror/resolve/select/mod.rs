@@ -22,11 +22,15 @@
 //! silently lacks something is only found out on the far side: a listed package or channel the
 //! catalog does not have is an error, not a warning.
 //!
-//! Dependencies (`olm.package.required`) of kept bundles are followed unless `skipDependencies`
-//! is set (oc-mirror v1 did this; v2's filter does not): for each requirement no kept bundle
-//! satisfies, one bundle is added, preferring kept channels, then the default channel, then
-//! channel heads, then the highest version; a package pulled in this way also keeps its default
-//! channel's head, so the rebuilt catalog stays valid. `olm.gvk.required` is not followed.
+//! Dependencies (`olm.package.required`) are not followed by default, as in oc-mirror v2, whose
+//! filter keeps only what is listed (its `skipDependencies` field is read but used nowhere):
+//! each requirement of a kept bundle that no kept bundle meets is returned in
+//! [`Selection::unmet`], for the caller to check against the configuration's other catalogs and
+//! report. Following them is an explicit choice ([`Dependencies::Follow`]; `skipDependencies`
+//! still opts one entry out): for each such requirement one bundle is added, preferring kept
+//! channels, then the default channel, then channel heads, then the highest version; a package
+//! pulled in this way also keeps its default channel's head, so the rebuilt catalog stays valid.
+//! `olm.gvk.required` is not followed.
 //!
 //! The parts: `rules.rs` (a listed package's channels, entries and default channel),
 //! `channel.rs` (a channel's upgrade graph), `range.rs` (version ranges), `dependencies.rs`
@@ -41,7 +45,7 @@ mod rules;
 use crate::mirror::config::Operator;
 use crate::openshift::fbc::{self, Bundle, Catalog, Channel, Other, Package};
 use channel::ChannelGraph;
-use dependencies::follow_dependencies;
+use dependencies::{follow_dependencies, unmet};
 use filtered::{build, images_of};
 use rules::select_package;
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,27 +77,32 @@ pub enum SelectError {
         /// What is wrong.
         message: String,
     },
-    /// A kept bundle requires a package the catalog cannot provide.
-    #[error("{0}")]
-    Dependency(Box<UnmetDependency>),
 }
 
-/// A requirement (`olm.package.required`) of a kept bundle that cannot be met.
-#[derive(Debug, thiserror::Error)]
-#[error("bundle '{bundle}' of package '{package}' requires package '{required}' ({range}), but {message}; set {path}.skipDependencies: true to mirror without following dependencies")]
-pub struct UnmetDependency {
+/// Whether a selection follows `olm.package.required`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dependencies {
+    /// As oc-mirror v2: add nothing; report what the selection leaves unmet.
+    #[default]
+    Report,
+    /// Add a bundle for each requirement the selection leaves unmet, transitively
+    /// (`--follow-dependencies`), unless the entry sets `skipDependencies`.
+    Follow,
+}
+
+/// A requirement (`olm.package.required`) of a kept bundle that no kept bundle meets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnmetRequirement {
     /// The requiring bundle's package.
     pub package: String,
     /// The requiring bundle.
     pub bundle: String,
     /// The required package.
     pub required: String,
-    /// The required version range.
+    /// The required version range, as written.
     pub range: String,
-    /// Why it cannot be met.
-    pub message: String,
-    /// `mirror.operators[N]`.
-    pub path: String,
+    /// Why this catalog's selection does not meet it.
+    pub reason: String,
 }
 
 /// What one operator entry keeps of a catalog.
@@ -110,6 +119,8 @@ pub struct Selection {
     pub others: Vec<Other>,
     /// Bundles added to satisfy dependencies, in the order they were added.
     pub dependencies: Vec<DependencyPick>,
+    /// Requirements of kept bundles that no kept bundle meets.
+    pub unmet: Vec<UnmetRequirement>,
     /// Every kept bundle's image and related images, deduplicated and sorted.
     pub images: Vec<String>,
 }
@@ -143,15 +154,17 @@ pub enum UnknownSchemas {
 /// Kept entry names, by package and channel.
 type Kept = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-/// Applies `operator` (`mirror.operators[operator_index]`) to `catalog`.
+/// Applies `operator` (`mirror.operators[operator_index]`) to `catalog`, following
+/// dependencies or not as `dependencies` says.
 pub fn select(
     catalog: &Catalog,
     operator: &Operator,
     operator_index: usize,
+    dependencies: Dependencies,
 ) -> Result<Selection, SelectError> {
     let base = format!("mirror.operators[{operator_index}]");
     if operator.packages.is_empty() && operator.full {
-        return Ok(whole_catalog(catalog));
+        return whole_catalog(catalog);
     }
     let mut kept = Kept::new();
     let mut defaults = BTreeMap::new();
@@ -172,12 +185,15 @@ pub fn select(
             defaults.insert(pkg.name.clone(), default);
         }
     }
-    let dependencies = if operator.skip_dependencies {
-        Vec::new()
-    } else {
-        follow_dependencies(catalog, &mut kept, &base)?
+    let (picks, unmet) = match dependencies {
+        Dependencies::Follow if !operator.skip_dependencies => {
+            follow_dependencies(catalog, &mut kept)?
+        }
+        _ => (Vec::new(), unmet(catalog, &kept)),
     };
-    build(catalog, &kept, &defaults, dependencies)
+    let mut sel = build(catalog, &kept, &defaults, picks)?;
+    sel.unmet = unmet;
+    Ok(sel)
 }
 
 /// The head of `channel` (the one entry nothing replaces or skips), checked as opm checks it:
@@ -186,16 +202,55 @@ pub fn channel_head(channel: &Channel) -> Result<&str, String> {
     ChannelGraph::new(channel).map(|g| channel.entries[g.head].name.as_str())
 }
 
-/// `full: true` without packages: everything, unchanged.
-fn whole_catalog(catalog: &Catalog) -> Selection {
+/// `full: true` without packages: everything, unchanged; a requirement is unmet only when the
+/// catalog has nothing that meets it.
+fn whole_catalog(catalog: &Catalog) -> Result<Selection, SelectError> {
     let images = images_of(catalog.bundles.values().flat_map(|b| b.values()));
-    Selection {
+    let mut kept = Kept::new();
+    for channel in catalog.channels.values().flat_map(|c| c.values()) {
+        let names = channel.entries.iter().map(|e| e.name.clone()).collect();
+        kept.entry(channel.package.clone())
+            .or_default()
+            .insert(channel.name.clone(), names);
+    }
+    Ok(Selection {
         packages: catalog.packages.clone(),
         channels: catalog.channels.clone(),
         bundles: catalog.bundles.clone(),
         others: catalog.others.clone(),
         dependencies: Vec::new(),
+        unmet: unmet(catalog, &kept),
         images,
+    })
+}
+
+/// The package versions a selection keeps, to check another catalog's unmet requirements
+/// against: OLM resolves a dependency from any catalog source on the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Provided {
+    versions: BTreeMap<String, Vec<semver::Version>>,
+}
+
+impl Provided {
+    /// What `selection` keeps.
+    pub fn of(selection: &Selection) -> Self {
+        let versions = selection
+            .bundles
+            .iter()
+            .map(|(p, b)| (p.clone(), b.values().map(|b| b.version.clone()).collect()))
+            .collect();
+        Provided { versions }
+    }
+
+    /// True when a kept bundle of `package` is in `range` (blang/semver syntax; never for a
+    /// range that does not parse).
+    pub fn meets(&self, package: &str, range: &str) -> bool {
+        let Ok(range) = range::DependencyRange::parse(range) else {
+            return false;
+        };
+        self.versions
+            .get(package)
+            .is_some_and(|vs| vs.iter().any(|v| range.contains(v)))
     }
 }
 
@@ -382,12 +437,14 @@ mod tests {
     }
 
     fn select_err(op: &Operator) -> String {
-        select(&catalog(), op, 0).unwrap_err().to_string()
+        select(&catalog(), op, 0, Dependencies::Report)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
     fn heads_only_for_every_package_without_packages() {
-        let sel = select(&catalog(), &operator(vec![]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![]), 0, Dependencies::Report).unwrap();
         assert_eq!(entries(&sel, GPU, "stable"), vec!["24.6.2"]);
         assert_eq!(entries(&sel, GPU, "v24.6"), vec!["24.6.2"]);
         assert_eq!(entries(&sel, GPU, "v23.9"), vec!["23.9.2"]);
@@ -396,15 +453,22 @@ mod tests {
         assert_eq!(entries(&sel, "nfd", "4.15"), vec!["4.15.0"]);
         assert_eq!(versions(&sel, GITOPS), vec!["1.13.1"]);
         assert_eq!(versions(&sel, "cert-manager"), vec!["1.14.0"]);
-        // Every requirement is already met by a channel head: nothing added.
+        // Every requirement is already met by a channel head: nothing added, nothing unmet.
         assert!(sel.dependencies.is_empty(), "{:?}", sel.dependencies);
+        assert!(sel.unmet.is_empty(), "{:?}", sel.unmet);
         assert_eq!(sel.packages[GPU].default_channel, "stable");
         assert_eq!(sel.others.len(), 2);
     }
 
     #[test]
     fn heads_only_for_a_listed_package_covers_all_its_channels() {
-        let sel = select(&catalog(), &operator(vec![pkg(GPU)]), 0).unwrap();
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GPU)]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
         assert_eq!(sel.packages.keys().collect::<Vec<_>>(), vec![GPU]);
         let channels: Vec<&String> = sel.channels[GPU].keys().collect();
         assert_eq!(channels, vec!["stable", "v23.9", "v24.6"]);
@@ -415,7 +479,7 @@ mod tests {
     fn min_version_alone_runs_to_the_channel_head() {
         let mut p = pkg(GPU);
         p.min_version = some("24.6.0");
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         // 24.6.0 is not on stable's replaces chain: it is kept because 24.6.1 skips it.
         assert_eq!(
             entries(&sel, GPU, "stable"),
@@ -437,7 +501,7 @@ mod tests {
         c.max_version = some("24.6.1");
         let mut p = pkg(GPU);
         p.channels = vec![c];
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         assert_eq!(
             entries(&sel, GPU, "stable"),
             vec!["24.3.0", "24.6.0", "24.6.1"]
@@ -451,7 +515,7 @@ mod tests {
         let mut p = pkg(GPU);
         p.min_version = some("24.6.0");
         p.max_version = some("24.6.0");
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         assert_eq!(entries(&sel, GPU, "stable"), vec!["24.6.0"]);
         assert_eq!(entries(&sel, GPU, "v24.6"), vec!["24.6.0"]);
         let mut p = pkg(GPU);
@@ -469,7 +533,7 @@ mod tests {
         let mut op = operator(vec![pkg(GPU)]);
         op.full = true;
         op.skip_dependencies = true;
-        let sel = select(&catalog(), &op, 0).unwrap();
+        let sel = select(&catalog(), &op, 0, Dependencies::Report).unwrap();
         assert_eq!(
             entries(&sel, GPU, "stable"),
             vec!["23.9.2", "24.3.0", "24.6.0", "24.6.1", "24.6.2"]
@@ -484,7 +548,7 @@ mod tests {
         let c = catalog();
         let mut op = operator(vec![]);
         op.full = true;
-        let sel = select(&c, &op, 0).unwrap();
+        let sel = select(&c, &op, 0, Dependencies::Report).unwrap();
         assert_eq!(sel.packages, c.packages);
         assert_eq!(sel.channels, c.channels);
         assert_eq!(sel.bundles, c.bundles);
@@ -547,7 +611,13 @@ mod tests {
             "mirror.operators[0].packages[1].defaultChannel: channel 'v23.9' is not among the channels mirrored for package 'gpu-operator-certified' (v24.6); name one of them"
         );
         p.default_channel = some("v24.6");
-        let sel = select(&catalog(), &operator(vec![pkg("nfd"), p]), 0).unwrap();
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg("nfd"), p]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
         assert_eq!(sel.packages[GPU].default_channel, "v24.6");
         assert_eq!(sel.packages[GPU].raw["defaultChannel"], "v24.6");
         assert_eq!(entries(&sel, GPU, "v24.6"), vec!["24.6.2"]);
@@ -570,9 +640,74 @@ mod tests {
         );
     }
 
+    /// oc-mirror v2's filter keeps only what is listed: gitops 1.13.1 requires nfd
+    /// `>=4.15.0 <4.16.0`, and by default nfd is not added; the requirement is reported, naming
+    /// the bundle and the range, and why the selection does not meet it.
     #[test]
-    fn dependencies_are_followed_transitively() {
-        let sel = select(&catalog(), &operator(vec![pkg(GITOPS)]), 0).unwrap();
+    fn dependencies_are_not_followed_by_default_but_reported() {
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GITOPS)]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
+        assert_eq!(sel.packages.keys().collect::<Vec<_>>(), vec![GITOPS]);
+        assert!(sel.dependencies.is_empty());
+        assert_eq!(
+            sel.unmet,
+            vec![UnmetRequirement {
+                package: GITOPS.into(),
+                bundle: "openshift-gitops-operator.v1.13.1".into(),
+                required: "nfd".into(),
+                range: ">=4.15.0 <4.16.0".into(),
+                reason: "the catalog has such a bundle of 'nfd', but the selection leaves it out"
+                    .into(),
+            }]
+        );
+        // nfd listed with channel stable, whose head 4.16.0 is out of range: still unmet, and
+        // the kept nfd 4.16.0 has no requirement of its own.
+        let mut p = pkg("nfd");
+        p.channels = vec![chan("stable")];
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GITOPS), p]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
+        assert_eq!(versions(&sel, "nfd"), vec!["4.16.0"]);
+        assert_eq!(sel.unmet.len(), 1);
+        // nfd listed with channel 4.15: met by what is listed. Its own requirement
+        // (cert-manager >=1.0.0) is then unmet in turn.
+        let mut p = pkg("nfd");
+        p.channels = vec![chan("4.15")];
+        p.default_channel = some("4.15");
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GITOPS), p]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
+        let unmet: Vec<(&str, &str)> = sel
+            .unmet
+            .iter()
+            .map(|u| (u.bundle.as_str(), u.required.as_str()))
+            .collect();
+        assert_eq!(unmet, vec![("nfd.v4.15.0", "cert-manager")]);
+    }
+
+    #[test]
+    fn dependencies_are_followed_transitively_when_asked() {
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GITOPS)]),
+            0,
+            Dependencies::Follow,
+        )
+        .unwrap();
+        assert!(sel.unmet.is_empty(), "{:?}", sel.unmet);
         assert_eq!(versions(&sel, GITOPS), vec!["1.13.1"]);
         // nfd: its default channel's head (so the package stays valid), plus 4.15.0, which the
         // range needs, in that same channel (a kept channel beats adding channel 4.15).
@@ -607,14 +742,20 @@ mod tests {
         let mut p = pkg("nfd");
         p.channels = vec![chan("4.15")];
         p.default_channel = some("4.15");
-        let sel = select(&catalog(), &operator(vec![pkg(GITOPS), p]), 0).unwrap();
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GITOPS), p]),
+            0,
+            Dependencies::Follow,
+        )
+        .unwrap();
         assert_eq!(entries(&sel, "nfd", "4.15"), vec!["4.15.0"]);
         assert!(!sel.channels["nfd"].contains_key("stable"));
         assert!(sel.dependencies.iter().all(|d| d.package != "nfd"));
         // nfd not listed, its default channel 4.15: the default channel's head is taken.
         let mut c = catalog();
         c.packages.get_mut("nfd").unwrap().default_channel = "4.15".into();
-        let sel = select(&c, &operator(vec![pkg(GITOPS)]), 0).unwrap();
+        let sel = select(&c, &operator(vec![pkg(GITOPS)]), 0, Dependencies::Follow).unwrap();
         assert_eq!(sel.channels["nfd"].keys().collect::<Vec<_>>(), vec!["4.15"]);
         assert_eq!(
             (
@@ -625,17 +766,23 @@ mod tests {
         );
     }
 
+    /// `skipDependencies: true` opts one entry out of `--follow-dependencies`; what it leaves
+    /// unmet is still reported.
     #[test]
     fn skip_dependencies_does_not_follow_them() {
         let mut op = operator(vec![pkg(GITOPS)]);
         op.skip_dependencies = true;
-        let sel = select(&catalog(), &op, 0).unwrap();
+        let sel = select(&catalog(), &op, 0, Dependencies::Follow).unwrap();
         assert_eq!(sel.packages.keys().collect::<Vec<_>>(), vec![GITOPS]);
         assert!(sel.dependencies.is_empty());
+        assert_eq!(sel.unmet.len(), 1);
     }
 
+    /// A requirement this catalog cannot meet may be met by another catalog of the
+    /// configuration (OLM resolves across catalog sources): reported, never refused, whether
+    /// dependencies are followed or not.
     #[test]
-    fn unsatisfiable_dependency_is_an_error() {
+    fn unsatisfiable_dependency_is_reported_not_refused() {
         let mut c = catalog();
         c.bundles
             .get_mut(GITOPS)
@@ -644,20 +791,62 @@ mod tests {
             .unwrap()
             .dependencies[0]
             .version_range = ">=9.0.0".into();
-        let e = select(&c, &operator(vec![pkg(GITOPS)]), 3)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            e,
-            "bundle 'openshift-gitops-operator.v1.13.1' of package 'openshift-gitops-operator' requires package 'nfd' (>=9.0.0), but no bundle of 'nfd' in the catalog satisfies it; set mirror.operators[3].skipDependencies: true to mirror without following dependencies"
-        );
+        c.bundles
+            .get_mut("nfd")
+            .unwrap()
+            .get_mut("nfd.v4.15.0")
+            .unwrap()
+            .dependencies[0]
+            .package = "cert-utils-operator".into();
+        let mut p = pkg("nfd");
+        p.channels = vec![chan("4.15")];
+        p.default_channel = some("4.15");
+        for deps in [Dependencies::Report, Dependencies::Follow] {
+            let sel = select(&c, &operator(vec![pkg(GITOPS), p.clone()]), 3, deps).unwrap();
+            assert!(sel.dependencies.is_empty(), "{deps:?}");
+            let unmet: Vec<(&str, &str, &str)> = sel
+                .unmet
+                .iter()
+                .map(|u| (u.bundle.as_str(), u.range.as_str(), u.reason.as_str()))
+                .collect();
+            assert_eq!(
+                unmet,
+                vec![
+                    (
+                        "nfd.v4.15.0",
+                        ">=1.0.0",
+                        "the catalog has no package 'cert-utils-operator'"
+                    ),
+                    (
+                        "openshift-gitops-operator.v1.13.1",
+                        ">=9.0.0",
+                        "no bundle of 'nfd' in the catalog satisfies it"
+                    ),
+                ],
+                "{deps:?}"
+            );
+        }
+    }
+
+    /// What another catalog's selection keeps meets a requirement when a kept version is in
+    /// its range.
+    #[test]
+    fn provided_meets_a_requirement_in_range() {
+        let mut p = pkg("nfd");
+        p.channels = vec![chan("stable")];
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
+        let provided = Provided::of(&sel);
+        assert!(provided.meets("nfd", ">=4.16.0"));
+        assert!(!provided.meets("nfd", ">=4.15.0 <4.16.0"));
+        assert!(!provided.meets("cert-manager", ">=1.0.0"));
+        assert!(!provided.meets("nfd", "not a range"));
     }
 
     #[test]
     fn every_related_image_of_a_kept_bundle_is_listed_once() {
         let mut p = pkg(GPU);
         p.channels = vec![chan("stable")];
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         let expected: Vec<String> = ["bundle", "device-plugin", "driver", "toolkit"]
             .iter()
             .map(|r| format!("registry.example.com/gpu-operator-certified/{r}@sha256:24.6.2"))
@@ -703,7 +892,7 @@ mod tests {
             .get_mut("stable")
             .unwrap();
         stable.entries[1].replaces = None;
-        let e = select(&c, &operator(vec![pkg("nfd")]), 0).unwrap_err();
+        let e = select(&c, &operator(vec![pkg("nfd")]), 0, Dependencies::Report).unwrap_err();
         assert!(matches!(e, SelectError::Graph { .. }));
         assert_eq!(
             e.to_string(),
@@ -725,7 +914,13 @@ mod tests {
         third.replaces = Some("cert-manager.v1.13.0".into());
         stable.entries[0].replaces = Some("cert-manager.v1.12.0".into());
         stable.entries.push(third);
-        let e = select(&c, &operator(vec![pkg("cert-manager")]), 0).unwrap_err();
+        let e = select(
+            &c,
+            &operator(vec![pkg("cert-manager")]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap_err();
         assert!(
             e.to_string().ends_with("the upgrade graph has a cycle"),
             "{e}"
@@ -736,7 +931,7 @@ mod tests {
     fn render_is_ordered_filtered_and_deterministic() {
         let mut p = pkg(GPU);
         p.min_version = some("24.6.0");
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         let files = sel.render(UnknownSchemas::Keep);
         assert_eq!(
             files.keys().collect::<Vec<_>>(),
@@ -782,7 +977,13 @@ mod tests {
 
     #[test]
     fn deprecations_about_kept_things_are_kept() {
-        let sel = select(&catalog(), &operator(vec![pkg(GPU)]), 0).unwrap();
+        let sel = select(
+            &catalog(),
+            &operator(vec![pkg(GPU)]),
+            0,
+            Dependencies::Report,
+        )
+        .unwrap();
         let dep = sel
             .others
             .iter()
@@ -792,7 +993,7 @@ mod tests {
         let mut p = pkg(GPU);
         p.channels = vec![chan("stable"), chan("v23.9")];
         p.min_version = None;
-        let sel = select(&catalog(), &operator(vec![p]), 0).unwrap();
+        let sel = select(&catalog(), &operator(vec![p]), 0, Dependencies::Report).unwrap();
         let dep = sel
             .others
             .iter()
@@ -810,7 +1011,9 @@ mod tests {
         }
         let mut p = pkg("nfd");
         p.min_version = some("4.15.0");
-        let e = select(&c, &operator(vec![p]), 0).unwrap_err().to_string();
+        let e = select(&c, &operator(vec![p]), 0, Dependencies::Report)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.ends_with("(its versions have pre-release parts, such as 4.15.0-202407111006, and, as in oc-mirror, a bound without one does not match them: write the bound with one, e.g. 4.15.0-0)"),
             "{e}"
