@@ -671,6 +671,44 @@ fn archive_create_cuts_a_disk_mirror_and_missing_chunks_are_named_before_a_push(
         );
     }
 
+    // A manifest.json that leaves out a layer an image needs (as a hand-edited or truncated one
+    // would): verify names the image and the layer.
+    let edited = work.path().join("edited");
+    fs_err::create_dir_all(&edited).unwrap();
+    for c in m["chunks"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        fs_err::hard_link(dir.join(name), edited.join(name)).unwrap();
+    }
+    let layer = pushed
+        .iter()
+        .find(|p| p.repo.ends_with("base/app-a"))
+        .unwrap()
+        .blobs
+        .iter()
+        .min_by_key(|(_, s)| *s)
+        .unwrap()
+        .0
+        .clone();
+    let mut cut = m.clone();
+    cut["blobs"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|b| b["digest"] != layer.as_str());
+    fs_err::write(
+        edited.join("manifest.json"),
+        serde_json::to_vec(&cut).unwrap(),
+    )
+    .unwrap();
+    fs_err::copy(dir.join("SHA256SUMS"), edited.join("SHA256SUMS")).unwrap();
+    let o = bootstrap(&["verify", &format!("archive://{}", edited.display())]);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.lines()
+            .any(|l| l.contains("base/app-a") && l.contains(&layer) && l.contains("neither")),
+        "{out}"
+    );
+
     // A chunk left behind at the door: named before anything is pushed; an unexpected file
     // and the missing chunk both appear in verify, one line each.
     let lost = m["chunks"][0]["name"].as_str().unwrap().to_string();

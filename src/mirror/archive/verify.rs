@@ -104,6 +104,8 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
                 "image {}: its manifest {} is in neither the archive nor its base",
                 img.name, img.digest
             ));
+        } else {
+            check_references(dir, &manifest, &carried, img, &mut report);
         }
     }
     // Two chunks at a time: removable disks read best front to back, not all at once.
@@ -123,6 +125,64 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
         report.corrupt.extend(found.corrupt);
     }
     Ok(report.finish())
+}
+
+/// Walks an image's manifests as the archive carries them (an index's children, each
+/// manifest's config and layers): every digest they reference must be carried, or left to the
+/// base. A manifest the archive cannot read is left to the chunk checks, which name it.
+fn check_references(
+    dir: &Path,
+    manifest: &ArchiveManifest,
+    carried: &BTreeSet<&Digest>,
+    img: &super::ArchiveImage,
+    report: &mut Report,
+) {
+    let mut todo = vec![img.digest.clone()];
+    let mut seen = BTreeSet::new();
+    while let Some(d) = todo.pop() {
+        if !seen.insert(d.clone()) {
+            continue;
+        }
+        // Only what this archive holds can be read; a base manifest was checked with the base.
+        let Some(b) = manifest.blobs.iter().find(|b| b.digest == d) else {
+            continue;
+        };
+        if b.size > crate::bounded::SMALL_BLOB_MAX {
+            continue;
+        }
+        let Ok(bytes) = super::reader::read_range(&dir.join(&b.chunk), b.offset, b.size) else {
+            continue;
+        };
+        if Digest::of(&bytes) != d {
+            continue;
+        }
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            continue;
+        };
+        let children = json["manifests"].as_array().into_iter().flatten();
+        let blobs = json["layers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .chain(std::iter::once(&json["config"]));
+        for (entry, is_manifest) in children.map(|c| (c, true)).chain(blobs.map(|b| (b, false))) {
+            let Some(r) = entry["digest"]
+                .as_str()
+                .and_then(|s| s.parse::<Digest>().ok())
+            else {
+                continue;
+            };
+            if !carried.contains(&r) {
+                report.missing.push(format!(
+                    "image {}: {} {r} (referenced by {d}) is in neither the archive nor its base",
+                    img.name,
+                    if is_manifest { "manifest" } else { "blob" }
+                ));
+            } else if is_manifest {
+                todo.push(r);
+            }
+        }
+    }
 }
 
 fn check_sums(dir: &Path, manifest: &ArchiveManifest, text: &str, report: &mut Report) {
