@@ -109,17 +109,7 @@ pub fn read_regular_to_string(path: &Path, max: u64) -> io::Result<String> {
 /// followed.
 pub fn hash_regular(path: &Path) -> io::Result<(crate::oci::digest::Digest, u64)> {
     let (f, size) = crate::bounded::open_regular(path)?;
-    let mut f = f.take(size + 1);
-    let mut h = crate::oci::digest::StreamHasher::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    let (digest, len) = h.finish();
+    let (digest, len) = hash_reader(f.take(size + 1))?;
     if len > size {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -127,6 +117,41 @@ pub fn hash_regular(path: &Path) -> io::Result<(crate::oci::digest::Digest, u64)
         ));
     }
     Ok((digest, len))
+}
+
+/// The sha256 of `len` bytes at `start` of a regular file (a blob inside an archive chunk);
+/// a file that ends before them is an error.
+pub fn hash_range(path: &Path, start: u64, len: u64) -> io::Result<crate::oci::digest::Digest> {
+    use std::io::Seek;
+    let (file, _) = open_regular(path)?;
+    let mut file = file.into_parts().0;
+    file.seek(io::SeekFrom::Start(start))?;
+    let (digest, n) = hash_reader(file.take(len))?;
+    if n != len {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "{} ends inside the bytes at {start}..{}",
+                path.display(),
+                start + len
+            ),
+        ));
+    }
+    Ok(digest)
+}
+
+/// The sha256 and length of everything `r` gives.
+fn hash_reader(mut r: impl Read) -> io::Result<(crate::oci::digest::Digest, u64)> {
+    let mut h = crate::oci::digest::StreamHasher::new();
+    let mut buf = vec![0u8; 1024 * 1024];
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finish())
 }
 
 #[cfg(test)]

@@ -159,6 +159,19 @@ fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>, place: Place)
     result
 }
 
+/// Takes an exclusive `flock` on `path` (created when absent) for as long as the returned file
+/// lives; `None` when another process holds it.
+pub fn try_lock(path: &Path) -> Result<Option<fs_err::File>> {
+    let file = fs_err::File::create(path)?;
+    match file.file().try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

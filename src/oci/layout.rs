@@ -237,17 +237,13 @@ impl OciLayout {
     /// `.partial/lock`), so two runs never write the same partial blobs.
     pub fn lock(&self) -> Result<fs_err::File> {
         let path = self.root.join(PARTIAL_DIR).join("lock");
-        let file = fs_err::File::create(&path)?;
-        match file.file().try_lock() {
-            Ok(()) => Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => bail!(
+        match crate::fs::try_lock(&path)? {
+            Some(file) => Ok(file),
+            None => bail!(
                 "{} is in use by another bootstrap run (it holds {}); wait for it to finish",
                 self.root.display(),
                 path.display()
             ),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(e).with_context(|| format!("locking {}", path.display()))
-            }
         }
     }
 

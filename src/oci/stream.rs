@@ -160,43 +160,31 @@ impl VerifiedReader {
 /// (so a [`VerifiedReader`] sees an overlong file without reading all of it). Only a regular
 /// file is opened (see [`crate::bounded`]): a FIFO or a symlink to a device is refused.
 pub async fn file_stream(path: &std::path::Path, offset: u64, size: u64) -> io::Result<ByteStream> {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let owned = path.to_path_buf();
-    let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&owned))
-        .await
-        .map_err(io::Error::other)??;
-    let mut file = fs_err::tokio::File::from_std(file);
-    if offset > 0 {
-        file.seek(io::SeekFrom::Start(offset)).await?;
-    }
-    let file = file.take((size + 1).saturating_sub(offset));
-    Ok(Box::pin(futures_util::stream::unfold(
-        file,
-        |mut f| async move {
-            let mut buf = vec![0u8; CHUNK];
-            match f.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(Bytes::from(buf)), f))
-                }
-                Err(e) => Some((Err(e), f)),
-            }
-        },
-    )))
+    regular_file_stream(path, offset, (size + 1).saturating_sub(offset)).await
 }
 
 /// Reads `len` bytes from `start` of a regular file (a blob inside an archive chunk) as a
 /// stream of chunks.
 pub async fn range_stream(path: &std::path::Path, start: u64, len: u64) -> io::Result<ByteStream> {
+    regular_file_stream(path, start, len).await
+}
+
+/// At most `limit` bytes of a regular file from `start`, as a stream of chunks.
+async fn regular_file_stream(
+    path: &std::path::Path,
+    start: u64,
+    limit: u64,
+) -> io::Result<ByteStream> {
     use tokio::io::{AsyncReadExt, AsyncSeekExt};
     let owned = path.to_path_buf();
     let (file, _) = tokio::task::spawn_blocking(move || crate::bounded::open_regular(&owned))
         .await
         .map_err(io::Error::other)??;
     let mut file = fs_err::tokio::File::from_std(file);
-    file.seek(io::SeekFrom::Start(start)).await?;
-    let file = file.take(len);
+    if start > 0 {
+        file.seek(io::SeekFrom::Start(start)).await?;
+    }
+    let file = file.take(limit);
     Ok(Box::pin(futures_util::stream::unfold(
         file,
         |mut f| async move {

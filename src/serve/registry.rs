@@ -112,7 +112,7 @@ impl Served {
             if start == 0 {
                 return crate::bounded::hash_regular(&path).map(|(d, _)| d);
             }
-            hash_range(&path, start, len)
+            crate::bounded::hash_range(&path, start, len)
         })
         .await;
         let ok = matches!(&hashed, Ok(Ok(d)) if d == digest);
@@ -534,32 +534,6 @@ async fn blob(
     }
     api_version(&mut resp);
     resp
-}
-
-/// The digest of `len` bytes at `start` of a regular file (a blob in an archive chunk).
-fn hash_range(path: &std::path::Path, start: u64, len: u64) -> std::io::Result<Digest> {
-    use std::io::{Read, Seek};
-    let (file, _) = crate::bounded::open_regular(path)?;
-    let mut file = file.into_parts().0;
-    file.seek(std::io::SeekFrom::Start(start))?;
-    let mut r = file.take(len);
-    let mut h = crate::oci::digest::StreamHasher::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    loop {
-        let n = r.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    let (d, n) = h.finish();
-    if n != len {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!("{} ends inside the blob", path.display()),
-        ));
-    }
-    Ok(d)
 }
 
 /// Opens a regular file (never a FIFO or a symlink) at `offset`.

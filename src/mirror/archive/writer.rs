@@ -726,17 +726,13 @@ impl ArchiveWriter {
 
 /// Takes the archive's lock (an exclusive `flock`), naming the archive when another run holds it.
 fn take_lock(path: &Path, dir: &Path) -> Result<fs_err::File> {
-    let file = fs_err::File::create(path)?;
-    match file.file().try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => bail!(
+    match crate::fs::try_lock(path)? {
+        Some(file) => Ok(file),
+        None => bail!(
             "archive {} is being written by another bootstrap run (it holds {}); wait for it to finish",
             dir.display(),
             path.display()
         ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking {}", path.display()))
-        }
     }
 }
 
