@@ -386,16 +386,10 @@ impl Runner<'_> {
                 (result, log)
             }
         });
+        // A signal wins over a stage that ends at the same moment (it may have ended because
+        // of the signal): nothing it did is published, and the rerun does it again.
         let finished = tokio::select! {
-            joined = task => Some(match joined {
-                Ok(pair) => pair,
-                // A bug, not the site's fault: still recorded as the stage's failure, in its
-                // log and state.json, rather than ending the run with the stage left running.
-                Err(e) => (
-                    Err(anyhow::anyhow!("bootstrap failed inside the stage (a bug; please report it): {e}")),
-                    StageLog::open(&self.dir.join(&log_name), secrets.clone())?,
-                ),
-            }),
+            biased;
             signal = self.signals.wait() => {
                 let detail = format!("interrupted by {signal}; run again to continue");
                 self.end(stage, Status::Interrupted, started, detail)?;
@@ -405,6 +399,15 @@ impl Runner<'_> {
                 self.report(stage, "interrupted", signal.to_string());
                 return Ok(Some(Ending::Interrupted { stage: Some(stage), signal }));
             }
+            joined = task => Some(match joined {
+                Ok(pair) => pair,
+                // A bug, not the site's fault: still recorded as the stage's failure, in its
+                // log and state.json, rather than ending the run with the stage left running.
+                Err(e) => (
+                    Err(anyhow::anyhow!("bootstrap failed inside the stage (a bug; please report it): {e}")),
+                    StageLog::open(&self.dir.join(&log_name), secrets.clone())?,
+                ),
+            }),
         };
         let (result, mut log) = finished.expect("joined");
         let published = result.and_then(|detail| {
@@ -470,8 +473,10 @@ impl Signals {
                 _ = int.recv() => Signal::Interrupt,
                 _ = term.recv() => Signal::Terminate,
             };
-            flag.store(true, Ordering::SeqCst);
+            // Sent before the flag is raised: a stage's thread that stops on the flag finds the
+            // signal already there for the runner to see.
             let _ = tx.send(Some(got));
+            flag.store(true, Ordering::SeqCst);
         });
         Ok(Signals { rx, cancel })
     }
