@@ -195,6 +195,17 @@ pub struct MirrorArgs {
     #[arg(long, default_value_t = 1024, value_name = "BYTES")]
     pub stall_floor: u64,
 
+    /// Connections one large blob is pulled over: a blob of 256 MiB or more is read from the
+    /// source registry as up to N `Range` requests at once (parts of at least 128 MiB), spooled
+    /// through the working directory and handed on in order. 1 reads every blob as one stream.
+    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_RANGE_PARTS, value_name = "N",
+          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=16), |n| n as usize))]
+    pub range_parts: usize,
+
+    /// Fewest bytes in one part of a split blob (tests split small blobs with it).
+    #[arg(long, default_value_t = crate::mirror::transfer::MIN_RANGE_PART, hide = true)]
+    pub range_min_part: u64,
+
     /// Where in-progress state is kept (the upload journal that lets a rerun continue a
     /// push). Default: DIR/.bootstrap for a disk destination, ./.bootstrap-work otherwise.
     #[arg(long, value_name = "DIR")]

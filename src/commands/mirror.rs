@@ -74,6 +74,12 @@ impl MirrorSettings {
                 floor: args.stall_floor,
             },
             continue_on_error: args.continue_on_error,
+            split: crate::oci::ranged::Split {
+                parts: args.range_parts,
+                min_part: args.range_min_part.max(1),
+            },
+            // Set once the working directory is known.
+            spool_dir: None,
         };
         Ok(MirrorSettings {
             input,

@@ -121,7 +121,9 @@ pub async fn run(settings: MirrorSettings) -> Result<MirrorResult> {
         Destination::Layout(_) => None,
     };
     let progress = Progress::new("mirror", 0);
-    let transfer = Transfer::new(source, dest, settings.transfer.clone(), journal, progress);
+    let mut transfer_settings = settings.transfer.clone();
+    transfer_settings.spool_dir = Some(workdir.join("spool"));
+    let transfer = Transfer::new(source, dest, transfer_settings, journal, progress);
     let copied = copy(&settings, &transfer, &images, &wanted, fresh_dir).await?;
     let started = Started { at: started, clock };
     let (source_label, config) = (wanted.source_label.clone(), wanted.config.clone());

@@ -344,6 +344,48 @@ fn multi_arch_index_filtered_to_amd64() {
     assert!(!raw.contains("arm64"));
 }
 
+/// Over TLS the registries offer HTTP/2; blob bodies must still go over HTTP/1.1 connections of
+/// their own (issue 17: one multiplexed connection made the whole mirror slower than skopeo),
+/// so no connection that carried a blob body carried a manifest. Read from the registries' own
+/// logs: `http.request.remoteaddr` is one client port per connection.
+fn blob_bodies_went_over_connections_of_their_own(src: &Registry, dst: &Registry) {
+    use std::collections::BTreeSet;
+    let conns = |reqs: &[support::reglog::LoggedRequest],
+                 f: &dyn Fn(&support::reglog::LoggedRequest) -> bool|
+     -> BTreeSet<String> {
+        reqs.iter()
+            .filter(|r| f(r))
+            .map(|r| r.remote.clone())
+            .collect()
+    };
+    let pulled = src.requests();
+    let blob_gets = conns(&pulled, &|r| {
+        r.method == "GET" && r.path.contains("/blobs/")
+    });
+    let manifest_gets = conns(&pulled, &|r| r.path.contains("/manifests/"));
+    assert!(!blob_gets.is_empty() && !manifest_gets.is_empty());
+    assert!(
+        blob_gets.is_disjoint(&manifest_gets),
+        "blob GETs shared a connection with manifest requests: {blob_gets:?} / {manifest_gets:?}"
+    );
+    let pushed = dst.requests();
+    let uploads = conns(&pushed, &|r| {
+        // A committing PUT with no body (after PATCHes) may share the small requests' one.
+        r.method == "PATCH"
+            || (r.method == "PUT"
+                && r.query_value("digest").is_some()
+                && r.content_type.as_deref() == Some("application/octet-stream"))
+    });
+    let manifest_puts = conns(&pushed, &|r| {
+        r.method == "PUT" && r.path.contains("/manifests/")
+    });
+    assert!(!uploads.is_empty() && !manifest_puts.is_empty());
+    assert!(
+        uploads.is_disjoint(&manifest_puts),
+        "blob uploads shared a connection with manifest pushes: {uploads:?} / {manifest_puts:?}"
+    );
+}
+
 fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
     let pushed = SyntheticSet::standard(seed)
         .without_large()
@@ -386,6 +428,7 @@ fn auth_mirror(src: &Registry, dst: &Registry, seed: u64) {
         "--ca-bundle",
         ca.to_str().unwrap(),
     ])));
+    blob_bodies_went_over_connections_of_their_own(src, dst);
     for img in &pushed[..2] {
         let mut a = vec![s("inspect"), s("--raw")];
         a.extend(dst.skopeo_tls_args());
@@ -845,4 +888,83 @@ fn digest_only_images_are_pushed_under_their_digest_tag() {
         rec_path.to_str().unwrap(),
     ]);
     check(&dest, &rec_path, "site");
+}
+
+/// A large blob is pulled from the source as several `Range` requests at once (each on its own
+/// connection) and arrives whole, to a registry and to disk; the registry's own log shows the
+/// ranged GETs. (Parts are made small here with the hidden `--range-min-part`.)
+#[test]
+fn a_large_blob_is_pulled_in_parallel_ranges_and_arrives_whole() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(23)
+        .with_large_layer_size(6 * 1024 * 1024 + 123)
+        .push_to(&src, "src");
+    let large = support::images::find(&pushed, "data/large");
+    let (big, big_size) = large
+        .blobs
+        .iter()
+        .max_by_key(|(_, size)| *size)
+        .cloned()
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let src_host = src.host();
+    let cfg = write_config(
+        work.path(),
+        std::slice::from_ref(large),
+        &src_host,
+        &["amd64"],
+    );
+    let split = ["--range-parts", "3", "--range-min-part", "1048576"];
+    let ranged_gets = || {
+        src.requests()
+            .into_iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with(&big) && r.status == 206)
+            .count()
+    };
+    let mut to_registry = vec![
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "--plain-http",
+        &src_host,
+        "--plain-http",
+    ];
+    let dst_host = dst.host();
+    let dest = format!("docker://{dst_host}/m");
+    to_registry.extend([dst_host.as_str(), dest.as_str()]);
+    to_registry.extend(split);
+    ok(&bootstrap(&to_registry));
+    assert_eq!(
+        ranged_gets(),
+        3,
+        "three ranged GETs of the {big_size}-byte blob"
+    );
+    let copy = format!("docker://{dst_host}/m/{}:{}", large.repo, large.tag);
+    let raw = skopeo_ok(&[s("inspect"), s("--raw"), s("--tls-verify=false"), copy]);
+    assert_eq!(raw_digest(&raw), large.digest);
+    assert_eq!(dst.blob_uploads_completed(&big), 1);
+
+    let dir = work.path().join("disk");
+    let mut to_disk = vec![
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "--plain-http",
+        &src_host,
+    ];
+    let file = format!("file://{}", dir.display());
+    to_disk.push(&file);
+    to_disk.extend(split);
+    ok(&bootstrap(&to_disk));
+    assert_eq!(ranged_gets(), 6);
+    let blob = dir
+        .join("blobs/sha256")
+        .join(big.trim_start_matches("sha256:"));
+    assert_eq!(fs_err::metadata(&blob).unwrap().len(), big_size);
+    ok(&bootstrap(&["verify", &file]));
+    // Nothing of the spool is left in the working directory.
+    let spool = dir.join(".bootstrap/spool");
+    let left = fs_err::read_dir(&spool).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "files left in {}", spool.display());
 }

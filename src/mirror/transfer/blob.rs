@@ -8,7 +8,7 @@ use crate::mirror::journal::UploadEntry;
 use crate::mirror::plan::{BlobNode, Source};
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
 use crate::oci::reference::RegistryTarget;
-use crate::oci::registry::{ErrorCode, Mount, RegistryClient, RegistryError};
+use crate::oci::registry::{ErrorCode, Mount, Ranged, RegistryClient, RegistryError};
 use crate::oci::retry;
 use crate::oci::stall;
 use crate::oci::stream::{response_stream, ByteStream, OnBytes, VerifiedReader};
@@ -33,11 +33,72 @@ impl Transfer {
         match &self.source {
             Source::Registry(regs) => {
                 let client = regs.client(&node.from.registry)?;
+                if let Some(stream) = self.open_split(&client, node, offset).await? {
+                    return Ok(stream);
+                }
                 let resp = client.get_blob(&node.from.repository, d, offset).await?;
                 Ok(response_stream(resp))
             }
             Source::Layout(layout) => Ok(layout.blob_stream(d, offset, node.blob.size).await?),
         }
+    }
+
+    /// The rest of a large blob from `offset` as parallel `Range` reads spooled in order (see
+    /// [`crate::oci::ranged`]), or `None` when it is not split: splitting is off, the rest is
+    /// too short, or the registry answered the first range with the whole blob from byte 0
+    /// (then that answer is the stream). The first part is asked for here, so a registry that
+    /// ignores `Range` is found before anything is spooled.
+    async fn open_split(
+        &self,
+        client: &Arc<RegistryClient>,
+        node: &BlobNode,
+        offset: u64,
+    ) -> Result<Option<ByteStream>> {
+        let Some(dir) = &self.settings.spool_dir else {
+            return Ok(None);
+        };
+        let ranges = self.settings.split.parts_of(offset, node.blob.size);
+        if ranges.len() < 2 {
+            return Ok(None);
+        }
+        // The spool holds the rest of the blob for a while: not where that would fill the disk.
+        fs_err::create_dir_all(dir)?;
+        let room = crate::mirror::space::free_bytes(dir).unwrap_or(0);
+        if room < 2 * (node.blob.size - offset) {
+            tracing::debug!(
+                "not splitting blob {}: little room in {}",
+                node.blob.digest,
+                dir.display()
+            );
+            return Ok(None);
+        }
+        let (repo, d) = (&node.from.repository, &node.blob.digest);
+        let (start, end) = ranges[0];
+        let first = match client.get_blob_range(repo, d, start, end).await? {
+            Ranged::Partial(resp) => response_stream(resp),
+            Ranged::Whole(resp) if offset == 0 => {
+                tracing::debug!("{}: blob {d} is not served in ranges", client.host());
+                return Ok(Some(response_stream(resp)));
+            }
+            Ranged::Whole(_) => anyhow::bail!(
+                "blob {repo}@{d}: {} ignored the Range request",
+                client.host()
+            ),
+        };
+        let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
+        let stream = crate::oci::ranged::spooled(dir, ranges, first, move |start, end| {
+            let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
+            async move {
+                match client.get_blob_range(&repo, &d, start, end).await? {
+                    Ranged::Partial(resp) => Ok(response_stream(resp)),
+                    Ranged::Whole(_) => anyhow::bail!(
+                        "blob {repo}@{d}: {} ignored the Range request",
+                        client.host()
+                    ),
+                }
+            }
+        })?;
+        Ok(Some(stream))
     }
 
     /// How far into `node`'s blob the progress display has been moved, across attempts.

@@ -19,6 +19,7 @@ use super::plan::{BlobNode, Source};
 use crate::concurrency::Concurrency;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
+use crate::oci::ranged::Split;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::RegistryClient;
 use crate::oci::retry::RetryPolicy;
@@ -28,6 +29,7 @@ use anyhow::Result;
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::num::NonZeroU64;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -80,7 +82,19 @@ pub struct TransferSettings {
     pub stall: StallPolicy,
     /// Keep going after a blob failed (the images needing it fail; the rest complete).
     pub continue_on_error: bool,
+    /// How a large blob pulled from a registry is split into parallel `Range` reads.
+    pub split: Split,
+    /// Where split reads are spooled (unnamed files); no splitting without one.
+    pub spool_dir: Option<PathBuf>,
 }
+
+/// Default most parts of one split blob.
+pub const DEFAULT_RANGE_PARTS: usize = 4;
+
+/// Fewest bytes in one part of a split blob: blobs under twice this go as one stream. Large
+/// enough that the typical layer (tens of MiB) is not split, where blobs in flight already fill
+/// the link and the spool's extra pass over the bytes would cost more than it gives.
+pub const MIN_RANGE_PART: u64 = 128 * 1024 * 1024;
 
 impl Default for TransferSettings {
     fn default() -> Self {
@@ -90,6 +104,11 @@ impl Default for TransferSettings {
             retry: RetryPolicy::default(),
             stall: StallPolicy::default(),
             continue_on_error: false,
+            split: Split {
+                parts: DEFAULT_RANGE_PARTS,
+                min_part: MIN_RANGE_PART,
+            },
+            spool_dir: None,
         }
     }
 }

@@ -14,6 +14,15 @@ pub enum Mount {
     Upload(String),
 }
 
+/// The answer to a ranged blob GET.
+#[derive(Debug)]
+pub enum Ranged {
+    /// `206`: the bytes asked for.
+    Partial(Response),
+    /// `200`: the registry ignored the range and sends the whole blob.
+    Whole(Response),
+}
+
 impl RegistryClient {
     /// HEAD of a blob: its size when the repository has it.
     pub async fn head_blob(&self, repo: &str, digest: &Digest) -> Result<Option<u64>> {
@@ -57,6 +66,46 @@ impl RegistryClient {
             ))),
             _ => Err(self
                 .api_error(format!("GET blob {repo}@{digest}"), resp)
+                .await),
+        }
+    }
+
+    /// Starts streaming bytes `[start, end)` of a blob (`Range: bytes=start-(end-1)`). A
+    /// registry that ignores the range and answers the whole blob gets `Ranged::Whole` (usable
+    /// as the blob itself when `start` is 0).
+    pub async fn get_blob_range(
+        &self,
+        repo: &str,
+        digest: &Digest,
+        start: u64,
+        end: u64,
+    ) -> Result<Ranged> {
+        let url = self.url(&format!("/v2/{repo}/blobs/{digest}"));
+        let range = format!("bytes={start}-{}", end.saturating_sub(1));
+        let resp = self
+            .send(&[(repo, Access::Pull)], |c| {
+                c.get(&url).header(RANGE, range.as_str())
+            })
+            .await?;
+        match resp.status() {
+            StatusCode::PARTIAL_CONTENT => {
+                let answered = header_str(resp.headers(), "content-range");
+                let expected = format!("bytes {start}-{}/", end - 1);
+                match answered {
+                    Some(r) if r.starts_with(&expected) => Ok(Ranged::Partial(resp)),
+                    other => Err(self.protocol(format!(
+                        "blob {repo}@{digest}: asked for {range}, the registry answered Content-Range {}",
+                        other.as_deref().unwrap_or("(none)")
+                    ))),
+                }
+            }
+            StatusCode::OK => Ok(Ranged::Whole(resp)),
+            StatusCode::NOT_FOUND => Err(RegistryError::NotFound {
+                registry: self.host.clone(),
+                what: format!("blob {repo}@{digest}"),
+            }),
+            _ => Err(self
+                .api_error(format!("GET blob {repo}@{digest} ({range})"), resp)
                 .await),
         }
     }

@@ -17,7 +17,7 @@ mod token;
 mod transport;
 mod upload;
 
-pub use blobs::Mount;
+pub use blobs::{Mount, Ranged};
 pub use client::RegistryClient;
 pub use error::{describe_transport_error, ErrorCode, RegistryError};
 pub use upload::UploadStatus;
@@ -64,17 +64,26 @@ impl Registries {
             Some(p) => tls::read_bundle(p)?,
             None => Vec::new(),
         };
-        let verified = http_client()
-            .tls_backend_preconfigured(tls::verified_config(extra_roots)?)
-            .build()
-            .map_err(|e| anyhow::anyhow!("setting up the HTTP client: {e}"))?;
-        let insecure = http_client()
-            .tls_danger_accept_invalid_certs(true)
-            .build()
-            .map_err(|e| anyhow::anyhow!("setting up the HTTP client: {e}"))?;
+        let built = |b: reqwest::ClientBuilder| {
+            b.build()
+                .map_err(|e| anyhow::anyhow!("setting up the HTTP client: {e}"))
+        };
+        let verified_tls = tls::verified_config(extra_roots)?;
+        let mut bulk_tls = verified_tls.clone();
+        bulk_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let transports = Arc::new(Transports {
-            verified,
-            insecure,
+            verified: built(http_client().tls_backend_preconfigured(verified_tls))?,
+            insecure: built(http_client().tls_danger_accept_invalid_certs(true))?,
+            verified_bulk: built(
+                http_client()
+                    .http1_only()
+                    .tls_backend_preconfigured(bulk_tls),
+            )?,
+            insecure_bulk: built(
+                http_client()
+                    .http1_only()
+                    .tls_danger_accept_invalid_certs(true),
+            )?,
             plain_http: options.plain_http.clone(),
             insecure_tls: options.insecure_tls.clone(),
         });

@@ -15,32 +15,50 @@ use reqwest::{Method, Request, RequestBuilder, Response, StatusCode, Url};
 /// redirect blobs to storage use one).
 const MAX_REDIRECTS: usize = 5;
 
-/// The two HTTP clients every registry shares (each pools connections per host), and the hosts
-/// the user named as exceptions.
+/// The HTTP clients every registry shares (each pools connections per host), and the hosts the
+/// user named as exceptions.
+///
+/// Blob bodies go over HTTP/1.1 connections of their own (the `_bulk` clients), one stream per
+/// connection; everything else (manifests, HEADs, tokens, upload sessions) may share an HTTP/2
+/// connection. Over TLS a registry offers HTTP/2, and one connection multiplexing every blob in
+/// flight to a host is bound by that one TCP stream's window and by one server goroutine's
+/// TLS: measured on loopback, the same mirror took 0.85-0.97x of skopeo's time with a
+/// connection per blob against 1.05-1.17x multiplexed (issue 17).
 pub(super) struct Transports {
     /// Verifies TLS against the system roots, `--ca-bundle`, and a self-signed certificate
     /// given there (see `tls.rs`).
     pub(super) verified: reqwest::Client,
     /// Accepts any certificate; used only for hosts named in `--insecure-skip-tls-verify`.
     pub(super) insecure: reqwest::Client,
+    /// `verified` for blob bodies: HTTP/1.1 only (ALPN offers nothing else).
+    pub(super) verified_bulk: reqwest::Client,
+    /// `insecure` for blob bodies: HTTP/1.1 only.
+    pub(super) insecure_bulk: reqwest::Client,
     pub(super) plain_http: Vec<String>,
     pub(super) insecure_tls: Vec<String>,
 }
 
 impl Transports {
     /// The client for `url`, or why the request may not go there. `asked_by` is the host that
-    /// sent us to `url` and `what` names the request (for the refusal).
+    /// sent us to `url` and `what` names the request (for the refusal); `bulk` asks for the
+    /// HTTP/1.1 client of blob bodies.
     pub(super) fn client_for(
         &self,
         url: &Url,
         asked_by: &str,
         what: &str,
+        bulk: bool,
     ) -> std::result::Result<&reqwest::Client, String> {
         let authority = authority(url);
+        let (verified, insecure) = if bulk {
+            (&self.verified_bulk, &self.insecure_bulk)
+        } else {
+            (&self.verified, &self.insecure)
+        };
         match url.scheme() {
-            "https" if names(&self.insecure_tls, url) => Ok(&self.insecure),
-            "https" => Ok(&self.verified),
-            "http" if names(&self.plain_http, url) => Ok(&self.verified),
+            "https" if names(&self.insecure_tls, url) => Ok(insecure),
+            "https" => Ok(verified),
+            "http" if names(&self.plain_http, url) => Ok(verified),
             "http" => Err(format!(
                 "{asked_by} sent bootstrap to plain HTTP for {what} ({}), and {authority} is not named in --plain-http: credentials and blobs are never sent in clear. Have the registry (or the TLS proxy in front of it) send https:// URLs, or pass --plain-http {authority} if that host is meant to speak plain HTTP",
                 without_query(url)
@@ -110,11 +128,13 @@ impl RegistryClient {
         let mut request = built.map_err(|e| self.protocol(format!("building {what}: {e}")))?;
         let mut asked_by = self.host.clone();
         let mut hop = 0;
+        // Decided on the first hop: a blob GET redirected to storage stays bulk.
+        let bulk = carries_blob(&request);
         loop {
             let target = authority(request.url());
             let client = self
                 .transports
-                .client_for(request.url(), &asked_by, what)
+                .client_for(request.url(), &asked_by, what, bulk)
                 .map_err(|message| RegistryError::Downgrade {
                     registry: self.host.clone(),
                     message,
@@ -177,6 +197,18 @@ impl RegistryClient {
     }
 }
 
+/// True for a request whose body, or whose answer's body, is a blob: a blob GET, an upload's
+/// PATCH, a PUT with a body to an upload location. These go over HTTP/1.1 (see [`Transports`]).
+fn carries_blob(request: &Request) -> bool {
+    let path = request.url().path();
+    match *request.method() {
+        Method::GET => path.contains("/blobs/"),
+        Method::PATCH => true,
+        Method::PUT => request.body().is_some() && !path.contains("/manifests/"),
+        _ => false,
+    }
+}
+
 /// Where a redirect answer points, resolved against the request's URL.
 fn redirect_target(resp: &Response) -> Option<Url> {
     let redirect = matches!(
@@ -219,6 +251,8 @@ mod tests {
         Transports {
             verified: reqwest::Client::new(),
             insecure: reqwest::Client::new(),
+            verified_bulk: reqwest::Client::new(),
+            insecure_bulk: reqwest::Client::new(),
             plain_http: vec!["plain.example:5000".into(), "bare.example".into()],
             insecure_tls: vec!["self.example:8443".into()],
         }
@@ -234,19 +268,20 @@ mod tests {
     fn plain_http_goes_only_to_hosts_named_plain() {
         let t = transports();
         assert!(t
-            .client_for(&url("http://plain.example:5000/v2/"), "r", "x")
+            .client_for(&url("http://plain.example:5000/v2/"), "r", "x", false)
             .is_ok());
         assert!(t
-            .client_for(&url("http://bare.example/v2/"), "r", "x")
+            .client_for(&url("http://bare.example/v2/"), "r", "x", false)
             .is_ok());
         assert!(t
-            .client_for(&url("http://bare.example:80/v2/"), "r", "x")
+            .client_for(&url("http://bare.example:80/v2/"), "r", "x", false)
             .is_ok());
         let refused = t
             .client_for(
                 &url("http://evil.example:8080/token?secret=1"),
                 "registry.example",
                 "the token realm",
+                false,
             )
             .unwrap_err();
         assert!(refused.starts_with("registry.example sent bootstrap to plain HTTP for the token realm (http://evil.example:8080/token)"), "{refused}");
@@ -255,7 +290,7 @@ mod tests {
             "{refused}"
         );
         assert!(!refused.contains("secret"), "{refused}");
-        assert!(t.client_for(&url("ftp://x/"), "r", "x").is_err());
+        assert!(t.client_for(&url("ftp://x/"), "r", "x", false).is_err());
     }
 
     /// Unverified TLS only for the exact host named; another port of the same host verifies.
@@ -263,12 +298,38 @@ mod tests {
     fn unverified_tls_only_for_hosts_named_insecure() {
         let t = transports();
         let insecure = t
-            .client_for(&url("https://self.example:8443/v2/"), "r", "x")
+            .client_for(&url("https://self.example:8443/v2/"), "r", "x", false)
             .unwrap() as *const _;
         let other = t
-            .client_for(&url("https://self.example:9443/v2/"), "r", "x")
+            .client_for(&url("https://self.example:9443/v2/"), "r", "x", false)
             .unwrap() as *const _;
         assert_eq!(insecure, &t.insecure as *const _);
         assert_eq!(other, &t.verified as *const _);
+        let bulk = t
+            .client_for(&url("https://self.example:8443/v2/"), "r", "x", true)
+            .unwrap() as *const _;
+        assert_eq!(bulk, &t.insecure_bulk as *const _);
+    }
+
+    /// Blob bodies, either way, take the HTTP/1.1 clients; manifests, HEADs and session
+    /// requests without a body do not.
+    #[test]
+    fn blob_bodies_are_bulk_and_the_rest_is_not() {
+        let c = reqwest::Client::new();
+        let base = "https://r.example/v2/a/b";
+        let bulk = |r: reqwest::RequestBuilder| carries_blob(&r.build().unwrap());
+        assert!(bulk(c.get(format!("{base}/blobs/sha256:aa"))));
+        assert!(bulk(c.patch(format!("{base}/blobs/uploads/u1")).body("x")));
+        assert!(bulk(
+            c.put(format!("{base}/blobs/uploads/u1?digest=sha256:aa"))
+                .body("x")
+        ));
+        assert!(!bulk(
+            c.put(format!("{base}/blobs/uploads/u1?digest=sha256:aa"))
+        ));
+        assert!(!bulk(c.put(format!("{base}/manifests/v1")).body("{}")));
+        assert!(!bulk(c.get(format!("{base}/manifests/v1"))));
+        assert!(!bulk(c.head(format!("{base}/blobs/sha256:aa"))));
+        assert!(!bulk(c.post(format!("{base}/blobs/uploads/"))));
     }
 }

@@ -33,7 +33,7 @@ impl RegistryClient {
             ))
         })?;
         self.transports
-            .client_for(&url, &self.host, &format!("the upload to {repo}"))
+            .client_for(&url, &self.host, &format!("the upload to {repo}"), true)
             .map_err(|message| super::RegistryError::Downgrade {
                 registry: self.host.clone(),
                 message,

@@ -27,6 +27,10 @@ pub struct LoggedRequest {
     pub status: u16,
     /// `auth.user.name=`, when the registry logged it.
     pub user: Option<String>,
+    /// `http.request.remoteaddr=`: the client's address and port, one per connection.
+    pub remote: String,
+    /// `http.request.contenttype=`: set on requests with a body (an upload's bytes).
+    pub content_type: Option<String>,
 }
 
 impl LoggedRequest {
@@ -134,6 +138,8 @@ pub fn requests(text: &str) -> Vec<LoggedRequest> {
                 query: super::query_pairs(raw_query),
                 status: get("http.response.status")?.parse().ok()?,
                 user: get("auth.user.name"),
+                remote: get("http.request.remoteaddr").unwrap_or_default(),
+                content_type: get("http.request.contenttype"),
                 uri,
             })
         })
