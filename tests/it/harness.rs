@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use support::client::{BlobSource, RegistryClient};
-use support::faultproxy::{Fault, FaultProxy, FaultRule};
+use support::faultproxy::{Fault, FaultProxy, FaultRule, Link};
 use support::images::{self, find, ImageSpec, Platform, PushedImage, SyntheticSet};
 use support::layers::{self, LayerSpec};
 use support::{reglog, run, tls, Registry};
@@ -1088,4 +1088,57 @@ async fn faultproxy_stalls_and_delays_hold_the_response_back() {
     assert_eq!(proxy.faults_fired(), 2);
     // Dropping the proxy inside a runtime is fine: it runs on its own thread.
     drop(proxy);
+}
+
+/// The WAN benchmark's link: each connection pays its handshake round trips once and one round
+/// trip per request, and moves its bodies at no more than the cap, while a second connection
+/// gets a cap of its own (a per-connection limit, not a shared line).
+#[tokio::test]
+async fn faultproxy_link_adds_round_trips_and_caps_each_connection() {
+    let (reg, _plain, data, digest) = proxied_blob(8);
+    let link = Link {
+        rtt: Duration::from_millis(100),
+        handshake_rtts: 2,
+        bytes_per_sec: 2 << 20,
+    };
+    let proxy = FaultProxy::start_with_link(&reg.host(), link).unwrap();
+    let url = format!("{}/v2/fp/blob/blobs/{digest}", proxy.url());
+    // 3 MiB at 2 MiB/s is 1.5 s on the wire, plus three round trips: 1.8 s; two transfers
+    // sharing one cap would take 3.3 s.
+    let floor = Duration::from_millis(1500 + 300);
+    let (http_a, http_b) = (reg.http_client(), reg.http_client());
+    let start = std::time::Instant::now();
+    let (a, b) = tokio::join!(fetch(&http_a, &url), fetch(&http_b, &url));
+    let both = start.elapsed();
+    for got in [&a, &b] {
+        assert_eq!((got.status, got.error.as_deref()), (200, None));
+        assert!(got.body == data, "shaped body intact");
+        assert!(got.elapsed >= floor, "{:?} < {floor:?}", got.elapsed);
+    }
+    // Two connections in parallel take about as long as one: each has its own cap.
+    assert!(
+        both < Duration::from_millis(2600),
+        "{both:?}: the cap is shared"
+    );
+    assert_eq!(proxy.connections(), 2);
+    // A second request on a kept-alive connection pays one round trip, no handshake.
+    let start = std::time::Instant::now();
+    let head = http_a.head(&url).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    let took = start.elapsed();
+    assert!(took >= link.rtt && took < link.rtt * 3, "{took:?}");
+    assert_eq!(proxy.connections(), 2, "the connection was reused");
+    // A TLS ClientHello (a client probing for HTTPS) is refused at once, with no round trips.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let start = std::time::Instant::now();
+    let mut probe = tokio::net::TcpStream::connect(proxy.host()).await.unwrap();
+    probe
+        .write_all(&[0x16, 0x03, 0x01, 0x00, 0x05])
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = probe.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(start.elapsed() < link.rtt, "{:?}", start.elapsed());
 }

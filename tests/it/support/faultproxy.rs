@@ -20,6 +20,9 @@
 //! Without a fault, a client connection is closed only when the client asked for it, when the
 //! response is delimited by the upstream's close, or when the upstream answered before the
 //! whole request body was forwarded (the rest is unread, so the connection is out of step).
+//!
+//! [`FaultProxy::start_with_link`] also shapes every connection like a long-distance link (see
+//! [`Link`]): added round trips and a per-connection bandwidth cap, for the WAN benchmark.
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,6 +30,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -82,6 +87,22 @@ pub enum Fault {
     ResetRequestAfter(u64),
     /// Waits this long before forwarding the request (a slow link or a slow upstream).
     Delay(Duration),
+}
+
+/// The shape of the link between the client and the proxy, applied to every connection: a pull
+/// from a registry across an ocean. The default (all zero) relays at loopback speed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Link {
+    /// Round-trip time: each request waits this long before it is forwarded (its head going out
+    /// and the response's first byte coming back), and a new connection's first request
+    /// waits `handshake_rtts` times this more.
+    pub rtt: Duration,
+    /// Round trips a new connection costs before it carries a request: 1 for TCP, 2 for TCP and
+    /// TLS 1.3 (the proxy speaks plain HTTP; this stands in for the TLS handshake).
+    pub handshake_rtts: u32,
+    /// Body bytes per second each connection moves in each direction (0: no cap), as a TCP
+    /// window over a long round trip limits one stream whatever the line's capacity.
+    pub bytes_per_sec: u64,
 }
 
 /// When a [`Fault`] fires: the requests matching `method` and `path_contains`, after skipping
@@ -207,6 +228,7 @@ struct ArmedRule {
 
 struct State {
     upstream: SocketAddr,
+    link: Link,
     rules: Mutex<Vec<ArmedRule>>,
     records: Mutex<Vec<Arc<Live>>>,
     request_bytes: AtomicU64,
@@ -263,6 +285,11 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Starts a proxy for `upstream`, the `127.0.0.1:PORT` of a plain-HTTP registry.
     pub fn start(upstream: &str) -> Result<FaultProxy> {
+        Self::start_with_link(upstream, Link::default())
+    }
+
+    /// As [`Self::start`], with every client connection shaped as `link` says.
+    pub fn start_with_link(upstream: &str, link: Link) -> Result<FaultProxy> {
         let upstream: SocketAddr = upstream
             .parse()
             .with_context(|| format!("fault proxy upstream {upstream:?} is not IP:PORT"))?;
@@ -272,6 +299,7 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let state = Arc::new(State {
             upstream,
+            link,
             rules: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             request_bytes: AtomicU64::new(0),
@@ -467,11 +495,30 @@ async fn serve_client(stream: TcpStream, state: Arc<State>) {
         r: Reader::new(r),
         w,
     };
+    // A TLS client probing for HTTPS (skopeo with tls-verify off does, then falls back to HTTP)
+    // is refused at once, as a plain registry refuses it; it costs no link round trips, since
+    // against a TLS source it would not have probed.
+    match client.r.first_byte().await {
+        Ok(Some(b)) if !(b.is_ascii_alphabetic() || b == b'\r' || b == b'\n') => {
+            let refused = write_local(&mut client.w, "GET", 400, "", "not HTTP", true);
+            if refused.await.is_ok() {
+                client.finish(End::Close).await;
+            }
+            return;
+        }
+        Ok(Some(_)) => {}
+        Ok(None) | Err(_) => return,
+    }
+    let mut handshake = state.link.rtt * state.link.handshake_rtts;
     let end = loop {
         let head = match client.r.read_head().await {
             Ok(Some(head)) => head,
             Ok(None) | Err(_) => break End::Drop,
         };
+        // The connection's handshakes, paid before its first request goes out.
+        if !handshake.is_zero() {
+            tokio::time::sleep(std::mem::take(&mut handshake)).await;
+        }
         let Some(req) = Request::parse(&head) else {
             let _ = write_local(&mut client.w, "GET", 400, "", "malformed request", true).await;
             break End::Close;
@@ -488,6 +535,9 @@ async fn serve_client(stream: TcpStream, state: Arc<State>) {
 async fn serve_request(state: &State, req: &Request, client: &mut ClientConn) -> End {
     let fault = state.take_fault(&req.method, &req.target);
     let live = state.record(req, fault.clone());
+    if !state.link.rtt.is_zero() {
+        tokio::time::sleep(state.link.rtt).await;
+    }
     let Some(framing) = req.framing() else {
         live.set_status(400);
         let _ = write_local(&mut client.w, &req.method, 400, "", "bad framing", true).await;
@@ -636,6 +686,7 @@ impl Exchange<'_> {
         };
         let plan = Plan {
             cut_at: reset_at,
+            bytes_per_sec: self.state.link.bytes_per_sec,
             ..Plan::default()
         };
         let tally = Tally {
@@ -703,7 +754,10 @@ impl Exchange<'_> {
     }
 
     fn response_plan(&self) -> Plan {
-        let mut plan = Plan::default();
+        let mut plan = Plan {
+            bytes_per_sec: self.state.link.bytes_per_sec,
+            ..Plan::default()
+        };
         match self.fault {
             Some(Fault::ResetResponseAfter(n) | Fault::TruncateResponseAfter(n)) => {
                 plan.cut_at = Some(*n)
@@ -944,6 +998,11 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         Ok(self.end - self.start)
     }
 
+    /// The first unread byte, without consuming it; `None` at EOF.
+    async fn first_byte(&mut self) -> io::Result<Option<u8>> {
+        Ok((self.fill().await? > 0).then(|| self.buf[self.start]))
+    }
+
     /// The next head up to and including its blank line; `None` at EOF before any byte.
     async fn read_head(&mut self) -> io::Result<Option<Vec<u8>>> {
         let mut head = Vec::new();
@@ -1137,6 +1196,8 @@ struct Plan {
     flip_at: Option<u64>,
     /// Send nothing for the duration once this many bytes are relayed.
     stall: Option<(u64, Duration)>,
+    /// Pace the body to this many bytes per second (0: as fast as it comes).
+    bytes_per_sec: u64,
 }
 
 /// Which side of a body relay failed: reading the source or writing the sink.
@@ -1169,6 +1230,8 @@ async fn relay_body<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     let mut decoder = Decoder::new(framing);
     let mut buf = vec![0u8; BUF_SIZE];
     let (mut offset, mut stall) = (0u64, plan.stall);
+    // When the link has sent everything handed to it so far (pacing only).
+    let mut link_free = Instant::now();
     loop {
         if let Some((_, pause)) = stall.filter(|(at, _)| *at == offset) {
             dst.flush().await.map_err(|_| RelayError::Sink)?;
@@ -1206,5 +1269,10 @@ async fn relay_body<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let written = write_payload(dst, framing, &chunk[..n]).await;
         written.map_err(|_| RelayError::Sink)?;
         offset += n as u64;
+        if plan.bytes_per_sec > 0 {
+            let on_wire = Duration::from_secs_f64(n as f64 / plan.bytes_per_sec as f64);
+            link_free = link_free.max(Instant::now()) + on_wire;
+            tokio::time::sleep_until(link_free).await;
+        }
     }
 }
