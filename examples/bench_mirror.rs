@@ -1,136 +1,142 @@
-//! Side-by-side mirror benchmark: bootstrap against skopeo on the same synthetic data, each tool
-//! with its own fresh destination so neither profits from blobs the other pushed. Prints wall
-//! time and peak RSS of each run and their ratios. Run through `bench/mirror.sh`.
+//! Side-by-side mirror benchmark (issue 17, point 9): bootstrap against skopeo and against this
+//! machine's own ceiling, on the same synthetic data, every run into its own fresh destination so
+//! none profits from blobs another pushed. Run through `bench/mirror.sh`.
 //!
-//! Set shape (environment): BENCH_IMAGES (default 9), BENCH_LAYER_MIB (per-image unique layer,
-//! default 64), BENCH_BIG_MIB (one large layer, default 1024), BENCH_WIDE (wide set size, default
-//! 150). The defaults follow the issue's "big" and "wide" sets. BENCH_CHUNKS (a comma-separated
-//! list of MiB, e.g. `16,64,256`) also times bootstrap's mirror to mirror of the big set once
-//! per upload chunk size, each into a fresh registry: the data behind `--chunk-size`'s default.
+//! One run prints, side by side:
+//! - loopback mirror to mirror: bootstrap, `skopeo sync`, and the ceiling: the same blobs moved
+//!   source to destination by plain parallel `curl` (each distinct blob GET from the source and
+//!   piped into one monolithic upload at the destination, then mounted into the other
+//!   repositories that use it, then the manifests PUT), no client work at all;
+//! - WAN mirror to mirror: the source behind the fault proxy shaped as a pull across an ocean
+//!   (a round trip per request, handshake round trips per connection, a per-connection
+//!   bandwidth cap), bootstrap against `skopeo sync`;
+//! - mirror to disk: bootstrap against `skopeo copy` of each image into one OCI layout;
+//! - a wide set (many small images) and its rerun with nothing to do;
+//! - then a Markdown table of every comparison with the issue's goals, met or not.
+//!
+//! Registries are Distribution 2.8 over TLS with Basic auth (real sites are TLS; the issue's
+//! HTTP/2 finding is over TLS), every tool verifying them against the per-run CA; `BENCH_TLS=0`
+//! makes them plain HTTP. The WAN source is plain HTTP behind the proxy (a hand-written HTTP/1.1
+//! relay; its link stands in for the TLS handshake with a round trip per connection), so both
+//! tools speak HTTP/1.1 to it.
+//!
+//! Environment (sizes in MiB): BENCH_SCALE=quick for a small shape while developing (seconds);
+//! otherwise the issue's "real" shape. Each number can be set on its own: BENCH_IMAGES,
+//! BENCH_BASE_MIB, BENCH_LAYER_MIB, BENCH_BIG_MIB (the loopback and disk set: images sharing a
+//! base, a unique layer each, one big layer on the first image); BENCH_WAN_IMAGES,
+//! BENCH_WAN_BASE_MIB, BENCH_WAN_LAYER_MIB, BENCH_WAN_BIG_MIB (the WAN set); BENCH_WAN_RTT_MS,
+//! BENCH_WAN_HANDSHAKE_RTTS, BENCH_WAN_MIBPS (the link); BENCH_WIDE (wide set size, 0 skips it);
+//! BENCH_CEILING_PARALLEL (curl transfers at once, default 8 as bootstrap's
+//! `--max-concurrent-blobs`); BENCH_PARTS (a comma-separated subset of loopback,wan,disk,wide);
+//! BENCH_CHUNKS (MiB list, e.g. `16,64,256`) also times bootstrap's loopback mirror to mirror
+//! once per upload chunk size, each into a fresh registry.
 
 #[path = "../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
 
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
-use support::images::{Artifact, Format, ImageSpec, Platform, SetEntry, SyntheticSet};
+use std::time::{Duration, Instant};
+
+use support::faultproxy::{FaultProxy, Link};
+use support::images::{Artifact, Format, ImageSpec, Platform, PushedImage, SetEntry, SyntheticSet};
 use support::layers::{derive_seed, LayerSpec};
 use support::Registry;
+
+/// The Basic-auth user of the TLS registries.
+const USER: &str = "bench";
+/// Its password.
+const PASSWORD: &str = "bench-password";
+/// Where every tool puts the images in its destination (`docker://HOST/m`).
+const PREFIX: &str = "m";
+/// Issue 17's goals.
+const GOAL_CEILING: f64 = 1.15;
+const GOAL_SYNC: f64 = 0.8;
+const GOAL_WAN: f64 = 0.35;
+const GOAL_DISK: f64 = 0.5;
+const GOAL_RSS_MIB: u64 = 64;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
-        .and_then(|v| v.parse().ok())
+        .and_then(|v| v.trim().parse().ok())
         .unwrap_or(default)
 }
 
-/// Runs a command under GNU time; returns (seconds, peak RSS KiB) and prints both with the
-/// CPU seconds it used (user + system), which tell whose work a wall time is.
-fn measure(label: &str, program: &str, args: &[String]) -> (f64, u64) {
-    let rss_file = tempfile::NamedTempFile::new().unwrap();
-    let start = Instant::now();
-    let out = Command::new("/usr/bin/time")
-        .arg("-f")
-        .arg("%U %S %M")
-        .arg("-o")
-        .arg(rss_file.path())
-        .arg(program)
-        .args(args)
-        .output()
-        .expect("running /usr/bin/time");
-    let secs = start.elapsed().as_secs_f64();
-    if !out.status.success() {
-        eprintln!("{label} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        std::process::exit(1);
-    }
-    let report = fs_err::read_to_string(rss_file.path()).unwrap_or_default();
-    let fields: Vec<f64> = report
-        .lines()
-        .last()
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let (cpu, rss) = match fields[..] {
-        [user, system, rss] => (user + system, rss as u64),
-        _ => (0.0, 0),
-    };
-    eprintln!(
-        "{label}: {secs:.2} s, CPU {cpu:.2} s, peak RSS {} MiB",
-        rss / 1024
-    );
-    (secs, rss)
+/// An image set: `images` images sharing a `base_mib` layer, each with a `layer_mib` layer of
+/// its own, the first also with a `big_mib` layer (0: none).
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    images: u64,
+    base_mib: u64,
+    layer_mib: u64,
+    big_mib: u64,
 }
 
-/// Times bootstrap's mirror to mirror once per chunk size in BENCH_CHUNKS, each into a fresh
-/// registry, and prints the time relative to the default chunk size's run.
-fn chunk_sweep(bin: &str, cfg: &std::path::Path, src: &Registry, work: &std::path::Path) {
-    let Ok(list) = std::env::var("BENCH_CHUNKS") else {
-        return;
-    };
-    for mib in list.split(',').filter_map(|v| v.trim().parse::<u64>().ok()) {
-        let dst = Registry::plain();
-        let args: Vec<String> = [
-            "mirror",
-            "-c",
-            &cfg.display().to_string(),
-            &format!("docker://{}/m", dst.host()),
-            "--plain-http",
-            &src.host(),
-            "--plain-http",
-            &dst.host(),
-            "--chunk-size",
-            &mib.to_string(),
-            "--record",
-            &work.join(format!("chunk-{mib}.json")).display().to_string(),
-            "--status-file",
-            &work
-                .join(format!("chunk-{mib}.status"))
-                .display()
-                .to_string(),
-            "--workdir",
-            &work
-                .join(format!("chunk-{mib}-state"))
-                .display()
-                .to_string(),
-        ]
-        .iter()
-        .map(|v| v.to_string())
-        .collect();
-        measure(
-            &format!("big mirror-to-mirror bootstrap --chunk-size {mib}"),
-            bin,
-            &args,
-        );
-    }
-}
-
-fn big_set(seed: u64) -> SyntheticSet {
-    let images = env_u64("BENCH_IMAGES", 9);
-    let layer_mib = env_u64("BENCH_LAYER_MIB", 64);
-    let big_mib = env_u64("BENCH_BIG_MIB", 1024);
-    let base = LayerSpec::new(derive_seed(seed, 1), 32 << 20);
-    let mut entries = Vec::new();
-    for i in 0..images {
-        let mut layers = vec![
-            base,
-            LayerSpec::new(derive_seed(seed, 100 + i), layer_mib << 20),
-        ];
-        if i == 0 {
-            layers.push(LayerSpec::new(derive_seed(seed, 2), big_mib << 20));
+impl Shape {
+    /// `default` with each number overridden by `BENCH_<prefix>IMAGES` and friends.
+    fn from_env(prefix: &str, default: Shape) -> Shape {
+        let var = |name: &str, value: u64| env_u64(&format!("BENCH_{prefix}{name}"), value);
+        Shape {
+            images: var("IMAGES", default.images).max(1),
+            base_mib: var("BASE_MIB", default.base_mib),
+            layer_mib: var("LAYER_MIB", default.layer_mib),
+            big_mib: var("BIG_MIB", default.big_mib),
         }
-        entries.push(SetEntry {
-            repo: format!("big/app-{i}"),
-            tag: "1.0".into(),
-            artifact: Artifact::Image(ImageSpec::new(Format::Oci, Platform::linux_amd64(), layers)),
-        });
     }
-    SyntheticSet { seed, entries }
+
+    fn distinct_mib(&self) -> u64 {
+        self.base_mib + self.images * self.layer_mib + self.big_mib
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} images sharing a {} MiB base, {} MiB unique each, one {} MiB layer ({} MiB distinct)",
+            self.images,
+            self.base_mib,
+            self.layer_mib,
+            self.big_mib,
+            self.distinct_mib()
+        )
+    }
+
+    /// The synthetic set, repositories under `group/`.
+    fn set(&self, seed: u64, group: &str) -> SyntheticSet {
+        let mib = |n: u64| n << 20;
+        let base = LayerSpec::new(derive_seed(seed, 1), mib(self.base_mib));
+        let entries = (0..self.images)
+            .map(|i| {
+                let mut layers = Vec::new();
+                if self.base_mib > 0 {
+                    layers.push(base);
+                }
+                if self.layer_mib > 0 {
+                    layers.push(LayerSpec::new(
+                        derive_seed(seed, 100 + i),
+                        mib(self.layer_mib),
+                    ));
+                }
+                if i == 0 && self.big_mib > 0 {
+                    layers.push(LayerSpec::new(derive_seed(seed, 2), mib(self.big_mib)));
+                }
+                SetEntry {
+                    repo: format!("{group}/app-{i}"),
+                    tag: "1.0".into(),
+                    artifact: Artifact::Image(ImageSpec::new(
+                        Format::Oci,
+                        Platform::linux_amd64(),
+                        layers,
+                    )),
+                }
+            })
+            .collect();
+        SyntheticSet { seed, entries }
+    }
 }
 
-fn wide_set(seed: u64) -> SyntheticSet {
-    let n = env_u64("BENCH_WIDE", 150);
+fn wide_set(seed: u64, n: u64) -> SyntheticSet {
     let base = LayerSpec::new(derive_seed(seed, 1), 64 << 10);
     let entries = (0..n)
         .map(|i| SetEntry {
@@ -146,136 +152,645 @@ fn wide_set(seed: u64) -> SyntheticSet {
     SyntheticSet { seed, entries }
 }
 
-fn isc(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Path) {
+/// What one measured run cost.
+#[derive(Clone, Copy, Debug, Default)]
+struct Measured {
+    wall: f64,
+    cpu: f64,
+    rss_kib: u64,
+}
+
+impl Measured {
+    fn cell(&self) -> String {
+        format!(
+            "{:.2} s / {:.2} s / {} MiB",
+            self.wall,
+            self.cpu,
+            self.rss_kib / 1024
+        )
+    }
+
+    /// Runs one after another: walls and CPU add up, the peak is the highest.
+    fn then(self, next: Measured) -> Measured {
+        Measured {
+            wall: self.wall + next.wall,
+            cpu: self.cpu + next.cpu,
+            rss_kib: self.rss_kib.max(next.rss_kib),
+        }
+    }
+}
+
+/// Runs a command under GNU time and prints its wall time, the CPU seconds it used (user +
+/// system, children included: which tells whose work a wall time is) and its peak RSS. Exits
+/// the bench with the command's stderr if it fails.
+fn measure(label: &str, program: &str, args: &[String]) -> Measured {
+    let report = tempfile::NamedTempFile::new().expect("creating a temporary file");
+    let start = Instant::now();
+    let out = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%U %S %M")
+        .arg("-o")
+        .arg(report.path())
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("running /usr/bin/time (install the time package)");
+    let wall = start.elapsed().as_secs_f64();
+    if !out.status.success() {
+        eprintln!(
+            "{label} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::process::exit(1);
+    }
+    let text = fs_err::read_to_string(report.path()).unwrap_or_default();
+    let fields: Vec<f64> = text
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let (cpu, rss_kib) = match fields[..] {
+        [user, system, rss] => (user + system, rss as u64),
+        _ => (0.0, 0),
+    };
+    let m = Measured { wall, cpu, rss_kib };
+    eprintln!("  {label}: {}", m.cell());
+    m
+}
+
+/// A registry as the bench runs them: TLS with Basic auth, or plain HTTP.
+fn registry(tls: bool) -> Registry {
+    if tls {
+        Registry::tls_basic(USER, PASSWORD)
+    } else {
+        Registry::plain()
+    }
+}
+
+/// What reached a destination, from its own log: completed blob uploads and cross-repository
+/// mounts, so the runs can be seen to move the same blobs.
+fn moved(dst: &Registry) -> String {
+    format!(
+        "{} blob uploads, {} mounts",
+        dst.blob_upload_puts_total(),
+        dst.mounts_total()
+    )
+}
+
+/// The bench's scratch directory and settings.
+struct Bench {
+    bin: String,
+    work: PathBuf,
+    tls: bool,
+}
+
+impl Bench {
+    fn path(&self, name: &str) -> PathBuf {
+        self.work.join(name)
+    }
+
+    fn path_arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+
+    /// bootstrap's flags to reach `registries` (an authfile and the CA bundle for the TLS
+    /// ones, `--plain-http` for the others) and `plain_hosts`.
+    fn access(&self, name: &str, registries: &[&Registry], plain_hosts: &[String]) -> Vec<String> {
+        let mut args = Vec::new();
+        if registries.iter().any(|r| r.ca_pem().is_some()) {
+            let (auth, ca) = (
+                self.path(&format!("{name}-auth.json")),
+                self.path(&format!("{name}-ca.pem")),
+            );
+            support::write_merged_authfile(&auth, registries);
+            support::write_ca_bundle(&ca, registries);
+            args.extend([
+                "--authfile".into(),
+                auth.display().to_string(),
+                "--ca-bundle".into(),
+                ca.display().to_string(),
+            ]);
+        }
+        let plain = registries
+            .iter()
+            .filter(|r| r.ca_pem().is_none())
+            .map(|r| r.host());
+        for host in plain.chain(plain_hosts.iter().cloned()) {
+            args.extend(["--plain-http".into(), host]);
+        }
+        args
+    }
+
+    /// `bootstrap mirror` of `cfg` to `destination` with its own record and status file named
+    /// after `name`, and the working directory named after `state` (a rerun shares it).
+    fn mirror_args(
+        &self,
+        name: &str,
+        state: &str,
+        cfg: &Path,
+        destination: String,
+        access: &[String],
+    ) -> Vec<String> {
+        let mut args = vec![
+            "mirror".into(),
+            "-c".into(),
+            cfg.display().to_string(),
+            destination,
+        ];
+        args.extend_from_slice(access);
+        args.extend([
+            "--record".into(),
+            self.path_arg(&format!("{name}.json")),
+            "--status-file".into(),
+            self.path_arg(&format!("{name}.status")),
+            "--workdir".into(),
+            self.path_arg(&format!("{state}-state")),
+        ]);
+        args
+    }
+}
+
+/// The ImageSetConfiguration naming every pushed image at `host`.
+fn write_isc(host: &str, pushed: &[PushedImage], path: &Path) {
     let mut text = String::from("apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n");
     for p in pushed {
-        text.push_str(&format!("  - name: {host}/{}:{}\n", p.repo, p.tag));
+        let _ = writeln!(text, "  - name: {host}/{}:{}", p.repo, p.tag);
     }
-    fs_err::write(path, text).unwrap();
+    fs_err::write(path, text).expect("writing the ImageSetConfiguration");
 }
 
-fn sync_yaml(host: &str, pushed: &[support::images::PushedImage], path: &std::path::Path) {
-    let mut text = format!("{host}:\n  tls-verify: false\n  images:\n");
+/// `skopeo sync --src yaml` naming every pushed image at `host`; `tls` is the registry when it
+/// is TLS (its CA directory and credentials), `None` for plain HTTP.
+fn write_sync_yaml(host: &str, tls: Option<&Registry>, pushed: &[PushedImage], path: &Path) {
+    let mut text = format!("{host}:\n");
+    match tls.and_then(|r| Some((r.cert_dir()?, r.credentials()?))) {
+        Some((dir, (user, password))) => {
+            let _ = writeln!(text, "  cert-dir: {}", dir.display());
+            let _ = writeln!(
+                text,
+                "  credentials:\n    username: {user}\n    password: {password}"
+            );
+        }
+        None => text.push_str("  tls-verify: false\n"),
+    }
+    text.push_str("  images:\n");
     for p in pushed {
-        text.push_str(&format!("    {}: [\"{}\"]\n", p.repo, p.tag));
+        let _ = writeln!(text, "    {}: [\"{}\"]", p.repo, p.tag);
     }
-    fs_err::write(path, text).unwrap();
+    fs_err::write(path, text).expect("writing the skopeo sync YAML");
 }
 
-fn ratio(label: &str, ours: (f64, u64), theirs: (f64, u64)) {
-    println!(
-        "{label}: bootstrap {:.2} s / skopeo {:.2} s = {:.2}x time; RSS {} MiB / {} MiB",
-        ours.0,
-        theirs.0,
-        ours.0 / theirs.0.max(1e-9),
-        ours.1 / 1024,
-        theirs.1 / 1024
+/// `skopeo sync` of `yaml` into a fresh `dst`.
+fn sync_args(yaml: &Path, dst: &Registry) -> Vec<String> {
+    let mut args: Vec<String> = ["sync", "--src", "yaml", "--dest", "docker"]
+        .map(String::from)
+        .into();
+    args.extend(dst.skopeo_dest_args());
+    args.push(yaml.display().to_string());
+    args.push(format!("{}/{PREFIX}", dst.host()));
+    args
+}
+
+/// The curl flags (a `-K` config) to reach `reg`: fail on HTTP errors, HTTP/1.1 (one stream per
+/// connection, the shape the issue asks the tools to reach), its CA and credentials.
+fn write_curlrc(reg: &Registry, path: &Path) {
+    let mut text = String::from("silent\nshow-error\nfail\nhttp1.1\n");
+    if let Some(ca) = reg.ca_pem() {
+        let _ = writeln!(text, "cacert = \"{}\"", ca.display());
+    }
+    if let Some((user, password)) = reg.credentials() {
+        let _ = writeln!(text, "user = \"{user}:{password}\"");
+    }
+    fs_err::write(path, text).expect("writing a curl config");
+}
+
+/// The transfer script of the ceiling: three phases, each `$PARALLEL` curl jobs at once.
+const CEILING_SCRIPT: &str = r#"#!/usr/bin/env bash
+# The machine's ceiling: the tools' blobs moved by plain curl, no client work.
+set -euo pipefail
+cd "$(dirname "$0")"
+export SRC DST PREFIX SRC_RC="$PWD/src.curlrc" DST_RC="$PWD/dst.curlrc"
+blob() { # repo digest: GET from the source, piped into one monolithic upload
+  set -o pipefail
+  local loc
+  loc=$(curl -K "$DST_RC" -X POST -D - -o /dev/null "$DST/v2/$PREFIX/$1/blobs/uploads/" |
+    tr -d '\r' | sed -n 's/^[Ll]ocation: *//p')
+  case $loc in /*) loc="$DST$loc" ;; esac
+  case $loc in *\?*) loc="$loc&" ;; *) loc="$loc?" ;; esac
+  curl -K "$SRC_RC" "$SRC/v2/$1/blobs/$2" |
+    curl -K "$DST_RC" -T - -H 'Expect:' -H 'Content-Type: application/octet-stream' \
+      -o /dev/null "${loc}digest=$2"
+}
+mount() { # repo digest from-repo
+  curl -K "$DST_RC" -X POST -o /dev/null \
+    "$DST/v2/$PREFIX/$1/blobs/uploads/?mount=$2&from=$PREFIX/$3"
+}
+manifest() { # repo tag media-type file
+  curl -K "$DST_RC" -X PUT -H "Content-Type: $3" --data-binary "@$4" -o /dev/null \
+    "$DST/v2/$PREFIX/$1/manifests/$2"
+}
+export -f blob mount manifest
+xargs -r -P "$PARALLEL" -n 2 bash -c 'blob "$@"' _ <blobs.txt
+xargs -r -P "$PARALLEL" -n 3 bash -c 'mount "$@"' _ <mounts.txt
+xargs -r -P "$PARALLEL" -n 4 bash -c 'manifest "$@"' _ <manifests.txt
+"#;
+
+/// Moves `pushed` from `src` into the fresh `dst` with the ceiling script: every distinct blob
+/// uploaded once (into the first repository that uses it), mounted into the others, then every
+/// manifest PUT: the same blobs, uploads and mounts as bootstrap and skopeo.
+fn ceiling(bench: &Bench, src: &Registry, dst: &Registry, pushed: &[PushedImage]) -> Measured {
+    let dir = bench.path("ceiling");
+    fs_err::create_dir_all(dir.join("manifests")).expect("creating the ceiling directory");
+    write_curlrc(src, &dir.join("src.curlrc"));
+    write_curlrc(dst, &dir.join("dst.curlrc"));
+    let (mut blobs, mut mounts, mut manifests) = (String::new(), String::new(), String::new());
+    let mut first_repo = std::collections::HashMap::new();
+    for (i, p) in pushed.iter().enumerate() {
+        for (digest, _) in &p.blobs {
+            match first_repo.get(digest) {
+                None => {
+                    first_repo.insert(digest.clone(), p.repo.clone());
+                    let _ = writeln!(blobs, "{} {digest}", p.repo);
+                }
+                Some(from) => {
+                    let _ = writeln!(mounts, "{} {digest} {from}", p.repo);
+                }
+            }
+        }
+        let file = dir.join("manifests").join(format!("{i}.json"));
+        fs_err::write(&file, &p.manifest).expect("writing a manifest");
+        let _ = writeln!(
+            manifests,
+            "{} {} {} {}",
+            p.repo,
+            p.tag,
+            p.media_type,
+            file.display()
+        );
+    }
+    for (name, text) in [
+        ("blobs.txt", blobs),
+        ("mounts.txt", mounts),
+        ("manifests.txt", manifests),
+        ("ceiling.sh", CEILING_SCRIPT.into()),
+    ] {
+        fs_err::write(dir.join(name), text).expect("writing the ceiling's job lists");
+    }
+    let parallel = env_u64("BENCH_CEILING_PARALLEL", 8).max(1);
+    let env = [
+        format!("SRC={}", src.url()),
+        format!("DST={}", dst.url()),
+        format!("PREFIX={PREFIX}"),
+        format!("PARALLEL={parallel}"),
+        "bash".into(),
+        dir.join("ceiling.sh").display().to_string(),
+    ];
+    measure(&format!("ceiling (curl, {parallel} at once)"), "env", &env)
+}
+
+/// One line of the summary table: `ours` against `theirs`.
+struct Row {
+    what: String,
+    ours_label: String,
+    ours: Measured,
+    theirs_label: String,
+    theirs: Measured,
+    goal: Option<f64>,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.ours.wall / self.theirs.wall.max(1e-9)
+    }
+}
+
+/// Loopback mirror to mirror (bootstrap, skopeo sync, the ceiling), the chunk sweep, and mirror
+/// to disk when `disk` is set; all from one seeded source.
+fn loopback(bench: &Bench, shape: Shape, parts: &[String], rows: &mut Vec<Row>) {
+    let src = registry(bench.tls);
+    eprintln!("seeding {} into {}", shape.describe(), src.url());
+    let pushed = shape.set(7, "big").push_to(&src, "");
+    let cfg = bench.path("big.yaml");
+    write_isc(&src.host(), &pushed, &cfg);
+    if parts.iter().any(|p| p == "loopback") {
+        eprintln!("loopback mirror to mirror");
+        let yaml = bench.path("big-sync.yaml");
+        write_sync_yaml(&src.host(), bench.tls.then_some(&src), &pushed, &yaml);
+        let dst = registry(bench.tls);
+        let access = bench.access("big", &[&src, &dst], &[]);
+        let dest = format!("docker://{}/{PREFIX}", dst.host());
+        let ours = measure(
+            "bootstrap",
+            &bench.bin,
+            &bench.mirror_args("big", "big", &cfg, dest, &access),
+        );
+        eprintln!("    {}", moved(&dst));
+        let dst = registry(bench.tls);
+        let sync = measure("skopeo sync", "skopeo", &sync_args(&yaml, &dst));
+        eprintln!("    {}", moved(&dst));
+        let dst = registry(bench.tls);
+        let ceiling = ceiling(bench, &src, &dst, &pushed);
+        eprintln!("    {}", moved(&dst));
+        let row = |theirs_label: &str, theirs, goal| Row {
+            what: "loopback mirror to mirror".into(),
+            ours_label: "bootstrap".into(),
+            ours,
+            theirs_label: theirs_label.into(),
+            theirs,
+            goal,
+        };
+        rows.push(row("ceiling (parallel curl)", ceiling, Some(GOAL_CEILING)));
+        rows.push(row("skopeo sync", sync, Some(GOAL_SYNC)));
+        rows.push(Row {
+            what: "loopback mirror to mirror".into(),
+            ours_label: "skopeo sync".into(),
+            ours: sync,
+            theirs_label: "ceiling (parallel curl)".into(),
+            theirs: ceiling,
+            goal: None,
+        });
+        chunk_sweep(bench, &cfg, &src);
+    }
+    if parts.iter().any(|p| p == "disk") {
+        eprintln!("mirror to disk");
+        let access = bench.access("disk", &[&src], &[]);
+        let mut args = vec![
+            "mirror".into(),
+            "-c".into(),
+            cfg.display().to_string(),
+            format!("file://{}", bench.path("disk-ours").display()),
+        ];
+        args.extend(access);
+        let ours = measure("bootstrap", &bench.bin, &args);
+        let layout = bench.path("disk-skopeo");
+        let mut theirs = Measured::default();
+        for p in &pushed {
+            let mut args = vec!["copy".to_string()];
+            args.extend(src.skopeo_src_args());
+            args.push(format!("docker://{}/{}:{}", src.host(), p.repo, p.tag));
+            args.push(format!("oci:{}:{}", layout.display(), p.repo));
+            theirs = theirs.then(measure(&format!("skopeo copy {}", p.repo), "skopeo", &args));
+        }
+        rows.push(Row {
+            what: "mirror to disk".into(),
+            ours_label: "bootstrap".into(),
+            ours,
+            theirs_label: format!("skopeo copy ({} runs)", pushed.len()),
+            theirs,
+            goal: Some(GOAL_DISK),
+        });
+    }
+}
+
+/// Times bootstrap's loopback mirror to mirror once per chunk size in BENCH_CHUNKS, each into a
+/// fresh registry.
+fn chunk_sweep(bench: &Bench, cfg: &Path, src: &Registry) {
+    let Ok(list) = std::env::var("BENCH_CHUNKS") else {
+        return;
+    };
+    for mib in list.split(',').filter_map(|v| v.trim().parse::<u64>().ok()) {
+        let dst = registry(bench.tls);
+        let mut access = bench.access(&format!("chunk-{mib}"), &[src, &dst], &[]);
+        access.extend(["--chunk-size".into(), mib.to_string()]);
+        let dest = format!("docker://{}/{PREFIX}", dst.host());
+        let args = bench.mirror_args(
+            &format!("chunk-{mib}"),
+            &format!("chunk-{mib}"),
+            cfg,
+            dest,
+            &access,
+        );
+        measure(&format!("bootstrap --chunk-size {mib}"), &bench.bin, &args);
+    }
+}
+
+/// The WAN link from the environment: by default 160 ms round trip (80 ms each way, as Europe
+/// to the US east coast), two handshake round trips per connection (TCP and TLS 1.3), 16 MiB/s
+/// per connection.
+fn wan_link() -> Link {
+    Link {
+        rtt: Duration::from_millis(env_u64("BENCH_WAN_RTT_MS", 160)),
+        handshake_rtts: env_u64("BENCH_WAN_HANDSHAKE_RTTS", 2) as u32,
+        bytes_per_sec: env_u64("BENCH_WAN_MIBPS", 16) << 20,
+    }
+}
+
+fn describe_link(link: &Link) -> String {
+    format!(
+        "{} ms round trip per request and {} more per new connection, {} MiB/s per connection",
+        link.rtt.as_millis(),
+        link.handshake_rtts,
+        link.bytes_per_sec >> 20
+    )
+}
+
+/// WAN mirror to mirror: a plain source behind the shaped proxy, bootstrap and skopeo sync each
+/// into a fresh destination of the bench's flavour.
+fn wan(bench: &Bench, shape: Shape, link: Link, rows: &mut Vec<Row>) {
+    let src = Registry::plain();
+    eprintln!(
+        "seeding {} into {} (WAN source)",
+        shape.describe(),
+        src.url()
     );
+    let pushed = shape.set(11, "wan").push_to(&src, "");
+    let proxy = FaultProxy::start_with_link(&src.host(), link).expect("starting the WAN proxy");
+    eprintln!(
+        "WAN mirror to mirror through {} ({})",
+        proxy.host(),
+        describe_link(&link)
+    );
+    let cfg = bench.path("wan.yaml");
+    write_isc(&proxy.host(), &pushed, &cfg);
+    let yaml = bench.path("wan-sync.yaml");
+    write_sync_yaml(&proxy.host(), None, &pushed, &yaml);
+    let dst = registry(bench.tls);
+    let access = bench.access("wan", &[&dst], &[proxy.host()]);
+    let dest = format!("docker://{}/{PREFIX}", dst.host());
+    let ours = measure(
+        "bootstrap",
+        &bench.bin,
+        &bench.mirror_args("wan", "wan", &cfg, dest, &access),
+    );
+    eprintln!(
+        "    {}; {} connections to the source",
+        moved(&dst),
+        proxy.connections()
+    );
+    proxy.reset_counters();
+    let dst = registry(bench.tls);
+    let theirs = measure("skopeo sync", "skopeo", &sync_args(&yaml, &dst));
+    eprintln!(
+        "    {}; {} connections to the source",
+        moved(&dst),
+        proxy.connections()
+    );
+    rows.push(Row {
+        what: "WAN mirror to mirror".into(),
+        ours_label: "bootstrap".into(),
+        ours,
+        theirs_label: "skopeo sync".into(),
+        theirs,
+        goal: Some(GOAL_WAN),
+    });
+}
+
+/// The wide set: many small images, then a rerun with nothing to do.
+fn wide(bench: &Bench, n: u64, rows: &mut Vec<Row>) {
+    let src = registry(bench.tls);
+    eprintln!("seeding {n} small images into {} (wide set)", src.url());
+    let pushed = wide_set(8, n).push_to(&src, "");
+    let cfg = bench.path("wide.yaml");
+    write_isc(&src.host(), &pushed, &cfg);
+    let yaml = bench.path("wide-sync.yaml");
+    write_sync_yaml(&src.host(), bench.tls.then_some(&src), &pushed, &yaml);
+    let (ours_dst, theirs_dst) = (registry(bench.tls), registry(bench.tls));
+    let access = bench.access("wide", &[&src, &ours_dst], &[]);
+    let dest = format!("docker://{}/{PREFIX}", ours_dst.host());
+    let ours_args = |name: &str| bench.mirror_args(name, "wide", &cfg, dest.clone(), &access);
+    eprintln!("wide mirror to mirror, then a rerun");
+    for (what, name) in [
+        ("wide mirror to mirror", "wide"),
+        ("wide rerun (nothing to do)", "wide-rerun"),
+    ] {
+        let ours = measure(&format!("bootstrap ({name})"), &bench.bin, &ours_args(name));
+        let theirs = measure(
+            &format!("skopeo sync ({name})"),
+            "skopeo",
+            &sync_args(&yaml, &theirs_dst),
+        );
+        rows.push(Row {
+            what: what.into(),
+            ours_label: "bootstrap".into(),
+            ours,
+            theirs_label: "skopeo sync".into(),
+            theirs,
+            goal: None,
+        });
+    }
+}
+
+/// The Markdown summary: every comparison, its goal, and whether it is met.
+fn summary(rows: &[Row], method: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n{method}\n");
+    out.push_str("| run | tool | wall / CPU / peak RSS | against | wall / CPU / peak RSS | time ratio | goal |\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
+    for row in rows {
+        let ratio = row.ratio();
+        let mut ratio_cell = format!("{ratio:.2}x");
+        if row.theirs_label.starts_with("ceiling") {
+            let _ = write!(
+                ratio_cell,
+                " ({:.0}% of the ceiling)",
+                100.0 / ratio.max(1e-9)
+            );
+        }
+        let goal = match row.goal {
+            Some(goal) if ratio <= goal => format!("≤ {goal}x: met"),
+            Some(goal) => format!("≤ {goal}x: **not met**"),
+            None => "—".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {ratio_cell} | {goal} |",
+            row.what,
+            row.ours_label,
+            row.ours.cell(),
+            row.theirs_label,
+            row.theirs.cell(),
+        );
+    }
+    let bootstrap_rows = rows.iter().filter(|r| r.ours_label == "bootstrap");
+    if let Some(peak) = bootstrap_rows.map(|r| r.ours.rss_kib / 1024).max() {
+        let verdict = if peak < GOAL_RSS_MIB {
+            "met"
+        } else {
+            "**not met**"
+        };
+        let _ = writeln!(out, "\nbootstrap's peak RSS over these runs: {peak} MiB (goal < {GOAL_RSS_MIB} MiB: {verdict}).");
+    }
+    out
 }
 
 fn main() {
-    let bin = std::env::var("BOOTSTRAP_BIN").unwrap_or_else(|_| "target/release/bootstrap".into());
-    let work = tempfile::tempdir().unwrap();
-    let s = |v: &str| v.to_string();
-    for (name, set) in [("big", big_set(7)), ("wide", wide_set(8))] {
-        let src = Registry::plain();
-        eprintln!("seeding the {name} set into {}", src.host());
-        let pushed = set.push_to(&src, "");
-        let cfg = work.path().join(format!("{name}.yaml"));
-        isc(&src.host(), &pushed, &cfg);
-        let yaml = work.path().join(format!("{name}-sync.yaml"));
-        sync_yaml(&src.host(), &pushed, &yaml);
-
-        let ours_dst = Registry::plain();
-        let theirs_dst = Registry::plain();
-        // The same two commands serve the first run and, on the wide set, the rerun.
-        let ours_args = |record: &str| {
-            vec![
-                s("mirror"),
-                s("-c"),
-                cfg.display().to_string(),
-                format!("docker://{}/m", ours_dst.host()),
-                s("--plain-http"),
-                src.host(),
-                s("--plain-http"),
-                ours_dst.host(),
-                s("--record"),
-                work.path().join(record).display().to_string(),
-                s("--status-file"),
-                work.path()
-                    .join(format!("{record}.status"))
-                    .display()
-                    .to_string(),
-                s("--workdir"),
-                work.path()
-                    .join(format!("{name}-state"))
-                    .display()
-                    .to_string(),
-            ]
-        };
-        let theirs_args = vec![
-            s("sync"),
-            s("--src"),
-            s("yaml"),
-            s("--dest"),
-            s("docker"),
-            s("--dest-tls-verify=false"),
-            yaml.display().to_string(),
-            format!("{}/m", theirs_dst.host()),
-        ];
-        let ours = measure(
-            &format!("{name} mirror-to-mirror bootstrap"),
-            &bin,
-            &ours_args(&format!("{name}-rec.json")),
-        );
-        let theirs = measure(
-            &format!("{name} mirror-to-mirror skopeo sync"),
-            "skopeo",
-            &theirs_args,
-        );
-        ratio(&format!("{name} mirror-to-mirror"), ours, theirs);
-        if name == "big" {
-            chunk_sweep(&bin, &cfg, &src, work.path());
-        }
-        if name == "wide" {
-            let ours = measure("wide rerun bootstrap", &bin, &ours_args("wide-rec2.json"));
-            let theirs = measure("wide rerun skopeo sync", "skopeo", &theirs_args);
-            ratio("wide rerun (nothing to do)", ours, theirs);
-        } else {
-            let dir = work.path().join("disk-ours");
-            let ours = measure(
-                "big mirror-to-disk bootstrap",
-                &bin,
-                &[
-                    s("mirror"),
-                    s("-c"),
-                    cfg.display().to_string(),
-                    format!("file://{}", dir.display()),
-                    s("--plain-http"),
-                    src.host(),
-                ],
-            );
-            let layout = work.path().join("disk-skopeo");
-            let start = Instant::now();
-            let mut peak = 0;
-            for p in &pushed {
-                let (_, rss) = measure(
-                    &format!("skopeo copy {}", p.repo),
-                    "skopeo",
-                    &[
-                        s("copy"),
-                        s("--src-tls-verify=false"),
-                        format!("docker://{}/{}:{}", src.host(), p.repo, p.tag),
-                        format!("oci:{}:{}", layout.display(), p.repo),
-                    ],
-                );
-                peak = peak.max(rss);
-            }
-            ratio(
-                "big mirror-to-disk",
-                ours,
-                (start.elapsed().as_secs_f64(), peak),
-            );
-        }
+    let quick = std::env::var("BENCH_SCALE").is_ok_and(|v| v == "quick");
+    let (big, wan_shape, wide_n) = match quick {
+        true => (
+            Shape {
+                images: 4,
+                base_mib: 8,
+                layer_mib: 4,
+                big_mib: 32,
+            },
+            Shape {
+                images: 4,
+                base_mib: 4,
+                layer_mib: 2,
+                big_mib: 8,
+            },
+            10,
+        ),
+        false => (
+            Shape {
+                images: 8,
+                base_mib: 256,
+                layer_mib: 128,
+                big_mib: 1024,
+            },
+            Shape {
+                images: 8,
+                base_mib: 32,
+                layer_mib: 16,
+                big_mib: 128,
+            },
+            150,
+        ),
+    };
+    let big = Shape::from_env("", big);
+    let wan_shape = Shape::from_env("WAN_", wan_shape);
+    let wide_n = env_u64("BENCH_WIDE", wide_n);
+    let link = wan_link();
+    let parts: Vec<String> = std::env::var("BENCH_PARTS")
+        .unwrap_or_else(|_| "loopback,wan,disk,wide".into())
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .collect();
+    let work = tempfile::tempdir().expect("creating the bench's directory");
+    let bench = Bench {
+        bin: std::env::var("BOOTSTRAP_BIN").unwrap_or_else(|_| "target/release/bootstrap".into()),
+        work: work.path().to_path_buf(),
+        tls: env_u64("BENCH_TLS", 1) != 0,
+    };
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    if parts.iter().any(|p| p == "loopback" || p == "disk") {
+        loopback(&bench, big, &parts, &mut rows);
     }
+    if parts.iter().any(|p| p == "wan") {
+        wan(&bench, wan_shape, link, &mut rows);
+    }
+    if parts.iter().any(|p| p == "wide") && wide_n > 0 {
+        wide(&bench, wide_n, &mut rows);
+    }
+    let flavour = match bench.tls {
+        true => "TLS (per-run CA, every tool verifying it) with Basic auth",
+        false => "plain HTTP",
+    };
+    let method = format!(
+        "Registries: Distribution 2.8, {flavour}. Loopback and disk set: {}. Ceiling: curl over \
+         HTTP/1.1, {} transfers at once, each distinct blob uploaded once and mounted into the \
+         other repositories. WAN set: {}; source plain HTTP behind the fault proxy: {}. Wide \
+         set: {wide_n} images. Bench wall time {:.0} s.",
+        big.describe(),
+        env_u64("BENCH_CEILING_PARALLEL", 8).max(1),
+        wan_shape.describe(),
+        describe_link(&link),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", summary(&rows, &method));
 }
