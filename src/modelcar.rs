@@ -413,6 +413,7 @@ fn write_record(
         total_size: manifest.size + blobs.iter().map(|b| b.size).sum::<u64>(),
         platforms: vec!["linux/amd64".into()],
         platforms_dropped: Vec::new(),
+        platform_filter: Vec::new(),
         manifests: Vec::new(),
         blobs: blobs.iter().map(|b| b.digest.clone()).collect(),
     };

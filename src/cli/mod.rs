@@ -254,9 +254,10 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "KEY")]
     pub sign_key: Option<PathBuf>,
 
-    /// When the architecture filter dropped platforms from an index, push to registries an index
-    /// of only the kept platforms (a new digest, recorded beside the source's). Without it the
-    /// source index is pushed verbatim (sparse), which registries such as Distribution 2.x refuse.
+    /// When an image's platform filter dropped platforms from an index, push to registries an
+    /// index of only the kept platforms (a new digest, recorded beside the source's). Without it
+    /// the source index is pushed verbatim (sparse), which registries such as Distribution 2.x
+    /// refuse.
     #[arg(long)]
     pub rewrite_filtered_indexes: bool,
 

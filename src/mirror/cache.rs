@@ -7,6 +7,7 @@ use super::plan::{BlobDesc, Child, ResolvedImage};
 use crate::oci::digest::Digest;
 use crate::oci::layout::write_atomic;
 use crate::oci::manifest::RawManifest;
+use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -57,21 +58,21 @@ impl ResolveCache {
         }
     }
 
-    fn path(&self, digest: &Digest, architectures: &[String]) -> PathBuf {
-        let filter = Digest::of(architectures.join(",").as_bytes());
+    fn path(&self, digest: &Digest, platforms: &PlatformFilter) -> PathBuf {
+        let filter = Digest::of(platforms.key().as_bytes());
         self.dir
             .join(format!("{}-{}.json", digest.hex(), filter.short()))
     }
 
     /// The image `source` resolved to when its manifest digest was `digest` under the same
-    /// architecture filter, if an earlier run kept it and it still checks out.
+    /// platform filter, if an earlier run kept it and it still checks out.
     pub fn load(
         &self,
         source: &ImageRef,
         digest: &Digest,
-        architectures: &[String],
+        platforms: &PlatformFilter,
     ) -> Option<ResolvedImage> {
-        let bytes = fs_err::read(self.path(digest, architectures)).ok()?;
+        let bytes = fs_err::read(self.path(digest, platforms)).ok()?;
         let entry: Entry = serde_json::from_slice(&bytes).ok()?;
         let root = entry.root.raw().filter(|r| &r.digest == digest)?;
         let mut children = Vec::new();
@@ -85,6 +86,7 @@ impl ResolveCache {
         image.children = children;
         image.platforms = entry.platforms;
         image.dropped = entry.dropped;
+        image.filter = platforms.clone();
         image.blobs = entry
             .blobs
             .into_iter()
@@ -99,7 +101,7 @@ impl ResolveCache {
 
     /// Keeps `image` for later runs (best effort: a cache that cannot be written only costs
     /// requests).
-    pub fn save(&self, image: &ResolvedImage, architectures: &[String]) {
+    pub fn save(&self, image: &ResolvedImage, platforms: &PlatformFilter) {
         let entry = Entry {
             root: Manifest::of(&image.root),
             children: image
@@ -119,7 +121,7 @@ impl ResolveCache {
             return;
         };
         if fs_err::create_dir_all(&self.dir).is_ok() {
-            let _ = write_atomic(&self.path(&image.root.digest, architectures), &bytes);
+            let _ = write_atomic(&self.path(&image.root.digest, platforms), &bytes);
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::oci::blob_read::read_image_dir;
 use crate::oci::digest::Digest;
 use crate::oci::layers;
 use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
+use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::openshift::cluster::Category;
@@ -40,15 +41,18 @@ pub struct WantedImage {
     pub digest: Option<Digest>,
     /// Where it goes and what it is.
     pub placement: Placement,
+    /// Which platforms of a multi-arch index it keeps.
+    pub platforms: PlatformFilter,
 }
 
 impl WantedImage {
-    /// An image placed by default (source path, generic).
+    /// An image placed by default (source path, generic), every platform kept.
     pub fn generic(source: ImageRef) -> Self {
         WantedImage {
             source,
             digest: None,
             placement: Placement::default(),
+            platforms: PlatformFilter::all(),
         }
     }
 }
@@ -148,24 +152,24 @@ pub fn release_arch(arch: &str) -> &str {
 }
 
 /// Reads `mirror.platform` and `mirror.operators` of `cfg` (`origin` names it in errors);
-/// `dependencies` says whether catalog selections follow `olm.package.required`.
+/// `dependencies` says whether catalog selections follow `olm.package.required`. Releases keep
+/// the platforms `mirror.platform` names; a catalog's images those of its `platforms`, else all.
 pub async fn resolve(
     cfg: &ImageSetConfig,
     origin: &str,
     regs: &Arc<Registries>,
     graph_url: &str,
-    architectures: &[String],
     dependencies: select::Dependencies,
 ) -> Result<Content> {
     let mut content = Content::default();
-    releases(cfg, origin, regs, graph_url, architectures, &mut content).await?;
+    releases(cfg, origin, regs, graph_url, &mut content).await?;
     for (i, op) in cfg.mirror.operators.iter().enumerate() {
         let at = CatalogAt {
             op,
             index: i,
             dependencies,
         };
-        catalog(cfg, origin, at, regs, architectures, &mut content).await?;
+        catalog(cfg, origin, at, regs, &mut content).await?;
     }
     drop_met_elsewhere(&mut content);
     Ok(content)
@@ -251,13 +255,13 @@ async fn releases(
     origin: &str,
     regs: &Arc<Registries>,
     graph_url: &str,
-    architectures: &[String],
     content: &mut Content,
 ) -> Result<()> {
-    let payloads = chosen_payloads(cfg, origin, graph_url, architectures).await?;
+    let payloads = chosen_payloads(cfg, origin, graph_url).await?;
+    let platforms = cfg.release_platforms();
     let source = Source::Registry(regs.clone());
     for (image, version, arch) in payloads {
-        let resolved = plan::resolve(&source, &image, None, architectures, None)
+        let resolved = plan::resolve(&source, &image, None, &platforms, None)
             .await
             .with_context(|| format!("resolving release image {image}"))?;
         let (manifest, _) = first_image(&resolved)?;
@@ -291,6 +295,7 @@ async fn releases(
                 tag: Some(format!("{version}-{arch_tag}")),
                 category: Category::Release,
             },
+            platforms: platforms.clone(),
         });
         for c in components {
             // Tagged as oc-mirror v2 tags them (`4.18.3-x86_64-etcd`), so a registry that
@@ -304,6 +309,7 @@ async fn releases(
                     tag: Some(tag),
                     category: Category::Release,
                 },
+                platforms: platforms.clone(),
             });
         }
     }
@@ -311,25 +317,21 @@ async fn releases(
 }
 
 /// The release payloads `mirror.platform` names: `release` as written, and each channel's
-/// releases chosen from the update graph per architecture; in version order, once each.
+/// releases chosen from the update graph per architecture (the multi-arch graph when
+/// `platforms` filters the multi-arch payload); in version order, once each.
 async fn chosen_payloads(
     cfg: &ImageSetConfig,
     origin: &str,
     graph_url: &str,
-    architectures: &[String],
 ) -> Result<Vec<Payload>> {
     let platform = &cfg.mirror.platform;
     let mut payloads: Vec<Payload> = Vec::new();
-    let graph_arches: Vec<&str> = if architectures.iter().any(|a| a == "multi") {
-        vec!["multi"]
-    } else {
-        architectures.iter().map(String::as_str).collect()
-    };
+    let graph_arches = cfg.graph_architectures();
     if let Some(r) = platform.release.as_deref().filter(|r| !r.is_empty()) {
         let image = ImageRef::parse(r).map_err(|e| {
             anyhow::anyhow!("{origin}: mirror.platform.release '{r}': {}", e.reason)
         })?;
-        payloads.push((image, None, graph_arches[0].to_string()));
+        payloads.push((image, None, graph_arches[0].clone()));
     }
     for (i, channel) in platform.channels.iter().enumerate() {
         let path = format!("mirror.platform.channels[{i}]");
@@ -390,7 +392,6 @@ async fn catalog(
     origin: &str,
     at_entry: CatalogAt<'_>,
     regs: &Arc<Registries>,
-    architectures: &[String],
     content: &mut Content,
 ) -> Result<()> {
     let CatalogAt {
@@ -408,8 +409,9 @@ async fn catalog(
             e.reason
         )
     })?;
+    let platforms = cfg.catalog_platforms(index);
     let source = Source::Registry(regs.clone());
-    let resolved = plan::resolve(&source, &image, None, architectures, None)
+    let resolved = plan::resolve(&source, &image, None, &platforms, None)
         .await
         .with_context(|| format!("resolving catalog {image} ({path})"))?;
     let (manifest, _) = first_image(&resolved)?;
@@ -440,7 +442,7 @@ async fn catalog(
         category: Category::Catalog,
     };
     let followed = dependencies == select::Dependencies::Follow && !op.skip_dependencies;
-    add_selection(&image, &selection, followed, content)?;
+    add_selection(&image, &selection, followed, &platforms, content)?;
     content.catalogs.push(rebuilt);
     Ok(())
 }
@@ -465,6 +467,7 @@ fn add_selection(
     image: &ImageRef,
     selection: &select::Selection,
     followed: bool,
+    platforms: &PlatformFilter,
     content: &mut Content,
 ) -> Result<()> {
     content.catalog_reports.push(CatalogInfo {
@@ -508,6 +511,7 @@ fn add_selection(
                 category: Category::Operator,
                 ..Placement::default()
             },
+            platforms: platforms.clone(),
         });
     }
     Ok(())
@@ -536,6 +540,7 @@ async fn rebuild_image(
     out.rebuilt_from = Some(resolved.root.digest.clone());
     out.platforms = resolved.platforms.clone();
     out.dropped = resolved.dropped.clone();
+    out.filter = resolved.filter.clone();
     out.generated
         .push((layer.digest.clone(), layer.bytes.clone()));
     let sources: Vec<(RawManifest, Option<String>)> = if resolved.children.is_empty() {

@@ -67,6 +67,12 @@ pub struct PlannedImage {
     pub digest: Digest,
     /// Platforms kept.
     pub platforms: Vec<String>,
+    /// Platforms its index offers that its filter leaves out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub platforms_dropped: Vec<String>,
+    /// The filter applied to it (`amd64`, `linux/arm64`); absent when every platform is kept.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub platform_filter: Vec<String>,
     /// Bytes of its manifests and blobs.
     pub size: u64,
     /// True when the destination already holds it exactly (nothing would be sent).
@@ -93,6 +99,8 @@ impl DryRun {
                     destination: rec.destination,
                     digest: rec.digest,
                     platforms: rec.platforms,
+                    platforms_dropped: rec.platforms_dropped,
+                    platform_filter: rec.platform_filter,
                     size: rec.total_size,
                     already_mirrored: done,
                 }
@@ -146,11 +154,12 @@ impl std::fmt::Display for DryRun {
             };
             writeln!(
                 f,
-                "{}  {} -> {}  {}{state}",
+                "{}  {} -> {}  {}{}{state}",
                 img.digest,
                 img.source,
                 img.destination,
-                human_bytes(img.size)
+                human_bytes(img.size),
+                platforms_note(img)
             )?;
         }
         for r in &self.releases {
@@ -193,4 +202,22 @@ impl std::fmt::Display for DryRun {
         )?;
         writeln!(f, "plan: {}", self.plan_file.display())
     }
+}
+
+/// `  [linux/amd64, linux/arm64]`: the platforms kept; when the filter dropped some,
+/// `  [linux/arm64; dropped linux/amd64; filter linux/arm64]`; nothing for an image that
+/// names no platform.
+fn platforms_note(img: &PlannedImage) -> String {
+    if img.platforms.is_empty() {
+        return String::new();
+    }
+    let kept = img.platforms.join(", ");
+    if img.platforms_dropped.is_empty() {
+        return format!("  [{kept}]");
+    }
+    format!(
+        "  [{kept}; dropped {}; filter {}]",
+        img.platforms_dropped.join(", "),
+        img.platform_filter.join(", ")
+    )
 }

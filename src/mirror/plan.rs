@@ -1,11 +1,12 @@
 //! From image references to concrete content: each image's manifests (kept verbatim), the
-//! platforms kept by the architecture filter, and the blobs it needs; then the blob graph over
+//! platforms kept by its platform filter, and the blobs it needs; then the blob graph over
 //! the whole set, so each unique blob is transferred once.
 
 use super::cache::ResolveCache;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
-use crate::oci::manifest::{platform_of, select_entries, Parsed, RawManifest};
+use crate::oci::manifest::{platform_of, Parsed, RawManifest};
+use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::openshift::cluster::Category;
@@ -56,6 +57,8 @@ pub struct ResolvedImage {
     pub platforms: Vec<String>,
     /// Platforms the index offered that were not kept.
     pub dropped: Vec<String>,
+    /// The filter that chose the kept platforms (every platform when none was asked for).
+    pub filter: PlatformFilter,
     /// Blobs needed, each once.
     pub blobs: Vec<BlobDesc>,
     /// Where it goes and what kind of content it is.
@@ -87,6 +90,7 @@ impl ResolvedImage {
             children: Vec::new(),
             platforms: Vec::new(),
             dropped: Vec::new(),
+            filter: PlatformFilter::all(),
             blobs: Vec::new(),
             placement: Placement::default(),
             generated: Vec::new(),
@@ -176,27 +180,27 @@ impl Source {
 }
 
 /// Resolves one image: fetches its top manifest (by the layout's recorded digest when reading a
-/// layout), filters an index to `architectures`, and collects every blob.
+/// layout), keeps the children of an index `platforms` selects, and collects every blob.
 pub async fn resolve(
     source: &Source,
     image: &ImageRef,
     layout_digest: Option<&Digest>,
-    architectures: &[String],
+    platforms: &PlatformFilter,
     cache: Option<&ResolveCache>,
 ) -> Result<ResolvedImage> {
     let (Source::Registry(regs), Some(cache)) = (source, cache) else {
-        return resolve_fetching(source, image, layout_digest, architectures).await;
+        return resolve_fetching(source, image, layout_digest, platforms).await;
     };
     // One HEAD tells whether an earlier run already resolved this very manifest.
     let client = regs.client(&image.registry)?;
     let head = client
         .head_manifest(&image.repository, &image.reference())
         .await?;
-    if let Some(hit) = head.and_then(|d| cache.load(image, &d, architectures)) {
+    if let Some(hit) = head.and_then(|d| cache.load(image, &d, platforms)) {
         return Ok(hit);
     }
-    let resolved = resolve_fetching(source, image, layout_digest, architectures).await?;
-    cache.save(&resolved, architectures);
+    let resolved = resolve_fetching(source, image, layout_digest, platforms).await?;
+    cache.save(&resolved, platforms);
     Ok(resolved)
 }
 
@@ -204,7 +208,7 @@ async fn resolve_fetching(
     source: &Source,
     image: &ImageRef,
     layout_digest: Option<&Digest>,
-    architectures: &[String],
+    platforms: &PlatformFilter,
 ) -> Result<ResolvedImage> {
     let reference = match layout_digest {
         Some(d) => d.to_string(),
@@ -215,6 +219,7 @@ async fn resolve_fetching(
         .await?
         .with_context(|| format!("manifest {reference} of {image} is missing from the layout"))?;
     let mut resolved = ResolvedImage::new(image.clone(), root.clone());
+    resolved.filter = platforms.clone();
     let mut seen = BTreeSet::new();
     match root.parse().with_context(|| format!("reading {image}"))? {
         Parsed::Image(m) => {
@@ -234,7 +239,7 @@ async fn resolve_fetching(
             let kept = match source {
                 // A layout holds exactly what an earlier run kept; keep what is present.
                 Source::Layout(_) => index.manifests.iter().collect::<Vec<_>>(),
-                Source::Registry(_) => select_entries(&index, architectures),
+                Source::Registry(_) => kept_entries(image, &index, platforms)?,
             };
             let kept_digests: BTreeSet<&str> = kept.iter().map(|e| e.digest.as_str()).collect();
             for entry in &index.manifests {
@@ -268,14 +273,41 @@ async fn resolve_fetching(
                 });
             }
             if resolved.children.is_empty() {
-                bail!(
-                    "{image} offers platforms {} but mirror.platform.architectures keeps none of them: add one of these architectures",
-                    resolved.dropped.join(", ")
-                );
+                let offered = resolved.dropped.join(", ");
+                match platforms.origin() {
+                    o if o.is_empty() => bail!(
+                        "{image} offers platforms {offered} but the source holds none of their manifests"
+                    ),
+                    o => bail!(
+                        "{image} offers platforms {offered} but {o} keeps none of them ({platforms}): add one of these platforms"
+                    ),
+                }
             }
         }
     }
     Ok(resolved)
+}
+
+/// The entries of `index` that `platforms` keeps; a platform it names by OS and architecture
+/// that the index does not offer fails the image, as oc-mirror v2 fails it ("no instances
+/// found for platform"), rather than mirroring less than was asked for.
+fn kept_entries<'a>(
+    image: &ImageRef,
+    index: &'a crate::oci::manifest::OciImageIndex,
+    platforms: &PlatformFilter,
+) -> Result<Vec<&'a crate::oci::manifest::ImageIndexEntry>> {
+    let selected = platforms.select(index);
+    if !selected.missing.is_empty() {
+        let offered: Vec<String> = index.manifests.iter().filter_map(platform_of).collect();
+        bail!(
+            "{image} offers platforms {} but {} asks for {}, which it does not offer: remove {} from the list",
+            offered.join(", "),
+            platforms.origin(),
+            selected.missing.join(", "),
+            if selected.missing.len() == 1 { "it" } else { "them" }
+        );
+    }
+    Ok(selected.kept)
 }
 
 fn add_image_blobs(

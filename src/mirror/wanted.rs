@@ -24,7 +24,6 @@ pub(super) struct Wanted {
     pub(super) catalogs: Vec<ResolvedImage>,
     /// Images left out by `mirror.blockedImages`, with the pattern that matched.
     pub(super) blocked: Vec<(ImageRef, String)>,
-    pub(super) architectures: Vec<String>,
     pub(super) config: Option<ConfigInfo>,
     pub(super) source_label: String,
     pub(super) releases: Vec<content::ReleaseInfo>,
@@ -51,7 +50,10 @@ async fn wanted_from_config(
             // Matched as written too (`ubi9:latest`), not only normalised.
             Ok(r) => match blocked_by(&patterns, entry.name, &r) {
                 Some(pattern) => blocked.push((r, pattern)),
-                None => additional.push(WantedImage::generic(r)),
+                None => additional.push(WantedImage {
+                    platforms: cfg.image_platforms(entry.index),
+                    ..WantedImage::generic(r)
+                }),
             },
             Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
         }
@@ -59,18 +61,23 @@ async fn wanted_from_config(
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
-    let architectures = cfg.architectures();
-    let content =
-        content::resolve(&cfg, &origin, regs, graph_url, &architectures, dependencies).await?;
-    let mut images = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let content = content::resolve(&cfg, &origin, regs, graph_url, dependencies).await?;
+    let mut images: Vec<WantedImage> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
     for w in content.images.into_iter().chain(additional) {
-        if !seen.insert(w.source.clone()) {
+        // An image wanted twice (two catalogs, a catalog and additionalImages) is mirrored
+        // once, where it was first wanted, keeping every platform either use keeps.
+        if let Some(&at) = seen.get(&w.source) {
+            let first: &mut WantedImage = &mut images[at];
+            first.platforms = first.platforms.union(&w.platforms);
             continue;
         }
         match blocked_by(&patterns, &w.source.to_string(), &w.source) {
             Some(pattern) => blocked.push((w.source, pattern)),
-            None => images.push(w),
+            None => {
+                seen.insert(w.source.clone(), images.len());
+                images.push(w);
+            }
         }
     }
     if images.is_empty() && blocked.is_empty() && content.catalogs.is_empty() {
@@ -97,7 +104,6 @@ async fn wanted_from_config(
         images,
         catalogs: content.catalogs,
         blocked,
-        architectures,
         config: Some(ConfigInfo {
             path: origin,
             sha256: Digest::of(&bytes).hex().to_string(),
@@ -137,13 +143,14 @@ fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wan
             source: i.source,
             digest: Some(i.digest),
             placement: i.placement,
+            // A disk mirror holds what its run kept; every child present is pushed.
+            platforms: crate::oci::platform::PlatformFilter::all(),
         })
         .collect();
     Ok(Wanted {
         images,
         catalogs: Vec::new(),
         blocked: Vec::new(),
-        architectures: Vec::new(),
         config: None,
         source_label: layout.label(),
         releases: Vec::new(),
@@ -196,10 +203,10 @@ pub(super) async fn resolve_all(
 ) -> Vec<Result<ResolvedImage>> {
     futures_util::stream::iter(&wanted.images)
         .map(|w| async move {
-            let arches = &wanted.architectures;
-            let mut resolved = plan::resolve(source, &w.source, w.digest.as_ref(), arches, cache)
-                .await
-                .with_context(|| format!("resolving {}", w.source))?;
+            let mut resolved =
+                plan::resolve(source, &w.source, w.digest.as_ref(), &w.platforms, cache)
+                    .await
+                    .with_context(|| format!("resolving {}", w.source))?;
             resolved.placement = w.placement.clone();
             Ok(resolved)
         })

@@ -128,32 +128,15 @@ pub fn arch_of(entry: &ImageIndexEntry) -> Option<String> {
     entry.platform.as_ref().map(|p| p.architecture.to_string())
 }
 
-/// Which entries of an index to copy for the wanted architectures. Entries that name no
-/// platform are kept (they are artifacts of the whole index); attestation manifests
-/// (`unknown/unknown`) are kept only beside the image they describe.
+/// Which entries of an index to copy for the wanted architectures (on any OS; `multi` keeps
+/// every one): [`super::platform::PlatformFilter::select`] for architectures.
 pub fn select_entries<'a>(
     index: &'a OciImageIndex,
     architectures: &[String],
 ) -> Vec<&'a ImageIndexEntry> {
-    let wanted = |e: &ImageIndexEntry| match arch_of(e) {
-        None => true,
-        Some(a) => architectures.iter().any(|w| w == "multi" || *w == a),
-    };
-    let kept: Vec<&ImageIndexEntry> = index
-        .manifests
-        .iter()
-        .filter(|e| arch_of(e).as_deref() != Some("unknown") && wanted(e))
-        .collect();
-    let attestations = index.manifests.iter().filter(|e| {
-        arch_of(e).as_deref() == Some("unknown")
-            && e.annotations
-                .as_ref()
-                .and_then(|a| a.get("vnd.docker.reference.digest"))
-                .is_some_and(|d| kept.iter().any(|k| &k.digest == d))
-    });
-    let mut out = kept.clone();
-    out.extend(attestations);
-    out
+    super::platform::PlatformFilter::architectures(architectures, "")
+        .select(index)
+        .kept
 }
 
 #[cfg(test)]

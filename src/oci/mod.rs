@@ -8,6 +8,7 @@ pub mod layerfile;
 pub mod layers;
 pub mod layout;
 pub mod manifest;
+pub mod platform;
 pub mod ranged;
 pub mod reference;
 pub mod registry;

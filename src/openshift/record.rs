@@ -124,6 +124,11 @@ pub struct ImageRecord {
     /// Platforms the source index offered but the configuration filtered out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub platforms_dropped: Vec<String>,
+    /// The platform filter the configuration applied to this image (`amd64` from
+    /// `mirror.platform.architectures`, `linux/arm64` from a `platforms` list); absent when
+    /// every platform is kept, and in records written before filters were per image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub platform_filter: Vec<String>,
     /// Child manifests kept, for an index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<ManifestRecord>,
@@ -621,6 +626,7 @@ mod tests {
             total_size: 1,
             platforms: Vec::new(),
             platforms_dropped: Vec::new(),
+            platform_filter: Vec::new(),
             manifests: Vec::new(),
             blobs: Vec::new(),
         }

@@ -33,6 +33,7 @@ mod model;
 mod modules;
 mod olm_lab;
 mod openshift;
+mod platforms;
 mod playbook;
 mod prep_lab;
 mod records;

@@ -248,12 +248,19 @@ fn multi_arch_index_filtered_to_amd64() {
         .expect("a multi-arch image")
         .clone();
     let work = tempfile::tempdir().unwrap();
-    let cfg = write_config(
-        work.path(),
-        std::slice::from_ref(&multi),
-        &src.host(),
-        &["amd64"],
-    );
+    // The image's own `platforms` filters it (mirror.platform.architectures filters releases
+    // only, as oc-mirror v2 applies it).
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: {}/{}:{}\n    platforms:\n    - os: linux\n      architecture: amd64\n",
+            src.host(),
+            multi.repo,
+            multi.tag
+        ),
+    )
+    .unwrap();
     let dir = work.path().join("mirror");
     ok(&bootstrap(&[
         "mirror",

@@ -32,6 +32,7 @@ pub use schema::{
     Mirror, Operator, Platform, PlatformFilter, PlatformType, ReleaseChannel, SampleImage,
 };
 
+use crate::oci::platform::PlatformFilter as IndexFilter;
 use crate::yaml::{self, render_problems, Index, LoadError, Positions};
 use schema::RawConfig;
 use std::path::Path;
@@ -248,6 +249,67 @@ impl ImageSetConfig {
         } else {
             self.mirror.platform.architectures.clone()
         }
+    }
+
+    /// The architectures whose update graphs release channels are read from:
+    /// [`Self::architectures`], or `multi` alone when `mirror.platform.platforms` filters the
+    /// multi-arch payload (as oc-mirror v2 does) or `architectures` keeps every one.
+    pub fn graph_architectures(&self) -> Vec<String> {
+        let arches = self.architectures();
+        if !self.mirror.platform.platforms.is_empty() || arches.iter().any(|a| a == "multi") {
+            vec!["multi".to_string()]
+        } else {
+            arches
+        }
+    }
+
+    /// What release payloads and their components keep of a multi-arch index:
+    /// `mirror.platform.platforms` (os/architecture pairs), else [`Self::architectures`] on
+    /// any OS (`multi`: every platform). The two are exclusive (validation refuses both).
+    pub fn release_platforms(&self) -> IndexFilter {
+        let p = &self.mirror.platform;
+        if p.platforms.is_empty() {
+            IndexFilter::architectures(&self.architectures(), "mirror.platform.architectures")
+        } else {
+            IndexFilter::pairs(
+                p.platforms
+                    .iter()
+                    .map(|f| (f.os.as_str(), f.architecture.as_str())),
+                "mirror.platform.platforms",
+            )
+        }
+    }
+
+    /// What `mirror.operators[index]`'s catalog image, bundles and related images keep: its
+    /// `platforms`, else every platform (oc-mirror v2's default: digests stay those CSVs pin).
+    pub fn catalog_platforms(&self, index: usize) -> IndexFilter {
+        self.mirror
+            .operators
+            .get(index)
+            .map_or_else(IndexFilter::all, |op| {
+                IndexFilter::pairs(
+                    op.platforms
+                        .iter()
+                        .map(|f| (f.os.as_str(), f.architecture.as_str())),
+                    &format!("mirror.operators[{index}].platforms"),
+                )
+            })
+    }
+
+    /// What `mirror.additionalImages[index]` keeps: its `platforms`, else every platform
+    /// (oc-mirror v2's default: the digest stays the one users pin).
+    pub fn image_platforms(&self, index: usize) -> IndexFilter {
+        self.mirror
+            .additional_images
+            .get(index)
+            .map_or_else(IndexFilter::all, |img| {
+                IndexFilter::pairs(
+                    img.platforms
+                        .iter()
+                        .map(|f| (f.os.as_str(), f.architecture.as_str())),
+                    &format!("mirror.additionalImages[{index}].platforms"),
+                )
+            })
     }
 }
 
@@ -864,16 +926,45 @@ mirror:
         assert!(c.mirror.additional_images.is_empty());
     }
 
+    /// `platforms` lists are read per image as oc-mirror v2 reads them: the release's, each
+    /// catalog's, each additional image's; no list keeps every platform, except for releases
+    /// (`architectures`, default amd64).
     #[test]
-    fn platforms_field_parses_but_is_refused() {
+    fn platforms_lists_filter_per_image() {
         let c = parse_ok(&format!(
-            "{HEAD}mirror:\n  platform:\n    platforms:\n    - os: linux\n      architecture: arm64\n"
+            "{HEAD}mirror:\n  platform:\n    platforms:\n    - os: linux\n      architecture: arm64\n  operators:\n  - catalog: quay.io/a/index:v1\n    platforms:\n    - os: linux\n      architecture: s390x\n  - catalog: quay.io/a/other:v1\n  additionalImages:\n  - name: quay.io/a/b:1\n    platforms:\n    - os: linux\n      architecture: ppc64le\n  - name: quay.io/a/c:1\n"
         ));
-        assert_eq!(c.unsupported_sections(), vec!["mirror.platform.platforms"]);
+        assert!(c.unsupported_sections().is_empty());
+        assert_eq!(c.release_platforms().describe(), ["linux/arm64"]);
+        assert_eq!(c.graph_architectures(), ["multi"]);
+        assert_eq!(c.catalog_platforms(0).describe(), ["linux/s390x"]);
+        assert!(c.catalog_platforms(1).is_all());
+        assert_eq!(c.image_platforms(0).describe(), ["linux/ppc64le"]);
+        assert_eq!(
+            c.image_platforms(0).origin(),
+            "mirror.additionalImages[0].platforms"
+        );
+        assert!(c.image_platforms(1).is_all());
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    architectures: [arm64]\n"
+        ));
+        assert_eq!(c.release_platforms().describe(), ["arm64"]);
+        assert_eq!(c.graph_architectures(), ["arm64"]);
+        let c = parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    architectures: [multi]\n"
+        ));
+        assert!(c.release_platforms().is_all());
         let e = parse_err(&format!(
             "{HEAD}mirror:\n  platform:\n    architectures: [amd64]\n    platforms:\n    - os: linux\n      architecture: arm64\n"
         ));
         assert!(e.contains("cannot be used together"), "{e}");
+        let e = parse_err(&format!(
+            "{HEAD}mirror:\n  additionalImages:\n  - name: quay.io/a/b:1\n    platforms:\n    - os: linux\n      architecture: \"\"\n"
+        ));
+        assert_eq!(
+            e,
+            "isc.yaml:8:21: mirror.additionalImages[0].platforms[0].architecture: is empty; name the platform's architecture, e.g. arm64"
+        );
     }
 
     #[test]

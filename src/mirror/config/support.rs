@@ -11,10 +11,10 @@ const LATER: &str =
 impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
     /// in file-schema order: `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`,
-    /// `mirror.platform.platforms`, `mirror.platform.channels[].type: okd`, `mirror.operators[].platforms`,
+    /// `mirror.platform.channels[].type: okd`,
     /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
     /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
-    /// `mirror.additionalImages[].platforms`, `mirror.helm`, `mirror.samples`. A section counts
+    /// `mirror.helm`, `mirror.samples`. A section counts
     /// only when it would change what is mirrored (`graph: false` does not).
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
@@ -75,14 +75,6 @@ impl ImageSetConfig {
                 OR_OC_MIRROR,
             );
         }
-        if !p.platforms.is_empty() {
-            add(
-                "mirror.platform.platforms",
-                "mirror.platform.platforms".into(),
-                "multi-arch indexes are filtered by mirror.platform.architectures only",
-                "list the architectures under mirror.platform.architectures instead (e.g. [arm64])",
-            );
-        }
         // Never read as OCP: the same channel name in OCP's graph is another product's.
         for (i, ch) in p.channels.iter().enumerate() {
             if ch.platform_type == PlatformType::Okd {
@@ -99,14 +91,6 @@ impl ImageSetConfig {
     fn unsupported_operators(&self, out: &mut Vec<Unsupported>) {
         let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
         for (i, op) in self.mirror.operators.iter().enumerate() {
-            if !op.platforms.is_empty() {
-                add(
-                    "mirror.operators[].platforms",
-                    format!("mirror.operators[{i}].platforms"),
-                    "mirror.platform.architectures applies to every image; per-catalog filters are not applied",
-                    "remove it and set mirror.platform.architectures",
-                );
-            }
             if op
                 .target_catalog_source_template
                 .as_deref()
@@ -148,14 +132,6 @@ impl ImageSetConfig {
                 format!("mirror.additionalImages[{i}].targetTag"),
                 "images keep their source tag",
                 "remove it or mirror that image with oc-mirror",
-            );
-        }
-        if let Some(i) = first(|a| !a.platforms.is_empty()) {
-            add(
-                "mirror.additionalImages[].platforms",
-                format!("mirror.additionalImages[{i}].platforms"),
-                "mirror.platform.architectures applies to every image; per-image filters are not applied",
-                "remove it and set mirror.platform.architectures",
             );
         }
         if !m.helm.repositories.is_empty() || !m.helm.local.is_empty() {

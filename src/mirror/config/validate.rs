@@ -19,6 +19,7 @@ pub(super) fn validate(config: &ImageSetConfig) -> Vec<Problem> {
     v.additional_images();
     v.blocked_images();
     v.architectures();
+    v.platform_lists();
     v.channels();
     v.operators();
     v.helm();
@@ -147,6 +148,40 @@ impl Validator<'_> {
                 "mirror.platform.platforms".into(),
                 "platform.platforms and platform.architectures cannot be used together (oc-mirror refuses this too); keep one of them".into(),
             );
+        }
+    }
+
+    /// Every `platforms` list (the release's, each catalog's, each additional image's): an
+    /// entry needs an OS and an architecture, as oc-mirror's `ValidatePlatforms` checks.
+    fn platform_lists(&mut self) {
+        let m = &self.config.mirror;
+        let mut lists = vec![(
+            "mirror.platform.platforms".to_string(),
+            &m.platform.platforms,
+        )];
+        for (i, op) in m.operators.iter().enumerate() {
+            lists.push((format!("mirror.operators[{i}].platforms"), &op.platforms));
+        }
+        for (i, img) in m.additional_images.iter().enumerate() {
+            lists.push((
+                format!("mirror.additionalImages[{i}].platforms"),
+                &img.platforms,
+            ));
+        }
+        for (list, entries) in lists {
+            for (j, p) in entries.iter().enumerate() {
+                for (key, value, example) in [
+                    ("os", &p.os, "linux"),
+                    ("architecture", &p.architecture, "arm64"),
+                ] {
+                    if value.trim().is_empty() {
+                        self.push(
+                            format!("{list}[{j}].{key}"),
+                            format!("is empty; name the platform's {key}, e.g. {example}"),
+                        );
+                    }
+                }
+            }
         }
     }
 

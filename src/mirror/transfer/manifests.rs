@@ -54,8 +54,10 @@ impl Transfer {
 
     /// For each image, the record when the destination already holds it exactly as this run
     /// would leave it (the tag points at the same manifest digest, or a layout's index entry
-    /// does), so its blobs and manifests need not be looked at again. A registry only
-    /// accepts a manifest whose blobs it holds, so the tag alone proves the image whole.
+    /// does, and every child this run keeps is there), so its blobs and manifests need not be
+    /// looked at again. A registry only accepts a manifest whose blobs it holds, so a
+    /// manifest proves its blobs; but a sparse index keeps its digest whatever platforms were
+    /// kept, so a filter widened since an earlier run is found by its children.
     pub async fn already_mirrored(
         &self,
         images: &[ResolvedImage],
@@ -84,6 +86,10 @@ impl Transfer {
                     Destination::Layout(layout) => {
                         layout_index.get(&image.source.to_string()) == Some(&root.digest)
                             && layout.blob_size(&root.digest).is_some()
+                            && image
+                                .children
+                                .iter()
+                                .all(|c| layout.blob_size(&c.manifest.digest).is_some())
                             // An archive's blobs are checked too: one found damaged when the
                             // archive was sealed is no longer in place.
                             && (layout.archive_writer().is_none()
@@ -97,6 +103,7 @@ impl Transfer {
                         let reference = image.dest_reference(&root);
                         matches!(client.head_manifest(&repo, &reference).await,
                             Ok(Some(d)) if d == root.digest)
+                            && children_present(client, &repo, image).await
                     }
                 };
                 present.then(|| self.image_record(image, &root))
@@ -158,6 +165,7 @@ impl Transfer {
             total_size: image.total_size(),
             platforms: image.platforms.clone(),
             platforms_dropped: image.dropped.clone(),
+            platform_filter: image.filter.describe(),
             manifests: image
                 .children
                 .iter()
@@ -171,6 +179,20 @@ impl Transfer {
             blobs: image.blobs.iter().map(|b| b.digest.clone()).collect(),
         }
     }
+}
+
+/// True when the registry holds every child manifest of `image` this run keeps (always, for
+/// an image that is no index).
+async fn children_present(client: &RegistryClient, repo: &str, image: &ResolvedImage) -> bool {
+    for c in &image.children {
+        let digest = c.manifest.digest.to_string();
+        if !matches!(client.head_manifest(repo, &digest).await,
+            Ok(Some(d)) if d == c.manifest.digest)
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// Writes one image's manifests into a layout (children first); returns its index entry.
@@ -221,13 +243,23 @@ async fn push_image(
                 || e.has_code(ErrorCode::ManifestUnknown));
         if rejected_sparse {
             anyhow::bail!(
-                "{registry} refused the index of {source} because it lists platforms that were filtered out ({dropped}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those architectures in mirror.platform.architectures",
+                "{registry} refused the index of {source} because it lists platforms that were filtered out ({dropped}); this registry does not accept sparse indexes. Rerun with --rewrite-filtered-indexes to push an index of only the kept platforms (a new digest, recorded beside the source's), or keep those platforms too ({origin})",
                 registry = target.registry,
                 source = image.source,
-                dropped = image.dropped.join(", ")
+                dropped = image.dropped.join(", "),
+                origin = filter_origin(image)
             );
         }
         return Err(anyhow::Error::new(e).context(format!("pushing {}", image.source)));
     }
     Ok(root)
+}
+
+/// The configuration fields that filtered `image` (for a push from disk, which keeps what the
+/// disk mirror's run kept, the filter that run applied).
+fn filter_origin(image: &ResolvedImage) -> String {
+    match image.filter.origin() {
+        o if o.is_empty() => "the platform filter of the run that wrote the disk mirror".into(),
+        o => o,
+    }
 }
