@@ -489,3 +489,64 @@ fn per_catalog_platforms_filter_the_catalog_and_its_images_only() {
     );
     assert!(ok(&bootstrap(&["verify", &dir_url])).contains("OK"));
 }
+
+/// An image two entries want (a catalog's related image, also an additional image) is
+/// mirrored once with every platform either entry keeps: the catalog's linux/amd64 and the
+/// additional image's linux/arm64 together keep the whole index.
+#[test]
+fn an_image_two_entries_want_keeps_the_platforms_of_both() {
+    let src = Registry::plain();
+    let h = src.host();
+    let client = RegistryClient::new(&src);
+    let spec = ImageSpec::new(
+        Format::Oci,
+        Platform::linux_amd64(),
+        vec![LayerSpec::new(81, 1024)],
+    );
+    let bundle = block_on(push_image(&client, "ops/shared-bundle", None, &spec)).unwrap();
+    let operand = push_multi(&src, "ops/shared-operand", None, 80);
+    let operand_ref = format!("{h}/ops/shared-operand@{}", operand.digest);
+    push_catalog(
+        &src,
+        "cat/shared",
+        &format!("{h}/ops/shared-bundle@{}", bundle.digest),
+        &operand_ref,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write(
+        work.path(),
+        "isc.yaml",
+        &format!("mirror:\n  operators:\n  - catalog: {h}/cat/shared:v1\n    platforms:\n    - os: linux\n      architecture: amd64\n  additionalImages:\n  - name: {operand_ref}\n    platforms:\n    - os: linux\n      architecture: arm64\n"),
+    );
+    let dir = work.path().join("mirror");
+    let dir_url = format!("file://{}", dir.display());
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        &cfg,
+        &dir_url,
+        "--plain-http",
+        &h,
+    ]));
+    let rec = json(&dir.join("mirror-record.json"));
+    let images: Vec<&Value> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["source"] == operand_ref.as_str())
+        .collect();
+    assert_eq!(images.len(), 1, "mirrored once: {rec:#}");
+    let img = images[0];
+    assert_eq!(
+        img["platforms"],
+        serde_json::json!(["linux/amd64", "linux/arm64"])
+    );
+    assert!(img.get("platformsDropped").is_none(), "{img:#}");
+    assert_eq!(
+        img["platformFilter"],
+        serde_json::json!(["linux/amd64", "linux/arm64"])
+    );
+    // The catalog itself keeps its own filter.
+    let catalog = image(&rec, "cat/shared:v1");
+    assert_eq!(catalog["platforms"], serde_json::json!(["linux/amd64"]));
+}
