@@ -195,16 +195,22 @@ pub struct MirrorArgs {
     #[arg(long, default_value_t = 1024, value_name = "BYTES")]
     pub stall_floor: u64,
 
-    /// Connections one large blob is pulled over: a blob of 256 MiB or more is read from the
-    /// source registry as up to N `Range` requests at once (parts of at least 128 MiB), spooled
-    /// through the working directory and handed on in order. 1 reads every blob as one stream.
+    /// Connections one large blob is pulled over: the rest of a blob of 256 MiB or more is read
+    /// from the source registry in 8 MiB `Range` requests, N at once, through a spool of N
+    /// pieces in the working directory, and handed on in order. 1 reads every blob as one
+    /// stream.
     #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_RANGE_PARTS, value_name = "N",
           value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=16), |n| n as usize))]
     pub range_parts: usize,
 
-    /// Fewest bytes in one part of a split blob (tests split small blobs with it).
-    #[arg(long, default_value_t = crate::mirror::transfer::MIN_RANGE_PART, hide = true)]
-    pub range_min_part: u64,
+    /// Bytes per `Range` request of a split blob (tests split small blobs with it).
+    #[arg(long, default_value_t = crate::mirror::transfer::RANGE_PIECE, hide = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub range_piece: u64,
+
+    /// Blobs whose rest is at least this many bytes are split (tests split small blobs with it).
+    #[arg(long, default_value_t = crate::mirror::transfer::SPLIT_FROM, hide = true)]
+    pub range_from: u64,
 
     /// Where in-progress state is kept (the upload journal that lets a rerun continue a
     /// push). Default: DIR/.bootstrap for a disk destination, ./.bootstrap-work otherwise.

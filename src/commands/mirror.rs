@@ -76,7 +76,8 @@ impl MirrorSettings {
             continue_on_error: args.continue_on_error,
             split: crate::oci::ranged::Split {
                 parts: args.range_parts,
-                min_part: args.range_min_part.max(1),
+                piece: args.range_piece,
+                from_size: args.range_from,
             },
             // Set once the working directory is known.
             spool_dir: None,

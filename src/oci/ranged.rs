@@ -1,17 +1,22 @@
 //! One large blob read as several `Range` requests at once, handed to its consumer in order.
 //!
 //! A single HTTP stream is bound by one TCP connection: its window over a long round trip, a
-//! per-connection cap of the link or the server, one server thread. The parts of a split blob
-//! each go over a connection of their own and are written, as they arrive, at their offsets
-//! into a spool file (unnamed: it is unlinked as soon as it is created, so nothing is left
-//! behind by a kill). The consumer reads the spool in order as far as the parts have written
-//! it, and waits for the rest, so the consumer (a hasher, an upload, a disk write) sees one
-//! ordinary stream of the blob's bytes. Memory stays at one write buffer per part and one read
-//! buffer; disk use is the bytes of the split range.
+//! per-connection cap of the link or the server, one server thread. A split blob is read in
+//! pieces of [`Split::piece`] bytes, one `Range` request each, by [`Split::parts`] workers at
+//! once, each over a connection of its own, in the blob's order. What arrives is written into a
+//! ring of one slot per worker in a spool file (unnamed: it is unlinked as soon as it is created,
+//! so nothing is left behind by a kill), and the consumer reads the ring in order, so it (a
+//! hasher, a disk write, an upload) sees one ordinary stream of the blob's bytes.
 //!
-//! A part that fails (a cut connection, a short or long answer) ends the stream with its error
-//! at the point the consumer reaches it; the consumer's own retry continues from where it got to,
-//! as with any broken stream. Dropping the stream stops every part.
+//! A worker takes the next piece only when its slot is free, that is when the consumer has
+//! reached the piece one ring behind it: the spool never runs more than `parts` pieces ahead of
+//! the consumer. That bounds the disk it uses (`parts * piece` bytes) and what a kill throws
+//! away (the bytes fetched but not yet consumed), however large the blob. Memory stays at one
+//! write buffer per worker and one read buffer.
+//!
+//! A piece that fails (a cut connection, a short or long answer) ends the stream with its error
+//! when the consumer reaches it; the consumer's own retry continues from where it got to, as
+//! with any broken stream. Dropping the stream stops every worker.
 
 use super::stream::ByteStream;
 use anyhow::{bail, Context, Result};
@@ -30,51 +35,80 @@ use tokio::task::JoinHandle;
 /// from it hands the consumer.
 const BUF: usize = 1024 * 1024;
 
-/// How a range of a blob is split.
+/// A slot of the ring that holds no piece.
+const EMPTY: u64 = u64::MAX;
+
+/// How a large blob is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Split {
-    /// Most parts (connections) for one blob.
+    /// Workers (connections) for one blob, and slots of its ring; 1 turns splitting off.
     pub parts: usize,
-    /// Fewest bytes in a part: a range shorter than two of these is not split.
-    pub min_part: u64,
+    /// Bytes per `Range` request.
+    pub piece: u64,
+    /// Only the rest of a blob at least this large is split.
+    pub from_size: u64,
 }
 
 impl Split {
-    /// The part boundaries of `[from, to)`: `(start, end)` pairs, in order, covering it. One
-    /// part when the range is too short to split or splitting is off.
-    pub fn parts_of(&self, from: u64, to: u64) -> Vec<(u64, u64)> {
-        let len = to.saturating_sub(from);
-        let n = len
-            .checked_div(self.min_part)
-            .map_or(self.parts, |n| n.min(self.parts as u64) as usize)
-            .max(1);
-        let step = len.div_ceil(n as u64).max(1);
-        let mut out = Vec::with_capacity(n);
-        let mut start = from;
-        while start < to {
-            let end = (start + step).min(to);
-            out.push((start, end));
-            start = end;
-        }
-        if out.is_empty() {
-            out.push((from, to));
-        }
-        out
+    /// Whether `len` more bytes of a blob are read split.
+    pub fn splits(&self, len: u64) -> bool {
+        self.parts > 1 && self.piece > 0 && len >= self.from_size && len > self.piece
+    }
+
+    /// Spool bytes one split blob uses at most.
+    pub fn spool_bytes(&self) -> u64 {
+        self.piece.saturating_mul(self.parts as u64)
     }
 }
 
-/// What the parts share with the consumer.
+/// What the workers share with the consumer.
 struct Shared {
     file: fs_err::File,
-    /// Per part: its range and how many of its bytes are in the spool (a prefix).
-    parts: Vec<(u64, u64, AtomicU64)>,
-    /// The first failure of any part.
+    from: u64,
+    to: u64,
+    piece: u64,
+    /// The first piece's stream, opened by the caller.
+    first: Mutex<Option<ByteStream>>,
+    /// The next piece a worker takes.
+    next: AtomicU64,
+    /// The piece the consumer reads (all before it are consumed).
+    consumed: AtomicU64,
+    /// Per slot: the piece it holds (or [`EMPTY`]) and how many of its bytes are written.
+    slots: Vec<(AtomicU64, AtomicU64)>,
+    /// The first failure of any piece.
     failed: Mutex<Option<io::Error>>,
-    /// Woken after every write and at every failure.
-    progress: Notify,
+    /// Woken after every write and at every failure (the consumer waits on it).
+    written: Notify,
+    /// Woken when the consumer finishes a piece (workers wait on it for a free slot).
+    freed: Notify,
 }
 
-/// Aborts the part tasks when the consumer drops the stream.
+impl Shared {
+    fn pieces(&self) -> u64 {
+        (self.to - self.from).div_ceil(self.piece)
+    }
+
+    /// Bytes `[start, end)` of the blob that piece `k` covers.
+    fn range(&self, k: u64) -> (u64, u64) {
+        let start = self.from + k * self.piece;
+        (start, (start + self.piece).min(self.to))
+    }
+
+    fn slot(&self, k: u64) -> (usize, u64) {
+        let i = (k % self.slots.len() as u64) as usize;
+        (i, i as u64 * self.piece)
+    }
+
+    fn fail(&self, err: io::Error) {
+        self.failed
+            .lock()
+            .expect("spool failure slot poisoned")
+            .get_or_insert(err);
+        self.written.notify_waiters();
+    }
+}
+
+/// Aborts the workers when the consumer drops the stream.
 struct Tasks(Vec<JoinHandle<()>>);
 
 impl Drop for Tasks {
@@ -85,24 +119,24 @@ impl Drop for Tasks {
     }
 }
 
-/// Streams `[from, to)` of a blob fetched as the parts `ranges` (from [`Split::parts_of`]), each
-/// opened by `open(start, end)` (whose stream must yield exactly those bytes), through a spool
-/// file created in `spool_dir`. `first` is the first part's stream, already opened (the caller
-/// has checked that the source honours `Range`).
+/// Streams `[from, to)` of a blob read as `split` says, each piece opened by `open(start, end)`
+/// (whose stream must yield exactly those bytes), through a spool file created in `spool_dir`.
+/// `first` is the first piece's stream, already opened (the caller has checked that the source
+/// honours `Range`).
 pub fn spooled<F, Fut>(
     spool_dir: &Path,
-    ranges: Vec<(u64, u64)>,
+    split: Split,
+    (from, to): (u64, u64),
     first: ByteStream,
     open: F,
 ) -> Result<ByteStream>
 where
-    F: Fn(u64, u64) -> Fut,
+    F: Fn(u64, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<ByteStream>> + Send + 'static,
 {
-    let Some(&(from, _)) = ranges.first() else {
+    if from >= to || split.piece == 0 {
         bail!("nothing to fetch");
-    };
-    let to = ranges.last().map_or(from, |r| r.1);
+    }
     fs_err::create_dir_all(spool_dir)?;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let path = spool_dir.join(format!(
@@ -118,55 +152,36 @@ where
         .context("creating the spool file")?;
     // Unnamed from here on: the kernel frees it when the last handle closes.
     fs_err::remove_file(&path)?;
+    let workers = split.parts.max(1);
     let shared = Arc::new(Shared {
         file,
-        parts: ranges
-            .iter()
-            .map(|&(s, e)| (s, e, AtomicU64::new(0)))
+        from,
+        to,
+        piece: split.piece,
+        first: Mutex::new(Some(first)),
+        next: AtomicU64::new(0),
+        consumed: AtomicU64::new(0),
+        slots: (0..workers)
+            .map(|_| (AtomicU64::new(EMPTY), AtomicU64::new(0)))
             .collect(),
         failed: Mutex::new(None),
-        progress: Notify::new(),
+        written: Notify::new(),
+        freed: Notify::new(),
     });
-    let mut tasks = Vec::with_capacity(ranges.len());
-    let mut first = Some(first);
-    for (i, &(start, end)) in ranges.iter().enumerate() {
-        let shared = shared.clone();
-        let opened = first.take();
-        let opening = (opened.is_none()).then(|| open(start, end));
-        tasks.push(tokio::spawn(async move {
-            let result = async {
-                let stream = match (opened, opening) {
-                    (Some(s), _) => s,
-                    (None, Some(f)) => f.await?,
-                    (None, None) => unreachable!("every part is either open or opening"),
-                };
-                fill(&shared, i, stream).await
-            }
-            .await;
-            if let Err(e) = result {
-                let transient = super::retry::is_transient(&e);
-                let kind = if transient {
-                    io::ErrorKind::ConnectionAborted
-                } else {
-                    io::ErrorKind::Other
-                };
-                let err = io::Error::new(
-                    kind,
-                    format!("bytes {start}-{} of the blob: {e:#}", end - 1),
-                );
-                shared
-                    .failed
-                    .lock()
-                    .expect("spool failure slot poisoned")
-                    .get_or_insert(err);
-                shared.progress.notify_waiters();
-            }
-        }));
-    }
+    let open = Arc::new(open);
+    let tasks = (0..workers)
+        .map(|_| {
+            let (shared, open) = (shared.clone(), open.clone());
+            tokio::spawn(async move {
+                if let Err(e) = work(&shared, &*open).await {
+                    shared.fail(e);
+                }
+            })
+        })
+        .collect();
     let state = Reader {
         shared,
         at: from,
-        to,
         _tasks: Tasks(tasks),
     };
     Ok(Box::pin(futures_util::stream::unfold(
@@ -177,7 +192,7 @@ where
                 Ok(None) => None,
                 Err(e) => {
                     // Ends the stream after its error.
-                    r.at = r.to;
+                    r.at = r.shared.to;
                     Some((Err(e), r))
                 }
             }
@@ -185,93 +200,141 @@ where
     )))
 }
 
-/// Writes one part's stream into the spool at its offsets.
-async fn fill(shared: &Arc<Shared>, i: usize, mut stream: ByteStream) -> Result<()> {
-    let (start, end, _) = shared.parts[i];
-    let mut at = start;
+/// One worker: takes the next piece while there is one, waits for its slot, fills it.
+async fn work<F, Fut>(shared: &Arc<Shared>, open: &F) -> io::Result<()>
+where
+    F: Fn(u64, u64) -> Fut,
+    Fut: Future<Output = Result<ByteStream>>,
+{
+    loop {
+        let k = shared.next.fetch_add(1, Ordering::Relaxed);
+        if k >= shared.pieces() {
+            return Ok(());
+        }
+        let ring = shared.slots.len() as u64;
+        loop {
+            let freed = shared.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if k < shared.consumed.load(Ordering::Acquire) + ring {
+                break;
+            }
+            freed.await;
+        }
+        let (start, end) = shared.range(k);
+        let failed = |e: anyhow::Error| {
+            let kind = if super::retry::is_transient(&e) {
+                io::ErrorKind::ConnectionAborted
+            } else {
+                io::ErrorKind::Other
+            };
+            io::Error::new(
+                kind,
+                format!("bytes {start}-{} of the blob: {e:#}", end - 1),
+            )
+        };
+        let (i, _) = shared.slot(k);
+        shared.slots[i].1.store(0, Ordering::Release);
+        shared.slots[i].0.store(k, Ordering::Release);
+        let opened = match k {
+            0 => shared.first.lock().expect("first piece poisoned").take(),
+            _ => None,
+        };
+        let stream = match opened {
+            Some(s) => s,
+            None => open(start, end).await.map_err(failed)?,
+        };
+        fill(shared, k, stream).await.map_err(failed)?;
+    }
+}
+
+/// Writes piece `k`'s stream into its slot.
+async fn fill(shared: &Arc<Shared>, k: u64, mut stream: ByteStream) -> Result<()> {
+    let (start, end) = shared.range(k);
+    let (i, base) = shared.slot(k);
+    let mut done = 0u64;
+    let want = end - start;
     let mut buf = BytesMut::with_capacity(BUF);
     loop {
         let chunk = stream.next().await.transpose()?;
-        let done = chunk.is_none();
+        let last = chunk.is_none();
         if let Some(c) = chunk {
-            if at + (buf.len() + c.len()) as u64 > end {
-                bail!(
-                    "the source sent more than the {} bytes asked for",
-                    end - start
-                );
+            if done + (buf.len() + c.len()) as u64 > want {
+                bail!("the source sent more than the {want} bytes asked for");
             }
             buf.extend_from_slice(&c);
         }
-        if buf.len() >= BUF || (done && !buf.is_empty()) {
+        if buf.len() >= BUF || (last && !buf.is_empty()) {
             let full = std::mem::replace(&mut buf, BytesMut::with_capacity(BUF)).freeze();
             let len = full.len() as u64;
             let writer = shared.clone();
+            let at = base + done;
             tokio::task::spawn_blocking(move || writer.file.write_all_at(&full, at))
                 .await
                 .context("the spool writer stopped")?
                 .context("writing the spool file")?;
-            at += len;
-            shared.parts[i].2.store(at - start, Ordering::Release);
-            shared.progress.notify_waiters();
+            done += len;
+            shared.slots[i].1.store(done, Ordering::Release);
+            shared.written.notify_waiters();
         }
-        if done {
+        if last {
             break;
         }
     }
-    if at != end {
+    if done != want {
         return Err(io::Error::new(
             io::ErrorKind::UnexpectedEof,
-            format!(
-                "the source ended after {} of {} bytes",
-                at - start,
-                end - start
-            ),
+            format!("the source ended after {done} of {want} bytes"),
         )
         .into());
     }
     Ok(())
 }
 
-/// The consumer's side: where it is, and what it waits for.
+/// The consumer's side: where it is.
 struct Reader {
     shared: Arc<Shared>,
     at: u64,
-    to: u64,
     _tasks: Tasks,
 }
 
 impl Reader {
-    /// The next bytes in order, waiting for the part that holds them.
+    /// The next bytes in order, waiting for the piece that holds them.
     async fn next(&mut self) -> io::Result<Option<Bytes>> {
-        if self.at >= self.to {
+        let shared = &self.shared;
+        if self.at >= shared.to {
             return Ok(None);
         }
+        let k = (self.at - shared.from) / shared.piece;
+        let (start, end) = shared.range(k);
+        let (i, base) = shared.slot(k);
         loop {
-            let notified = self.shared.progress.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (start, end, written) = self
-                .shared
-                .parts
-                .iter()
-                .find(|(s, e, _)| (*s..*e).contains(&self.at))
-                .expect("the parts cover the range");
-            let ready = start + written.load(Ordering::Acquire);
+            let written = shared.written.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            let (holds, filled) = &shared.slots[i];
+            let ready = if holds.load(Ordering::Acquire) == k {
+                start + filled.load(Ordering::Acquire)
+            } else {
+                start
+            };
             if self.at < ready {
                 let len = (ready - self.at).min(BUF as u64) as usize;
-                let (at, shared) = (self.at, self.shared.clone());
+                let (pos, file) = (base + (self.at - start), shared.clone());
                 let bytes = tokio::task::spawn_blocking(move || {
                     let mut v = vec![0u8; len];
-                    shared.file.read_exact_at(&mut v, at).map(|()| v)
+                    file.file.read_exact_at(&mut v, pos).map(|()| v)
                 })
                 .await
                 .map_err(io::Error::other)??;
                 self.at += len as u64;
-                debug_assert!(self.at <= *end);
+                if self.at == end {
+                    shared.consumed.store(k + 1, Ordering::Release);
+                    shared.freed.notify_waiters();
+                }
                 return Ok(Some(Bytes::from(bytes)));
             }
-            if let Some(e) = self
-                .shared
+            if let Some(e) = shared
                 .failed
                 .lock()
                 .expect("spool failure slot poisoned")
@@ -279,7 +342,7 @@ impl Reader {
             {
                 return Err(e);
             }
-            notified.await;
+            written.await;
         }
     }
 }
@@ -292,9 +355,8 @@ mod tests {
         (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
     }
 
-    fn source(data: Arc<Vec<u8>>, start: u64, end: u64, piece: usize) -> ByteStream {
-        let slice = data[start as usize..end as usize].to_vec();
-        let pieces: Vec<io::Result<Bytes>> = slice
+    fn source(data: &[u8], start: u64, end: u64, piece: usize) -> ByteStream {
+        let pieces: Vec<io::Result<Bytes>> = data[start as usize..end as usize]
             .chunks(piece)
             .map(|c| Ok(Bytes::copy_from_slice(c)))
             .collect();
@@ -309,104 +371,159 @@ mod tests {
         Ok(out)
     }
 
-    #[test]
-    fn parts_cover_the_range_without_gaps_and_respect_the_minimum() {
-        let s = Split {
-            parts: 4,
-            min_part: 100,
-        };
-        assert_eq!(s.parts_of(0, 150), vec![(0, 150)]);
-        assert_eq!(s.parts_of(0, 200), vec![(0, 100), (100, 200)]);
-        assert_eq!(
-            s.parts_of(10, 1010),
-            vec![(10, 260), (260, 510), (510, 760), (760, 1010)]
-        );
-        let odd = s.parts_of(3, 1004);
-        assert_eq!(odd.first().unwrap().0, 3);
-        assert_eq!(odd.last().unwrap().1, 1004);
-        assert!(odd.windows(2).all(|w| w[0].1 == w[1].0));
+    fn split(parts: usize, piece: u64) -> Split {
+        Split {
+            parts,
+            piece,
+            from_size: 0,
+        }
     }
 
-    /// The consumer gets the bytes in order, whichever part arrives first, and from a middle
-    /// offset; the spool leaves no file behind.
+    #[test]
+    fn only_large_rests_are_split() {
+        let s = Split {
+            parts: 4,
+            piece: 10,
+            from_size: 100,
+        };
+        assert!(!s.splits(99));
+        assert!(s.splits(100));
+        assert!(!Split { parts: 1, ..s }.splits(1000));
+        assert!(!Split { piece: 200, ..s }.splits(150));
+        assert_eq!(s.spool_bytes(), 40);
+    }
+
+    /// The consumer gets the bytes in order, from a middle offset, whichever piece arrives
+    /// first; the spool never holds more than the ring, and leaves no file behind.
     #[tokio::test]
-    async fn parts_arrive_in_any_order_and_read_back_in_order() {
+    async fn pieces_arrive_in_any_order_and_read_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let data = Arc::new(blob(5 * BUF + 12345));
+        let data = Arc::new(blob(9 * BUF + 12345));
         let from = 777u64;
         let to = data.len() as u64;
-        let split = Split {
-            parts: 4,
-            min_part: 1,
-        };
-        let ranges = split.parts_of(from, to);
-        assert_eq!(ranges.len(), 4);
-        let first = source(data.clone(), ranges[0].0, ranges[0].1, 4096);
+        let piece = BUF as u64 + 3;
+        let first = source(&data, from, from + piece, 4096);
         let d = data.clone();
-        let stream = spooled(dir.path(), ranges, first, move |s, e| {
-            let d = d.clone();
-            async move {
-                // Later parts come sooner: the last one at once, the others after a delay.
-                if e != d.len() as u64 {
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let stream = spooled(
+            dir.path(),
+            split(3, piece),
+            (from, to),
+            first,
+            move |s, e| {
+                let d = d.clone();
+                async move {
+                    // Pieces come at uneven paces.
+                    if (s / piece).is_multiple_of(2) {
+                        tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+                    }
+                    Ok(source(&d, s, e, 65536))
                 }
-                Ok(source(d, s, e, 65536))
-            }
-        })
+            },
+        )
         .unwrap();
         let got = collect(stream).await.unwrap();
         assert_eq!(got, data[from as usize..]);
         assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 0);
     }
 
-    /// A part that ends short fails the stream when the consumer reaches it, with a transient
+    /// Workers never run more than the ring ahead of a consumer that does not read: the
+    /// pieces opened are those of the ring, and more only once the consumer moves.
+    #[tokio::test]
+    async fn the_spool_stays_within_the_ring_of_a_slow_consumer() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = Arc::new(blob(20 * 1024));
+        let opened = Arc::new(AtomicU64::new(0));
+        let (d, o) = (data.clone(), opened.clone());
+        let first = source(&data, 0, 1024, 512);
+        let mut stream = spooled(
+            dir.path(),
+            split(3, 1024),
+            (0, data.len() as u64),
+            first,
+            move |s, e| {
+                o.fetch_add(1, Ordering::SeqCst);
+                let d = d.clone();
+                async move { Ok(source(&d, s, e, 512)) }
+            },
+        )
+        .unwrap();
+        let reaches = |n: u64| {
+            let opened = opened.clone();
+            async move {
+                while opened.load(Ordering::SeqCst) < n {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                // Room for a worker that would wrongly go further.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                opened.load(Ordering::SeqCst)
+            }
+        };
+        // Pieces 1 and 2 (piece 0 came with the stream); piece 3 waits for piece 0's slot.
+        assert_eq!(reaches(2).await, 2);
+        let mut got = Vec::new();
+        while got.len() < 1024 {
+            got.extend_from_slice(&stream.next().await.unwrap().unwrap());
+        }
+        assert_eq!(reaches(3).await, 3);
+        got.extend_from_slice(&collect(stream).await.unwrap());
+        assert_eq!(got, *data);
+    }
+
+    /// A piece that ends short fails the stream when the consumer reaches it, with a transient
     /// kind (the consumer's retry continues from where it got to); the bytes before it came.
     #[tokio::test]
-    async fn a_short_part_ends_the_stream_with_a_transient_error() {
+    async fn a_short_piece_ends_the_stream_with_a_transient_error() {
         let dir = tempfile::tempdir().unwrap();
         let data = Arc::new(blob(3 * BUF));
-        let ranges = Split {
-            parts: 3,
-            min_part: 1,
-        }
-        .parts_of(0, data.len() as u64);
-        let first = source(data.clone(), ranges[0].0, ranges[0].1, 8192);
+        let piece = BUF as u64;
+        let first = source(&data, 0, piece, 8192);
         let d = data.clone();
-        let cut_at = ranges[1].0;
-        let mut stream = spooled(dir.path(), ranges, first, move |s, e| {
-            let d = d.clone();
-            async move {
-                let end = if s == cut_at { s + 1000 } else { e };
-                Ok(source(d, s, end, 8192))
-            }
-        })
+        let mut stream = spooled(
+            dir.path(),
+            split(3, piece),
+            (0, data.len() as u64),
+            first,
+            move |s, e| {
+                let d = d.clone();
+                async move {
+                    let end = if s == piece { s + 1000 } else { e };
+                    Ok(source(&d, s, end, 8192))
+                }
+            },
+        )
         .unwrap();
         let mut got = 0u64;
         let err = loop {
             match stream.next().await {
                 Some(Ok(b)) => got += b.len() as u64,
                 Some(Err(e)) => break e,
-                None => panic!("the stream ended without the part's error"),
+                None => panic!("the stream ended without the piece's error"),
             }
         };
-        assert!(got >= cut_at, "{got}");
+        assert!(got >= piece, "{got}");
         assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted, "{err}");
         assert!(err.to_string().contains("ended after 1000"), "{err}");
         assert!(stream.next().await.is_none());
     }
 
-    /// A part that sends more than asked is refused (a source ignoring the range end).
+    /// A piece that sends more than asked is refused (a source ignoring the range end).
     #[tokio::test]
-    async fn a_long_part_is_refused() {
+    async fn a_long_piece_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let data = Arc::new(blob(2 * BUF));
-        let ranges = vec![(0, BUF as u64), (BUF as u64, 2 * BUF as u64 - 10)];
-        let first = source(data.clone(), 0, BUF as u64, 8192);
+        let piece = BUF as u64;
+        let first = source(&data, 0, piece, 8192);
         let d = data.clone();
-        let stream = spooled(dir.path(), ranges, first, move |s, _| {
-            let d = d.clone();
-            async move { Ok(source(d.clone(), s, d.len() as u64, 8192)) }
-        })
+        let stream = spooled(
+            dir.path(),
+            split(2, piece),
+            (0, data.len() as u64 - 10),
+            first,
+            move |s, _| {
+                let d = d.clone();
+                async move { Ok(source(&d, s, d.len() as u64, 8192)) }
+            },
+        )
         .unwrap();
         let err = collect(stream).await.unwrap_err();
         assert!(err.to_string().contains("more than"), "{err}");

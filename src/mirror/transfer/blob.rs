@@ -46,7 +46,7 @@ impl Transfer {
     /// The rest of a large blob from `offset` as parallel `Range` reads spooled in order (see
     /// [`crate::oci::ranged`]), or `None` when it is not split: splitting is off, the rest is
     /// too short, or the registry answered the first range with the whole blob from byte 0
-    /// (then that answer is the stream). The first part is asked for here, so a registry that
+    /// (then that answer is the stream). The first piece is asked for here, so a registry that
     /// ignores `Range` is found before anything is spooled.
     async fn open_split(
         &self,
@@ -54,17 +54,17 @@ impl Transfer {
         node: &BlobNode,
         offset: u64,
     ) -> Result<Option<ByteStream>> {
+        let split = self.settings.split;
         let Some(dir) = &self.settings.spool_dir else {
             return Ok(None);
         };
-        let ranges = self.settings.split.parts_of(offset, node.blob.size);
-        if ranges.len() < 2 {
+        if !split.splits(node.blob.size - offset) {
             return Ok(None);
         }
-        // The spool holds the rest of the blob for a while: not where that would fill the disk.
+        // Not where the spool's ring would fill the disk.
         fs_err::create_dir_all(dir)?;
         let room = crate::mirror::space::free_bytes(dir).unwrap_or(0);
-        if room < 2 * (node.blob.size - offset) {
+        if room < 2 * split.spool_bytes() {
             tracing::debug!(
                 "not splitting blob {}: little room in {}",
                 node.blob.digest,
@@ -73,8 +73,8 @@ impl Transfer {
             return Ok(None);
         }
         let (repo, d) = (&node.from.repository, &node.blob.digest);
-        let (start, end) = ranges[0];
-        let first = match client.get_blob_range(repo, d, start, end).await? {
+        let first_end = (offset + split.piece).min(node.blob.size);
+        let first = match client.get_blob_range(repo, d, offset, first_end).await? {
             Ranged::Partial(resp) => response_stream(resp),
             Ranged::Whole(resp) if offset == 0 => {
                 tracing::debug!("{}: blob {d} is not served in ranges", client.host());
@@ -86,7 +86,7 @@ impl Transfer {
             ),
         };
         let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
-        let stream = crate::oci::ranged::spooled(dir, ranges, first, move |start, end| {
+        let open = move |start, end| {
             let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
             async move {
                 match client.get_blob_range(&repo, &d, start, end).await? {
@@ -97,8 +97,11 @@ impl Transfer {
                     ),
                 }
             }
-        })?;
-        Ok(Some(stream))
+        };
+        let range = (offset, node.blob.size);
+        Ok(Some(crate::oci::ranged::spooled(
+            dir, split, range, first, open,
+        )?))
     }
 
     /// How far into `node`'s blob the progress display has been moved, across attempts.

@@ -88,13 +88,17 @@ pub struct TransferSettings {
     pub spool_dir: Option<PathBuf>,
 }
 
-/// Default most parts of one split blob.
+/// Default connections of one split blob.
 pub const DEFAULT_RANGE_PARTS: usize = 4;
 
-/// Fewest bytes in one part of a split blob: blobs under twice this go as one stream. Large
-/// enough that the typical layer (tens of MiB) is not split, where blobs in flight already fill
-/// the link and the spool's extra pass over the bytes would cost more than it gives.
-pub const MIN_RANGE_PART: u64 = 128 * 1024 * 1024;
+/// Bytes per `Range` request of a split blob: the spool holds at most `--range-parts` of them
+/// (32 MiB by default), which is also what a kill can throw away beyond the last checkpoint.
+pub const RANGE_PIECE: u64 = 8 * 1024 * 1024;
+
+/// Blobs whose rest is at least this large are split. Large enough that the typical layer
+/// (tens of MiB) is not: blobs in flight already fill the link, and the spool's extra pass over
+/// the bytes would cost more than it gives.
+pub const SPLIT_FROM: u64 = 256 * 1024 * 1024;
 
 impl Default for TransferSettings {
     fn default() -> Self {
@@ -106,7 +110,8 @@ impl Default for TransferSettings {
             continue_on_error: false,
             split: Split {
                 parts: DEFAULT_RANGE_PARTS,
-                min_part: MIN_RANGE_PART,
+                piece: RANGE_PIECE,
+                from_size: SPLIT_FROM,
             },
             spool_dir: None,
         }
