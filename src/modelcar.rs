@@ -416,6 +416,7 @@ fn write_record(
         platform_filter: Vec::new(),
         manifests: Vec::new(),
         blobs: blobs.iter().map(|b| b.digest.clone()).collect(),
+        attached_to: None,
     };
     let run = RunInfo {
         tool: format!("bootstrap {} (model pack)", env!("CARGO_PKG_VERSION")),

@@ -127,6 +127,12 @@ pub struct MirrorArgs {
     #[arg(long, requires = "from")]
     pub accept_unrecorded: bool,
 
+    /// Leave out the images' sigstore signatures, attestations and SBOMs (the
+    /// `sha256-<hex>.sig`/`.att`/`.sbom` tags) and OCI referrers. By default they travel with
+    /// the images they belong to, byte for byte, so the site can enforce image signatures.
+    #[arg(long)]
+    pub remove_signatures: bool,
+
     /// Where to mirror: file://DIR (an OCI layout), archive://DIR (tar chunks for removable
     /// media) or docker://HOST[:PORT][/PREFIX].
     #[arg(value_name = "DESTINATION")]

@@ -106,6 +106,7 @@ impl MirrorSettings {
             since: args.since,
             rewrite_filtered_indexes: args.rewrite_filtered_indexes,
             accept_unrecorded: args.accept_unrecorded,
+            remove_signatures: args.remove_signatures,
         })
     }
 }

@@ -77,6 +77,9 @@ pub struct PlannedImage {
     pub size: u64,
     /// True when the destination already holds it exactly (nothing would be sent).
     pub already_mirrored: bool,
+    /// For a signature, attestation, SBOM or referrer: the image it belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attached_to: Option<crate::openshift::record::AttachedRecord>,
 }
 
 impl DryRun {
@@ -103,6 +106,7 @@ impl DryRun {
                     platform_filter: rec.platform_filter,
                     size: rec.total_size,
                     already_mirrored: done,
+                    attached_to: rec.attached_to,
                 }
             })
             .collect();
@@ -152,9 +156,13 @@ impl std::fmt::Display for DryRun {
             } else {
                 ""
             };
+            let belongs = match &img.attached_to {
+                Some(a) => format!("  ({} of {}@{})", a.kind, a.image, a.digest),
+                None => String::new(),
+            };
             writeln!(
                 f,
-                "{}  {} -> {}  {}{}{state}",
+                "{}  {} -> {}  {}{}{belongs}{state}",
                 img.digest,
                 img.source,
                 img.destination,

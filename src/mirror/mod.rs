@@ -18,6 +18,7 @@ pub mod recorded;
 pub mod report;
 pub mod resolve;
 pub mod settings;
+pub mod signatures;
 pub mod space;
 pub mod status;
 pub mod transfer;
@@ -279,7 +280,7 @@ async fn prepare(
                 &settings.input,
                 regs,
                 (graph, settings.dependencies),
-                settings.accept_unrecorded,
+                (settings.accept_unrecorded, settings.remove_signatures),
                 settings.workdir.as_deref(),
             )
             .await?,
@@ -297,7 +298,7 @@ async fn prepare(
                 &settings.input,
                 regs,
                 (graph, settings.dependencies),
-                settings.accept_unrecorded,
+                (settings.accept_unrecorded, settings.remove_signatures),
                 None,
             )
             .await?
@@ -322,7 +323,14 @@ async fn resolve_images(
         cache::ResolveCache::new(&destination::workdir_for(dest, settings.workdir.as_deref()))
     });
     let resolves = settings.transfer.concurrency.resolves();
-    let resolved = wanted::resolve_all(source, wanted, resolves, cache.as_ref()).await;
+    let finder = match source {
+        Source::Registry(regs) if !settings.remove_signatures => {
+            Some(signatures::Finder::new(regs.clone()))
+        }
+        _ => None,
+    };
+    let resolved =
+        wanted::resolve_all(source, wanted, resolves, cache.as_ref(), finder.as_ref()).await;
     let mut statuses: Vec<ImageStatus> = wanted
         .blocked
         .iter()
@@ -331,7 +339,19 @@ async fn resolve_images(
     let mut images = std::mem::take(&mut wanted.catalogs);
     for (image, result) in wanted.images.iter().map(|w| &w.source).zip(resolved) {
         match result {
-            Ok(r) => images.push(r),
+            Ok(found) => {
+                for r in found {
+                    // Two tags of one image find the same signatures once.
+                    let twin = |i: &ResolvedImage| {
+                        r.attached.is_some()
+                            && i.source == r.source
+                            && i.dest_path() == r.dest_path()
+                    };
+                    if !images.iter().any(twin) {
+                        images.push(r);
+                    }
+                }
+            }
             // Bad input fails before anything is written, unless told to carry on.
             Err(e) if !settings.transfer.continue_on_error => return Err(e),
             Err(e) => statuses.push(ImageStatus::failed(image, &e)),
@@ -487,11 +507,42 @@ async fn copy<'a>(
         }
     }
     copied.statuses.append(&mut blocked);
+    list_referrers(transfer, &copied.mirrored).await;
     copied.unfinished = todo
         .into_iter()
         .filter(|img| !copied.mirrored.iter().any(|m| std::ptr::eq(*m, *img)))
         .collect();
     Ok(copied)
+}
+
+/// For a registry destination: every referrer mirrored listed where clients look for it
+/// (see [`signatures::write_referrer_indexes`]); what could not be listed is said on stderr.
+async fn list_referrers(transfer: &Transfer, mirrored: &[&ResolvedImage]) {
+    let Destination::Registry { client, target } = &transfer.dest else {
+        return;
+    };
+    match signatures::write_referrer_indexes(client, target, mirrored).await {
+        Ok(indexes) => {
+            for i in &indexes {
+                let why = match i.outcome.as_str() {
+                    "kept-image-tag" => {
+                        "keeps the image itself (digest-only content, kept from garbage collection)"
+                    }
+                    "tag-taken" => {
+                        "holds another manifest that is not a referrers index (left alone)"
+                    }
+                    _ => continue,
+                };
+                transfer.progress.warn(format_args!(
+                    "{}@{}: the referrers tag {} {why}, so its referrers are not listed there; they are at the destination under their own sha256-<hex> tags, and a registry with the OCI referrers API lists them itself",
+                    i.repository,
+                    i.subject,
+                    i.subject.dashed()
+                ));
+            }
+        }
+        Err(e) => transfer.progress.error(format_args!("{e:#}")),
+    }
 }
 
 /// The record of this run: what it was asked, what is now at the destination (every image

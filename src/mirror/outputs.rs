@@ -27,6 +27,12 @@ pub(super) fn write_cluster_resources(
     let Destination::Registry { target, .. } = dest else {
         return Ok(None);
     };
+    // Signatures and referrers live in their images' repositories: no mappings of their own.
+    let mirrored: Vec<&ResolvedImage> = mirrored
+        .iter()
+        .copied()
+        .filter(|i| i.attached.is_none())
+        .collect();
     let images: Vec<cluster::MirroredImage> = mirrored
         .iter()
         .map(|img| cluster::MirroredImage {

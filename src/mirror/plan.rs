@@ -68,6 +68,9 @@ pub struct ResolvedImage {
     pub generated: Vec<(Digest, Bytes)>,
     /// For an image this run rebuilt (a filtered catalog), the source's digest.
     pub rebuilt_from: Option<Digest>,
+    /// For a signature, attestation or referrer: the image it belongs to
+    /// ([`super::signatures`]).
+    pub attached: Option<super::signatures::Attached>,
 }
 
 /// Where an image goes under the destination prefix, and what kind of content it is.
@@ -95,6 +98,7 @@ impl ResolvedImage {
             placement: Placement::default(),
             generated: Vec::new(),
             rebuilt_from: None,
+            attached: None,
         }
     }
 
@@ -351,7 +355,12 @@ pub fn platform_from_config(bytes: &[u8]) -> Option<String> {
         variant: Option<String>,
     }
     let c: Config = serde_json::from_slice(bytes).ok()?;
-    let mut s = format!("{}/{}", c.os?, c.architecture?);
+    // A signature's config names no platform (`"os": ""`).
+    let (os, arch) = (
+        c.os.filter(|o| !o.is_empty())?,
+        c.architecture.filter(|a| !a.is_empty())?,
+    );
+    let mut s = format!("{os}/{arch}");
     if let Some(v) = c.variant {
         s.push('/');
         s.push_str(&v);

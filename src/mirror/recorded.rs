@@ -6,6 +6,7 @@
 //! layouts another tool made; the report and the status file say it was taken.
 
 use super::plan::{self, Placement, ResolvedImage};
+use super::signatures::{Attached, ATTACHED_ANNOTATION};
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::reference::ImageRef;
@@ -23,6 +24,8 @@ pub struct LayoutImage {
     pub digest: Digest,
     /// Where its annotations place it.
     pub placement: Placement,
+    /// For a signature, attestation or referrer: what it belongs to.
+    pub attached: Option<Attached>,
 }
 
 impl LayoutImage {
@@ -58,15 +61,19 @@ pub fn layout_images(layout: &OciLayout) -> Result<Vec<LayoutImage>> {
                 index_path.display()
             )
         })?;
-        let placement = plan::placement_from_annotations(
-            &entry.annotations,
-            &format!("{} entry {name}", index_path.display()),
-        )?;
+        let origin = format!("{} entry {name}", index_path.display());
+        let placement = plan::placement_from_annotations(&entry.annotations, &origin)?;
+        let attached = entry
+            .annotations
+            .get(ATTACHED_ANNOTATION)
+            .map(|v| Attached::from_annotation(v, &origin))
+            .transpose()?;
         images.push(LayoutImage {
             name: name.to_string(),
             source,
             digest: entry.digest.clone(),
             placement,
+            attached,
         });
     }
     Ok(images)

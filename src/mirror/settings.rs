@@ -63,4 +63,7 @@ pub struct MirrorSettings {
     /// Push a disk mirror that has no mirror record, or differs from it (a layout another tool
     /// made); the report and the status file say so.
     pub accept_unrecorded: bool,
+    /// Leave out the images' signatures, attestations and referrers (`--remove-signatures`),
+    /// as oc-mirror's flag of that name does; by default they travel with their images.
+    pub remove_signatures: bool,
 }

@@ -6,6 +6,7 @@ use super::content::{self, WantedImage};
 use super::plan::{self, ResolvedImage, Source};
 use super::resolve::select::Dependencies;
 use super::settings::MirrorInput;
+use super::signatures::{Attached, Finder};
 use super::{cache, config, recorded};
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
@@ -14,6 +15,7 @@ use crate::oci::registry::Registries;
 use crate::openshift::record::ConfigInfo;
 use anyhow::{bail, Context, Result};
 use futures_util::StreamExt;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +32,9 @@ pub(super) struct Wanted {
     pub(super) catalog_reports: Vec<content::CatalogInfo>,
     /// For a disk mirror: how it was checked against its record.
     pub(super) layout_check: Option<recorded::LayoutCheck>,
+    /// For a disk mirror: the entries that are signatures, attestations or referrers of
+    /// another, by source reference.
+    pub(super) attached: HashMap<ImageRef, Attached>,
 }
 
 async fn wanted_from_config(
@@ -112,6 +117,7 @@ async fn wanted_from_config(
         releases: content.releases,
         catalog_reports: content.catalog_reports,
         layout_check: None,
+        attached: HashMap::new(),
     })
 }
 
@@ -127,8 +133,13 @@ fn blocked_by(patterns: &[(String, regex::Regex)], written: &str, r: &ImageRef) 
 }
 
 /// What a disk mirror holds, checked against its mirror record before anything is pushed
-/// (see [`recorded`]).
-fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wanted> {
+/// (see [`recorded`]); with `remove_signatures`, without the signatures, attestations and
+/// referrers it carries.
+fn wanted_from_layout(
+    layout: &OciLayout,
+    accept_unrecorded: bool,
+    remove_signatures: bool,
+) -> Result<Wanted> {
     let listed = recorded::layout_images(layout)?;
     if listed.is_empty() {
         bail!(
@@ -137,6 +148,14 @@ fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wan
         );
     }
     let layout_check = recorded::check(layout, &listed, accept_unrecorded)?;
+    let listed: Vec<_> = listed
+        .into_iter()
+        .filter(|i| !(remove_signatures && i.attached.is_some()))
+        .collect();
+    let attached = listed
+        .iter()
+        .filter_map(|i| Some((i.source.clone(), i.attached.clone()?)))
+        .collect();
     let images = listed
         .into_iter()
         .map(|i| WantedImage {
@@ -156,6 +175,7 @@ fn wanted_from_layout(layout: &OciLayout, accept_unrecorded: bool) -> Result<Wan
         releases: Vec::new(),
         catalog_reports: Vec::new(),
         layout_check: Some(layout_check),
+        attached,
     })
 }
 
@@ -166,13 +186,13 @@ pub(super) async fn source_and_wanted(
     input: &MirrorInput,
     regs: &Arc<Registries>,
     (graph_url, dependencies): (&str, Dependencies),
-    accept_unrecorded: bool,
+    (accept_unrecorded, remove_signatures): (bool, bool),
     workdir: Option<&Path>,
 ) -> Result<(Source, Wanted)> {
     match input {
         MirrorInput::Disk(dir) => {
             let layout = OciLayout::open(dir)?;
-            let wanted = wanted_from_layout(&layout, accept_unrecorded)?;
+            let wanted = wanted_from_layout(&layout, accept_unrecorded, remove_signatures)?;
             Ok((Source::Layout(layout), wanted))
         }
         MirrorInput::Archive(dir) => {
@@ -184,7 +204,7 @@ pub(super) async fn source_and_wanted(
                 .unwrap_or_else(|| PathBuf::from(".bootstrap-work"))
                 .join(format!("archive-{}", &reader.manifest_sha256()[..16]));
             let layout = reader.open_layout(&into)?;
-            let wanted = wanted_from_layout(&layout, accept_unrecorded)?;
+            let wanted = wanted_from_layout(&layout, accept_unrecorded, remove_signatures)?;
             Ok((Source::Layout(layout), wanted))
         }
         MirrorInput::Config(cfg) => Ok((
@@ -194,13 +214,16 @@ pub(super) async fn source_and_wanted(
     }
 }
 
-/// Resolves every wanted image (`resolves` at a time), each to its manifests and blobs.
+/// Resolves every wanted image (`resolves` at a time), each to its manifests and blobs: per
+/// image, the image and then the signatures, attestations and referrers `finder` found for
+/// it at the source (none without a finder).
 pub(super) async fn resolve_all(
     source: &Source,
     wanted: &Wanted,
     resolves: usize,
     cache: Option<&cache::ResolveCache>,
-) -> Vec<Result<ResolvedImage>> {
+    finder: Option<&Finder>,
+) -> Vec<Result<Vec<ResolvedImage>>> {
     futures_util::stream::iter(&wanted.images)
         .map(|w| async move {
             let mut resolved =
@@ -208,7 +231,12 @@ pub(super) async fn resolve_all(
                     .await
                     .with_context(|| format!("resolving {}", w.source))?;
             resolved.placement = w.placement.clone();
-            Ok(resolved)
+            resolved.attached = wanted.attached.get(&w.source).cloned();
+            let attachments = match finder {
+                Some(f) => f.attached_to(&resolved).await?,
+                None => Vec::new(),
+            };
+            Ok(std::iter::once(resolved).chain(attachments).collect())
         })
         .buffered(resolves)
         .collect()

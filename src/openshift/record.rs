@@ -134,6 +134,21 @@ pub struct ImageRecord {
     pub manifests: Vec<ManifestRecord>,
     /// Digests of the blobs this image needs (details in the top-level `blobs`).
     pub blobs: Vec<Digest>,
+    /// For a signature, attestation, SBOM or referrer: the image it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached_to: Option<AttachedRecord>,
+}
+
+/// The image a signature, attestation, SBOM or referrer belongs to.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AttachedRecord {
+    /// `signature`, `attestation`, `sbom` or `referrer`.
+    pub kind: String,
+    /// The source reference of the image.
+    pub image: String,
+    /// The manifest it signs or describes (the image's top manifest, or one of its children).
+    pub digest: Digest,
 }
 
 impl ImageRecord {
@@ -328,9 +343,14 @@ impl MirrorRecord {
     }
 
     /// Every image as the cluster resources see it: source, destination and category; the
-    /// first image that cannot be read back is the error.
+    /// first image that cannot be read back is the error. Signatures and referrers live in
+    /// their images' repositories and add no mapping of their own.
     pub fn mirrored_images(&self) -> Result<Vec<MirroredImage>, RecordImageError> {
-        self.images.iter().map(ImageRecord::mirrored).collect()
+        self.images
+            .iter()
+            .filter(|i| i.attached_to.is_none())
+            .map(ImageRecord::mirrored)
+            .collect()
     }
 
     /// install-config.yaml's `imageDigestSources` for this mirror, exactly as the cluster
@@ -629,6 +649,7 @@ mod tests {
             platform_filter: Vec::new(),
             manifests: Vec::new(),
             blobs: Vec::new(),
+            attached_to: None,
         }
     }
 

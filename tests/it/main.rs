@@ -44,6 +44,7 @@ mod resilience;
 mod resume;
 mod serve;
 mod serve_registry;
+mod signatures;
 mod signed_record;
 mod ssh;
 mod tampered;

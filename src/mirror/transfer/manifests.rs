@@ -4,12 +4,13 @@
 
 use super::{Destination, Transfer};
 use crate::mirror::plan::{placement_annotations, rewrite_index, ResolvedImage};
+use crate::mirror::signatures::ATTACHED_ANNOTATION;
 use crate::oci::digest::Digest;
 use crate::oci::layout::{IndexEntry, OciLayout, REF_NAME};
 use crate::oci::manifest::RawManifest;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{ErrorCode, RegistryClient};
-use crate::openshift::record::{ImageRecord, ManifestRecord};
+use crate::openshift::record::{AttachedRecord, ImageRecord, ManifestRecord};
 use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use std::collections::HashMap;
@@ -177,6 +178,11 @@ impl Transfer {
                 })
                 .collect(),
             blobs: image.blobs.iter().map(|b| b.digest.clone()).collect(),
+            attached_to: image.attached.as_ref().map(|a| AttachedRecord {
+                kind: a.kind.name().to_string(),
+                image: a.image.clone(),
+                digest: a.subject.clone(),
+            }),
         }
     }
 }
@@ -207,6 +213,9 @@ async fn write_image(layout: &OciLayout, image: &ResolvedImage) -> Result<IndexE
     let mut annotations = std::collections::BTreeMap::new();
     annotations.insert(REF_NAME.to_string(), image.source.to_string());
     annotations.extend(placement_annotations(&image.placement));
+    if let Some(a) = &image.attached {
+        annotations.insert(ATTACHED_ANNOTATION.to_string(), a.annotation());
+    }
     Ok(IndexEntry {
         media_type: root.media_type.clone(),
         digest: root.digest.clone(),

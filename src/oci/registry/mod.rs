@@ -11,6 +11,7 @@
 mod blobs;
 mod client;
 mod error;
+mod listing;
 mod send;
 pub(crate) mod tls;
 mod token;
