@@ -550,3 +550,53 @@ fn an_image_two_entries_want_keeps_the_platforms_of_both() {
     let catalog = image(&rec, "cat/shared:v1");
     assert_eq!(catalog["platforms"], serde_json::json!(["linux/amd64"]));
 }
+
+/// A filtered image crosses the gap in an archive: the archive carries the kept child only,
+/// `verify archive://` passes (the dropped platform's manifest is not reported missing: the
+/// record inside the archive says it was dropped), and the push from the chunks lands the kept
+/// platform (an index of only it, for Distribution 2.8).
+#[test]
+fn a_filtered_image_crosses_in_an_archive_and_verifies() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let app = push_multi(&src, "src/app", Some("v1"), 90);
+    let work = tempfile::tempdir().unwrap();
+    let h = src.host();
+    let cfg = write(
+        work.path(),
+        "isc.yaml",
+        &format!("mirror:\n  additionalImages:\n  - name: {h}/src/app:v1\n    platforms:\n    - os: linux\n      architecture: arm64\n"),
+    );
+    let archive = format!("archive://{}", work.path().join("archive").display());
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        &cfg,
+        &archive,
+        "--plain-http",
+        &h,
+    ]));
+    let out = ok(&bootstrap(&["verify", &archive]));
+    assert!(out.contains("OK"), "{out}");
+    let rec_path = work.path().join("push.json");
+    ok(&bootstrap(&[
+        "mirror",
+        "--from",
+        &archive,
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &dst.host(),
+        "--rewrite-filtered-indexes",
+        "--record",
+        rec_path.to_str().unwrap(),
+        "--workdir",
+        work.path().join("work").to_str().unwrap(),
+    ]));
+    let rec = json(&rec_path);
+    let img = image(&rec, "src/app:v1");
+    assert_eq!(img["sourceDigest"], app.digest.as_str());
+    assert_eq!(img["platforms"], serde_json::json!(["linux/arm64"]));
+    let raw = raw_at(&format!("docker://{}/m/src/app:v1", dst.host()));
+    assert!(!raw.contains("amd64"), "{raw}");
+    assert!(raw.contains(&child_digest(&app, "linux/arm64")), "{raw}");
+}

@@ -98,6 +98,7 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
         }
     }
     let carried: BTreeSet<&Digest> = manifest.all_digests().collect();
+    let dropped = dropped_platforms(dir, &manifest);
     for img in &manifest.images {
         if !carried.contains(&img.digest) {
             report.missing.push(format!(
@@ -105,7 +106,12 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
                 img.name, img.digest
             ));
         } else {
-            check_references(dir, &manifest, &carried, img, &mut report);
+            let dropped = dropped.get(&img.name).cloned().unwrap_or_default();
+            let walk = Walk {
+                carried: &carried,
+                dropped: &dropped,
+            };
+            check_references(dir, &manifest, &walk, img, &mut report);
         }
     }
     // Two chunks at a time: removable disks read best front to back, not all at once.
@@ -127,16 +133,65 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
     Ok(report.finish())
 }
 
+/// The platforms each image's platform filter left out of its index (by the image's name),
+/// as the mirror record inside the archive says: those children are not carried, by design.
+/// A record that is missing, damaged or unreadable gives none (the file checks name it), so
+/// every child is then required.
+fn dropped_platforms(dir: &Path, manifest: &ArchiveManifest) -> BTreeMap<String, BTreeSet<String>> {
+    let record = crate::openshift::record::RECORD_FILE;
+    let Some(f) = manifest.files.iter().find(|f| f.path == record) else {
+        return BTreeMap::new();
+    };
+    let Ok(bytes) = super::reader::read_range(&dir.join(&f.chunk), f.offset, f.size) else {
+        return BTreeMap::new();
+    };
+    if Digest::of(&bytes).hex() != f.sha256 {
+        return BTreeMap::new();
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return BTreeMap::new();
+    };
+    let Ok(rec) = crate::openshift::record::MirrorRecord::parse(Path::new(record), &text) else {
+        return BTreeMap::new();
+    };
+    rec.images
+        .into_iter()
+        .filter(|i| !i.platforms_dropped.is_empty())
+        .map(|i| (i.source, i.platforms_dropped.into_iter().collect()))
+        .collect()
+}
+
+/// What a walk of one image's manifests accepts: digests the archive or its base carries, and
+/// children of its top index for platforms its filter dropped.
+struct Walk<'a> {
+    carried: &'a BTreeSet<&'a Digest>,
+    dropped: &'a BTreeSet<String>,
+}
+
+/// `os/arch[/variant]` of an index entry as JSON.
+fn entry_platform(entry: &serde_json::Value) -> Option<String> {
+    let p = entry.get("platform")?;
+    let mut s = format!("{}/{}", p["os"].as_str()?, p["architecture"].as_str()?);
+    if let Some(v) = p.get("variant").and_then(|v| v.as_str()) {
+        s.push('/');
+        s.push_str(v);
+    }
+    Some(s)
+}
+
 /// Walks an image's manifests as the archive carries them (an index's children, each
 /// manifest's config and layers): every digest they reference must be carried, or left to the
-/// base. A manifest the archive cannot read is left to the chunk checks, which name it.
+/// base; a child of the top index the image's platform filter dropped is not carried (a
+/// sparse index). A manifest the archive cannot read is left to the chunk checks, which name
+/// it.
 fn check_references(
     dir: &Path,
     manifest: &ArchiveManifest,
-    carried: &BTreeSet<&Digest>,
+    walk: &Walk<'_>,
     img: &super::ArchiveImage,
     report: &mut Report,
 ) {
+    let carried = walk.carried;
     let mut todo = vec![img.digest.clone()];
     let mut seen = BTreeSet::new();
     while let Some(d) = todo.pop() {
@@ -172,6 +227,12 @@ fn check_references(
             else {
                 continue;
             };
+            let filtered_out = is_manifest
+                && d == img.digest
+                && entry_platform(entry).is_some_and(|p| walk.dropped.contains(&p));
+            if filtered_out {
+                continue;
+            }
             if !carried.contains(&r) {
                 report.missing.push(format!(
                     "image {}: {} {r} (referenced by {d}) is in neither the archive nor its base",
