@@ -428,7 +428,7 @@ fn a_signed_image_arrives_with_its_signature_attestation_and_referrer() {
     };
     assert_eq!(
         looked_up("/app/plain/"),
-        vec!["GET /v2/app/plain/tags/list".to_string()]
+        vec!["GET /v2/app/plain/tags/list?n=1000".to_string()]
     );
 
     assert_eq!(dst.tags("m2m/app/plain"), vec!["v1"]);

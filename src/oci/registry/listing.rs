@@ -10,6 +10,8 @@ use reqwest::StatusCode;
 
 /// The most one `tags/list` page may be.
 const TAG_PAGE_MAX: usize = 16 * 1024 * 1024;
+/// Tags asked for per page (Distribution 3 refuses more than 1000).
+const TAG_PAGE_ENTRIES: usize = 1000;
 /// The most pages one listing may take (a registry whose `Link` never ends is refused).
 const TAG_PAGES_MAX: usize = 10_000;
 /// The OCI image index media type a referrers answer is.
@@ -25,7 +27,9 @@ impl RegistryClient {
             tags: Option<Vec<String>>,
         }
         let mut tags = Vec::new();
-        let mut next = Some(self.url(&format!("/v2/{repo}/tags/list")));
+        // Large pages: an upstream repository may hold tens of thousands of tags (a registry
+        // that allows fewer pages on with its `Link`).
+        let mut next = Some(self.url(&format!("/v2/{repo}/tags/list?n={TAG_PAGE_ENTRIES}")));
         let mut pages = 0;
         while let Some(url) = next.take() {
             pages += 1;
