@@ -155,6 +155,18 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_GRAPH_URL)]
     pub graph_url: String,
 
+    /// The update graph data for mirror.platform.graph: the gzip-compressed tarball of
+    /// cincinnati-graph-data oc-mirror downloads (http(s) URL), or file://PATH to a saved one.
+    #[arg(long, value_name = "URL",
+          default_value = crate::openshift::graph_data::DEFAULT_GRAPH_DATA_URL)]
+    pub graph_data_url: String,
+
+    /// The image the update graph data image is built on (mirror.platform.graph), every
+    /// platform of it, as oc-mirror builds it on UBI 9.
+    #[arg(long, value_name = "IMAGE",
+          default_value = crate::openshift::graph_data::DEFAULT_BASE_IMAGE)]
+    pub graph_base_image: String,
+
     /// Follow the kept bundles' olm.package.required: add, transitively, a bundle of each
     /// required package the selection lacks (an entry with skipDependencies: true still opts
     /// out). oc-mirror v2 does not follow them, nor does the default; either way every

@@ -87,6 +87,8 @@ impl MirrorSettings {
             destination,
             destination_label: args.destination,
             graph_url: args.graph_url,
+            graph_data_url: args.graph_data_url,
+            graph_base_image: args.graph_base_image,
             dependencies: if args.follow_dependencies {
                 Dependencies::Follow
             } else {

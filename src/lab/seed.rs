@@ -1,7 +1,8 @@
 //! `bootstrap lab seed docker://HOST:PORT --out DIR`: builds the lab's images in memory (the
 //! modelcar through an OCI layout under DIR), pushes them (idempotently: HEAD before every blob
-//! and manifest), and writes `DIR/graph.json` (the update graph) and `DIR/seed.json` (what was
-//! pushed). Everything is deterministic: the same registry address gives the same digests.
+//! and manifest), and writes `DIR/graph.json` (the update graph), `DIR/graph-data.tar.gz` (the
+//! graph data `platform.graph` builds its image from) and `DIR/seed.json` (what was pushed).
+//! Everything is deterministic: the same registry address gives the same digests.
 
 use super::catalog::{self, PackageRecord, CATALOG_REPO, CATALOG_TAG};
 use super::image::Image;
@@ -19,6 +20,8 @@ use std::path::PathBuf;
 
 /// The graph file's name under DIR.
 pub const GRAPH_FILE: &str = "graph.json";
+/// The update graph data tarball's name under DIR (`--graph-data-url file://DIR/...`).
+pub const GRAPH_DATA_FILE: &str = "graph-data.tar.gz";
 /// The seed record's name under DIR.
 pub const SEED_FILE: &str = "seed.json";
 
@@ -34,6 +37,8 @@ pub struct Seed {
     pub releases: Vec<ReleaseRecord>,
     /// The update graph's file name, beside this one.
     pub graph: String,
+    /// The update graph data tarball's file name (`platform.graph`), beside this one.
+    pub graph_data: String,
     /// The operator catalog.
     pub catalog: CatalogRecord,
     /// The modelcar.
@@ -172,6 +177,7 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
 
     let graph = release::graph(&host, &releases);
     write_json(&out.join(GRAPH_FILE), &graph)?;
+    crate::fs::write_atomic(&out.join(GRAPH_DATA_FILE), &release::graph_data(&releases)?)?;
     let seed = seed_record(&host, &releases, &built_catalog, &model, &leaves, &roots);
     write_json(&out.join(SEED_FILE), &seed)?;
     progress.finish();
@@ -224,6 +230,7 @@ fn seed_record(
             })
             .collect(),
         graph: GRAPH_FILE.to_string(),
+        graph_data: GRAPH_DATA_FILE.to_string(),
         catalog: CatalogRecord {
             image: format!("{host}/{CATALOG_REPO}:{CATALOG_TAG}"),
             digest: built_catalog.image.digest().clone(),

@@ -435,7 +435,14 @@ async fn catalog(
     let cache_dir = rebuild::cache_dir_of(&config);
     let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
     let known = (config_digest(&manifest)?, config.clone());
-    let mut rebuilt = rebuild_image(regs, &resolved, &layer, known).await?;
+    let mut rebuilt = rebuild_image(
+        regs,
+        &resolved,
+        &layer,
+        Some(known),
+        &rebuild::Rewrite::CATALOG,
+    )
+    .await?;
     rebuilt.placement = Placement {
         repository: op.target_catalog.clone().filter(|s| !s.is_empty()),
         tag: op.target_tag.clone().filter(|s| !s.is_empty()),
@@ -527,13 +534,15 @@ fn configs_label(config: &[u8]) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The rebuilt catalog: every kept platform's manifest with `layer` added, and an index over
-/// them when the source was an index. `known` is a config already read (digest, bytes).
-async fn rebuild_image(
+/// The rebuilt catalog (or graph data image): every kept platform's manifest with `layer`
+/// added and its config changed as `rewrite` says, and an index over them when the source was
+/// an index. `known` is a config already read (digest, bytes).
+pub(super) async fn rebuild_image(
     regs: &Arc<Registries>,
     resolved: &ResolvedImage,
     layer: &rebuild::ConfigsLayer,
-    known: (Digest, Bytes),
+    known: Option<(Digest, Bytes)>,
+    rewrite: &rebuild::Rewrite,
 ) -> Result<ResolvedImage> {
     let image = &resolved.source;
     let mut out = ResolvedImage::new(image.clone(), resolved.root.clone());
@@ -560,13 +569,12 @@ async fn rebuild_image(
         };
         // The first platform's config was read already, for the configs label.
         let digest = config_digest(&m)?;
-        let config = if digest == known.0 {
-            known.1.clone()
-        } else {
-            read_blob(regs, image, &digest).await?
+        let config = match &known {
+            Some((d, bytes)) if *d == digest => bytes.clone(),
+            _ => read_blob(regs, image, &digest).await?,
         };
-        let new = rebuild::rebuild_manifest(&raw, &config, layer)
-            .with_context(|| format!("rebuilding catalog {image}"))?;
+        let new = rebuild::rebuild_manifest_with(&raw, &config, layer, rewrite)
+            .with_context(|| format!("rebuilding {image}"))?;
         let Parsed::Image(nm) = new.manifest.parse()? else {
             bail!("{image}: the rebuilt manifest is not an image manifest");
         };

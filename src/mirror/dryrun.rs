@@ -36,6 +36,12 @@ pub struct DryRun {
     /// Catalogs filtered (mirror.operators): the bundles kept per package.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalogs: Vec<crate::mirror::content::CatalogInfo>,
+    /// Helm charts (mirror.helm): where each goes and the images found in it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<crate::mirror::helm::ChartInfo>,
+    /// The update graph data image (mirror.platform.graph).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<crate::mirror::graph_image::GraphInfo>,
     /// Images that could not be resolved (`--continue-on-error`): not in the plan, and the run
     /// exits 1 so a script does not take the plan for the whole set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -128,6 +134,8 @@ impl DryRun {
             bytes_to_send,
             releases: Vec::new(),
             catalogs: Vec::new(),
+            charts: Vec::new(),
+            graph: None,
             failed: Vec::new(),
             plan_file: PathBuf::new(),
         }
@@ -189,6 +197,28 @@ impl std::fmt::Display for DryRun {
             for w in c.warnings() {
                 writeln!(f, "warning: {w}")?;
             }
+        }
+        for c in &self.charts {
+            writeln!(
+                f,
+                "chart {} {} ({}) -> {}:{}: {} images",
+                c.name,
+                c.version,
+                c.source,
+                c.repository,
+                c.tag,
+                c.images.len()
+            )?;
+            for w in c.warnings() {
+                writeln!(f, "warning: {w}")?;
+            }
+        }
+        if let Some(g) = &self.graph {
+            writeln!(
+                f,
+                "graph data image {} on {} from {}",
+                g.destination, g.base_image, g.data_url
+            )?;
         }
         for img in &self.failed {
             writeln!(f, "FAILED {}: {}", img.source, img.error)?;

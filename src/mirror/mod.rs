@@ -11,6 +11,8 @@ pub mod config;
 pub mod content;
 mod destination;
 pub mod dryrun;
+pub mod graph_image;
+pub mod helm;
 pub mod journal;
 mod outputs;
 pub mod plan;
@@ -273,7 +275,7 @@ async fn prepare(
             );
         }
     }
-    let graph = &settings.graph_url;
+    let graph = &wanted::Upstream::of(settings);
     let early = match &settings.input {
         MirrorInput::Disk(_) | MirrorInput::Archive(_) => Some(
             wanted::source_and_wanted(
@@ -367,6 +369,10 @@ fn warn_unmet_dependencies(wanted: &Wanted) {
     for line in wanted.catalog_reports.iter().flat_map(|c| c.warnings()) {
         progress.warn(line);
     }
+    // Images a chart references that could not be resolved are not mirrored: say which.
+    for line in wanted.charts.iter().flat_map(|c| c.warnings()) {
+        progress.warn(line);
+    }
 }
 
 /// `--dry-run`: the plan, also written as JSON to `./mirror-dry-run-<time>.json`; touches
@@ -398,6 +404,8 @@ async fn dry_run(
     );
     plan.releases = wanted.releases.clone();
     plan.catalogs = wanted.catalog_reports.clone();
+    plan.charts = wanted.charts.clone();
+    plan.graph = wanted.graph.clone();
     plan.failed = statuses
         .iter()
         .filter(|s| matches!(s.outcome, status::Outcome::Failed))
@@ -709,6 +717,8 @@ fn finish(
         cluster_resources: cluster_dir.map(|d| d.display().to_string()),
         releases: wanted.releases,
         catalogs: wanted.catalog_reports,
+        charts: wanted.charts,
+        graph: wanted.graph,
         layout_check: wanted.layout_check,
         signature,
         archive: None,

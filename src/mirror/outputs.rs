@@ -59,6 +59,33 @@ pub(super) fn write_cluster_resources(
         at.digest = at.tag.is_none().then(|| img.root.digest.clone());
         resources.add_catalog(at);
     }
+    if let Some(graph) = mirrored
+        .iter()
+        .find(|i| i.placement.category == cluster::Category::Graph)
+    {
+        // As oc-mirror writes it: the graph image by tag, the release repository untagged.
+        let image = format!(
+            "{}/{}:{}",
+            target.registry,
+            target.repository_for(graph.dest_path()),
+            graph.dest_reference(&graph.root)
+        );
+        let releases = format!(
+            "{}/{}",
+            target.registry,
+            target.repository_for(release::RELEASE_IMAGES_REPO)
+        );
+        if !mirrored
+            .iter()
+            .any(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
+        {
+            progress.warn(format_args!(
+                "{}: this run mirrored no release image; the UpdateService names {releases}, where releases from mirror.platform go",
+                cluster::UPDATE_SERVICE_FILE
+            ));
+        }
+        resources.set_update_service(releases, image);
+    }
     if let Some(sig_dir) = signatures {
         for img in mirrored
             .iter()

@@ -54,6 +54,12 @@ pub struct Summary {
     /// Catalogs filtered and rebuilt (mirror.operators).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalogs: Vec<content::CatalogInfo>,
+    /// Helm charts mirrored (mirror.helm), with the images found in each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<super::helm::ChartInfo>,
+    /// The update graph data image built (mirror.platform.graph).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<super::graph_image::GraphInfo>,
     /// For a push from a disk mirror: whether it matched its mirror record, or was pushed
     /// with `--accept-unrecorded` (and why that was needed).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -215,6 +221,23 @@ impl std::fmt::Display for MirrorReport {
             for w in c.warnings() {
                 writeln!(f, "warning: {w}")?;
             }
+        }
+        for c in &self.summary.charts {
+            writeln!(
+                f,
+                "chart {} {} -> {}:{}: {} images",
+                c.name,
+                c.version,
+                c.repository,
+                c.tag,
+                c.images.len()
+            )?;
+            for w in c.warnings() {
+                writeln!(f, "warning: {w}")?;
+            }
+        }
+        if let Some(g) = &self.summary.graph {
+            writeln!(f, "graph data image {} on {}", g.destination, g.base_image)?;
         }
         if let Some(check) = &self.summary.layout_check {
             writeln!(f, "{check}")?;

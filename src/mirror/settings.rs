@@ -30,6 +30,10 @@ pub struct MirrorSettings {
     pub destination_label: String,
     /// The update graph for `mirror.platform.channels` (http(s) URL or `file://PATH`).
     pub graph_url: String,
+    /// The update graph data tarball for `mirror.platform.graph` (http(s) URL or `file://PATH`).
+    pub graph_data_url: String,
+    /// The image the graph data image is layered on (`mirror.platform.graph`).
+    pub graph_base_image: String,
     /// Whether catalog selections follow `olm.package.required` (`--follow-dependencies`);
     /// oc-mirror v2 does not, and neither does the default.
     pub dependencies: Dependencies,

@@ -22,7 +22,8 @@ use std::sync::Arc;
 /// What a run was asked to mirror.
 pub(super) struct Wanted {
     pub(super) images: Vec<WantedImage>,
-    /// Rebuilt catalogs, already resolved.
+    /// Images this run built, already resolved: rebuilt catalogs, packed Helm charts, OCI
+    /// charts (resolved to read them) and the graph data image.
     pub(super) catalogs: Vec<ResolvedImage>,
     /// Images left out by `mirror.blockedImages`, with the pattern that matched.
     pub(super) blocked: Vec<(ImageRef, String)>,
@@ -35,12 +36,36 @@ pub(super) struct Wanted {
     /// For a disk mirror: the entries that are signatures, attestations or referrers of
     /// another, by source reference.
     pub(super) attached: HashMap<ImageRef, Attached>,
+    /// The Helm charts (`mirror.helm`), for reports; the charts themselves are in `catalogs`.
+    pub(super) charts: Vec<super::helm::ChartInfo>,
+    /// The update graph data image (`platform.graph`), for reports; the image is in `catalogs`.
+    pub(super) graph: Option<super::graph_image::GraphInfo>,
+}
+
+/// Where a configuration's upstream content that is not in registries comes from: the update
+/// graph (`--graph-url`), and for `platform.graph` the graph data (`--graph-data-url`) and the
+/// image it is layered on (`--graph-base-image`).
+pub(super) struct Upstream<'a> {
+    pub(super) graph_url: &'a str,
+    pub(super) graph_data_url: &'a str,
+    pub(super) graph_base_image: &'a str,
+}
+
+impl<'a> Upstream<'a> {
+    /// The run's upstream settings.
+    pub(super) fn of(settings: &'a super::settings::MirrorSettings) -> Self {
+        Upstream {
+            graph_url: &settings.graph_url,
+            graph_data_url: &settings.graph_data_url,
+            graph_base_image: &settings.graph_base_image,
+        }
+    }
 }
 
 async fn wanted_from_config(
     path: &Path,
     regs: &Arc<Registries>,
-    graph_url: &str,
+    upstream: &Upstream<'_>,
     dependencies: Dependencies,
 ) -> Result<Wanted> {
     let origin = path.display().to_string();
@@ -66,10 +91,27 @@ async fn wanted_from_config(
     if !problems.is_empty() {
         bail!("{}", problems.join("\n"));
     }
-    let content = content::resolve(&cfg, &origin, regs, graph_url, dependencies).await?;
+    let mut content =
+        content::resolve(&cfg, &origin, regs, upstream.graph_url, dependencies).await?;
+    let helm = super::helm::resolve(&cfg, &origin, regs).await?;
+    content.catalogs.extend(helm.charts);
+    let graph = if cfg.mirror.platform.graph {
+        let (image, info) =
+            super::graph_image::build(regs, upstream.graph_data_url, upstream.graph_base_image)
+                .await?;
+        content.catalogs.push(image);
+        Some(info)
+    } else {
+        None
+    };
     let mut images: Vec<WantedImage> = Vec::new();
     let mut seen = std::collections::HashMap::new();
-    for w in content.images.into_iter().chain(additional) {
+    for w in content
+        .images
+        .into_iter()
+        .chain(additional)
+        .chain(helm.images)
+    {
         // An image wanted twice (two catalogs, a catalog and additionalImages) is mirrored
         // once, where it was first wanted, keeping every platform either use keeps.
         if let Some(&at) = seen.get(&w.source) {
@@ -86,7 +128,7 @@ async fn wanted_from_config(
         }
     }
     if images.is_empty() && blocked.is_empty() && content.catalogs.is_empty() {
-        bail!("{origin}: names nothing to mirror: add mirror.platform, mirror.operators or mirror.additionalImages");
+        bail!("{origin}: names nothing to mirror: add mirror.platform, mirror.operators, mirror.additionalImages or mirror.helm");
     }
     if images.is_empty() && content.catalogs.is_empty() {
         bail!("{origin}: mirror.blockedImages blocks every image: there is nothing to mirror");
@@ -118,6 +160,8 @@ async fn wanted_from_config(
         catalog_reports: content.catalog_reports,
         layout_check: None,
         attached: HashMap::new(),
+        charts: helm.reports,
+        graph,
     })
 }
 
@@ -176,6 +220,8 @@ fn wanted_from_layout(
         catalog_reports: Vec::new(),
         layout_check: Some(layout_check),
         attached,
+        charts: Vec::new(),
+        graph: None,
     })
 }
 
@@ -185,7 +231,7 @@ fn wanted_from_layout(
 pub(super) async fn source_and_wanted(
     input: &MirrorInput,
     regs: &Arc<Registries>,
-    (graph_url, dependencies): (&str, Dependencies),
+    (upstream, dependencies): (&Upstream<'_>, Dependencies),
     (accept_unrecorded, remove_signatures): (bool, bool),
     workdir: Option<&Path>,
 ) -> Result<(Source, Wanted)> {
@@ -209,7 +255,7 @@ pub(super) async fn source_and_wanted(
         }
         MirrorInput::Config(cfg) => Ok((
             Source::Registry(regs.clone()),
-            wanted_from_config(cfg, regs, graph_url, dependencies).await?,
+            wanted_from_config(cfg, regs, upstream, dependencies).await?,
         )),
     }
 }

@@ -29,6 +29,8 @@ pub const ITMS_FILE: &str = "itms-oc-mirror.yaml";
 pub const DIGEST_SOURCES_FILE: &str = "install-config-imageDigestSources.yaml";
 /// The release signature ConfigMap (oc-mirror's names; YAML and JSON).
 pub const SIGNATURES_FILE: &str = "signature-configmap.yaml";
+/// The UpdateService for `platform.graph` (oc-mirror's name).
+pub const UPDATE_SERVICE_FILE: &str = "updateService.yaml";
 /// The release signature ConfigMap as JSON.
 pub const SIGNATURES_JSON_FILE: &str = "signature-configmap.json";
 
@@ -44,6 +46,10 @@ pub enum Category {
     Generic,
     /// A rebuilt operator catalog: it gets a CatalogSource, no mirror-set entry.
     Catalog,
+    /// A Helm chart (an OCI artifact Helm pulls, not the cluster): no mirror-set entry.
+    Chart,
+    /// The update graph data image: the UpdateService names it, no mirror-set entry.
+    Graph,
 }
 
 impl Category {
@@ -54,6 +60,8 @@ impl Category {
             Category::Operator,
             Category::Generic,
             Category::Catalog,
+            Category::Chart,
+            Category::Graph,
         ]
         .into_iter()
         .find(|c| c.name() == name)
@@ -66,7 +74,15 @@ impl Category {
             Category::Operator => "operator",
             Category::Generic => "generic",
             Category::Catalog => "catalog",
+            Category::Chart => "chart",
+            Category::Graph => "graph",
         }
+    }
+
+    /// Whether the cluster pulls this content through ImageDigestMirrorSets and
+    /// ImageTagMirrorSets (catalogs, charts and the graph image are named directly instead).
+    pub fn has_mirror_set(self) -> bool {
+        !matches!(self, Category::Catalog | Category::Chart | Category::Graph)
     }
 }
 
@@ -101,6 +117,8 @@ pub struct ClusterResources {
     catalogs: Vec<ImageRef>,
     /// Release signatures by release image digest, in order (`signature-1`, ...).
     signatures: BTreeMap<Digest, Vec<Vec<u8>>>,
+    /// The update service: (release repository, graph data image), both at the destination.
+    update_service: Option<(String, String)>,
 }
 
 /// The ConfigMap the cluster-version operator reads release signatures from.
@@ -219,7 +237,7 @@ impl ClusterResources {
     /// mirrored by tag (the installer pulls releases by digest), as oc-mirror does.
     pub fn new(images: &[MirroredImage]) -> Self {
         let mut res = ClusterResources::default();
-        for img in images.iter().filter(|i| i.category != Category::Catalog) {
+        for img in images.iter().filter(|i| i.category.has_mirror_set()) {
             let (source, mirror) = scopes(img);
             let by_digest = img.source.tag.is_none() || img.category == Category::Release;
             let by_tag = img.source.tag.is_some();
@@ -258,6 +276,12 @@ impl ClusterResources {
     /// oc-mirror does, no mirror-set entry (the cluster pulls it from the CatalogSource).
     pub fn add_catalog(&mut self, destination: ImageRef) {
         self.catalogs.push(destination);
+    }
+
+    /// Adds the UpdateService oc-mirror writes for `platform.graph`: `releases` is the mirrored
+    /// release repository (no tag), `graph_image` the graph data image at its destination.
+    pub fn set_update_service(&mut self, releases: String, graph_image: String) {
+        self.update_service = Some((releases, graph_image));
     }
 
     /// Adds the signatures of a mirrored release image (`digest`), in order.
@@ -444,6 +468,11 @@ impl ClusterResources {
         if let Some((yaml, json)) = self.signatures_configmap()? {
             files.push((SIGNATURES_FILE.to_string(), Some(yaml)));
             files.push((SIGNATURES_JSON_FILE.to_string(), Some(json)));
+        }
+        if let Some((releases, graph)) = &self.update_service {
+            let yaml =
+                super::graph_data::update_service_yaml(releases, graph, &self.annotations())?;
+            files.push((UPDATE_SERVICE_FILE.to_string(), Some(yaml)));
         }
         let mut written = Vec::new();
         for (name, text) in files {

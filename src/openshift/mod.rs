@@ -8,6 +8,8 @@
 //!   out of a mirrored release, pinned to it by [`pin`];
 //! - [`graph`]: the update graph and the releases a channel selects from it;
 //! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image;
+//! - [`helm`]: Helm charts, the images they reference and their OCI form; [`graph_data`]: the
+//!   update graph data image and its UpdateService;
 //! - [`assisted`]: the watcher's client of the rendezvous host's assisted-service API, and
 //!   [`readiness`]: bootstrap and install complete, read from the new cluster's API.
 
@@ -16,6 +18,8 @@ pub mod cluster;
 pub mod extract;
 pub mod fbc;
 pub mod graph;
+pub mod graph_data;
+pub mod helm;
 pub mod pin;
 pub mod readiness;
 pub mod rebuild;

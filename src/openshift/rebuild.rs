@@ -142,6 +142,23 @@ pub fn configs_layer(
     })
 }
 
+/// How a rebuilt image's config changes besides the new layer.
+#[derive(Clone, Debug)]
+pub struct Rewrite {
+    /// The history entry the new layer gets.
+    pub created_by: &'static str,
+    /// A new `config.Cmd`, when the image's command changes (the graph data image).
+    pub cmd: Option<Vec<String>>,
+}
+
+impl Rewrite {
+    /// A filtered catalog: the layer added, labels, entrypoint and command kept.
+    pub const CATALOG: Rewrite = Rewrite {
+        created_by: "bootstrap mirror: the catalog filtered to the selected operators",
+        cmd: None,
+    };
+}
+
 /// Rewrites one single-platform catalog image: `layer` appended to the manifest's layers and
 /// to the config's `rootfs.diff_ids` and `history`, everything else kept.
 pub fn rebuild_manifest(
@@ -149,8 +166,28 @@ pub fn rebuild_manifest(
     config: &[u8],
     layer: &ConfigsLayer,
 ) -> Result<RebuiltManifest> {
+    rebuild_manifest_with(manifest, config, layer, &Rewrite::CATALOG)
+}
+
+/// [`rebuild_manifest`] with the config changed as `rewrite` says.
+pub fn rebuild_manifest_with(
+    manifest: &RawManifest,
+    config: &[u8],
+    layer: &ConfigsLayer,
+    rewrite: &Rewrite,
+) -> Result<RebuiltManifest> {
     let mut cfg: Value =
         serde_json::from_slice(config).context("the catalog's image config is not JSON")?;
+    if let Some(cmd) = &rewrite.cmd {
+        let inner = cfg
+            .as_object_mut()
+            .context("the image config is not a JSON object")?
+            .entry("config")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(obj) = inner.as_object_mut() {
+            obj.insert("Cmd".into(), serde_json::json!(cmd));
+        }
+    }
     let diff_ids = cfg
         .pointer_mut("/rootfs/diff_ids")
         .and_then(Value::as_array_mut)
@@ -162,7 +199,7 @@ pub fn rebuild_manifest(
             .or_insert_with(|| Value::Array(Vec::new()));
         if let Some(h) = history.as_array_mut() {
             h.push(serde_json::json!({
-                "created_by": "bootstrap mirror: the catalog filtered to the selected operators",
+                "created_by": rewrite.created_by,
                 "comment": "bootstrap",
             }));
         }

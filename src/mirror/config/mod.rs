@@ -503,20 +503,17 @@ mirror:
         assert_eq!(
             c.unsupported_sections(),
             vec![
-                "mirror.platform.graph",
                 "mirror.additionalImages[].targetRepo",
                 "mirror.additionalImages[].targetTag",
-                "mirror.helm",
             ]
         );
         let e = c.ensure_supported("isc.yaml").unwrap_err();
         assert!(matches!(e, ConfigError::Unsupported { .. }));
         let text = e.to_string();
-        assert_eq!(text.lines().count(), 4, "{text}");
-        assert!(
-            text.contains("mirror.platform.graph is not supported yet by this version of bootstrap (the update graph image, KubeVirt containers and helm charts arrive in a later release); remove it or mirror it with oc-mirror"),
-            "{text}"
-        );
+        assert_eq!(text.lines().count(), 2, "{text}");
+        // platform.graph and mirror.helm are mirrored.
+        assert!(!text.contains("mirror.platform.graph"), "{text}");
+        assert!(!text.contains("mirror.helm"), "{text}");
         assert!(!text.contains("mirror.operators"), "{text}");
         assert!(
             text.contains("isc.yaml:40:5: mirror.additionalImages[1].targetRepo is not supported"),

@@ -4,24 +4,23 @@
 
 use super::{AdditionalImage, ConfigError, ImageSetConfig, PlatformType, Problem};
 
-/// The reason [`ImageSetConfig::ensure_supported`] gives for release, operator and helm sections.
-const LATER: &str =
-    "the update graph image, KubeVirt containers and helm charts arrive in a later release";
+/// The reason [`ImageSetConfig::ensure_supported`] gives for `kubeVirtContainer`.
+const LATER: &str = "KubeVirt containers arrive in a later release";
 
 impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
-    /// in file-schema order: `mirror.platform.graph`, `mirror.platform.kubeVirtContainer`,
+    /// in file-schema order: `mirror.platform.kubeVirtContainer`,
     /// `mirror.platform.channels[].type: okd`,
     /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
     /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
-    /// `mirror.helm`, `mirror.samples`. A section counts
-    /// only when it would change what is mirrored (`graph: false` does not).
+    /// `mirror.samples`. A section counts only when it would change what is mirrored
+    /// (`kubeVirtContainer: false` does not).
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
     }
 
     /// Refuses a configuration that uses any of [`ImageSetConfig::unsupported_sections`], with
-    /// one line per section, e.g. `isc.yaml:14:3: mirror.helm is not supported yet by this
+    /// one line per section, e.g. `isc.yaml:14:3: mirror.samples is not supported yet by this
     /// version of bootstrap (...); remove it or mirror it with oc-mirror`.
     pub fn ensure_supported(&self, origin: &str) -> Result<(), ConfigError> {
         let problems: Vec<Problem> = self
@@ -59,14 +58,6 @@ impl ImageSetConfig {
     fn unsupported_platform(&self, out: &mut Vec<Unsupported>) {
         let p = &self.mirror.platform;
         let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
-        if p.graph {
-            add(
-                "mirror.platform.graph",
-                "mirror.platform.graph".into(),
-                LATER,
-                OR_OC_MIRROR,
-            );
-        }
         if p.kube_virt_container {
             add(
                 "mirror.platform.kubeVirtContainer",
@@ -133,9 +124,6 @@ impl ImageSetConfig {
                 "images keep their source tag",
                 "remove it or mirror that image with oc-mirror",
             );
-        }
-        if !m.helm.repositories.is_empty() || !m.helm.local.is_empty() {
-            add("mirror.helm", "mirror.helm".into(), LATER, OR_OC_MIRROR);
         }
         if !m.samples.is_empty() {
             add(

@@ -16,12 +16,14 @@
 //! - [`faultproxy::FaultProxy`]: an HTTP/1.1 proxy in front of a plain registry that injects
 //!   network faults (resets, truncation, corruption, stalls, error statuses) on cue and counts
 //!   the body bytes that crossed it.
+//! - [`httpfiles::FileServer`]: a static HTTP file server (a Helm chart repository).
 //! - [`modules`]: the host modules' scenarios, generic over the host (`Local` here, a lab sshd
 //!   host later), with stand-in `systemctl` and `modprobe`.
 
 pub mod client;
 pub mod faultproxy;
 pub mod gitops_lab;
+pub mod httpfiles;
 pub mod images;
 pub mod labsite;
 pub mod layers;
