@@ -195,6 +195,24 @@ pub struct MirrorArgs {
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub chunk_size: u64,
 
+    /// Connections one large blob is pulled over: a blob larger than its share of the run (the
+    /// bytes of all blobs over --max-concurrent-blobs) and at least 64 MiB, the one that would
+    /// otherwise finish last alone on one connection, is read from the source registry in
+    /// 8 MiB `Range` requests, N at once, through a spool of N pieces in the working
+    /// directory, and handed on in order. 1 reads every blob as one stream.
+    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_RANGE_PARTS, value_name = "N",
+          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=16), |n| n as usize))]
+    pub range_parts: usize,
+
+    /// Bytes per `Range` request of a split blob (tests split small blobs with it).
+    #[arg(long, default_value_t = crate::mirror::transfer::RANGE_PIECE, hide = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub range_piece: u64,
+
+    /// Fewest bytes a blob's rest must have to be split (tests split small blobs with it).
+    #[arg(long, default_value_t = crate::mirror::transfer::SPLIT_FROM, hide = true)]
+    pub range_from: u64,
+
     /// Tries per blob (and per request outside a blob transfer) before giving up on transient
     /// failures (connection errors, HTTP 5xx and 429, cut or corrupted bodies, stalls); a
     /// blob's tries are one budget shared by all its requests. Waits back off exponentially
@@ -212,23 +230,6 @@ pub struct MirrorArgs {
     /// The throughput in bytes per second below which a stream counts as stalled.
     #[arg(long, default_value_t = 1024, value_name = "BYTES")]
     pub stall_floor: u64,
-
-    /// Connections one large blob is pulled over: the rest of a blob of 256 MiB or more is read
-    /// from the source registry in 8 MiB `Range` requests, N at once, through a spool of N
-    /// pieces in the working directory, and handed on in order. 1 reads every blob as one
-    /// stream.
-    #[arg(long, default_value_t = crate::mirror::transfer::DEFAULT_RANGE_PARTS, value_name = "N",
-          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u64).range(1..=16), |n| n as usize))]
-    pub range_parts: usize,
-
-    /// Bytes per `Range` request of a split blob (tests split small blobs with it).
-    #[arg(long, default_value_t = crate::mirror::transfer::RANGE_PIECE, hide = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub range_piece: u64,
-
-    /// Blobs whose rest is at least this many bytes are split (tests split small blobs with it).
-    #[arg(long, default_value_t = crate::mirror::transfer::SPLIT_FROM, hide = true)]
-    pub range_from: u64,
 
     /// Where in-progress state is kept (the upload journal that lets a rerun continue a
     /// push). Default: DIR/.bootstrap for a disk destination, ./.bootstrap-work otherwise.

@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 /// Bytes gathered from the network before one write into the spool, and the most one read
 /// from it hands the consumer.
-const BUF: usize = 1024 * 1024;
+const BUF: usize = 256 * 1024;
 
 /// A slot of the ring that holds no piece.
 const EMPTY: u64 = u64::MAX;
@@ -321,8 +321,10 @@ impl Reader {
             if self.at < ready {
                 let len = (ready - self.at).min(BUF as u64) as usize;
                 let (pos, file) = (base + (self.at - start), shared.clone());
+                // Allocated here, not on the blocking thread: glibc gives every thread that
+                // allocates an arena of its own, and the pool's many threads would each keep one.
+                let mut v = vec![0u8; len];
                 let bytes = tokio::task::spawn_blocking(move || {
-                    let mut v = vec![0u8; len];
                     file.file.read_exact_at(&mut v, pos).map(|()| v)
                 })
                 .await

@@ -54,7 +54,10 @@ impl Transfer {
         node: &BlobNode,
         offset: u64,
     ) -> Result<Option<ByteStream>> {
-        let split = self.settings.split;
+        let split = crate::oci::ranged::Split {
+            from_size: self.split_from(),
+            ..self.settings.split
+        };
         let Some(dir) = &self.settings.spool_dir else {
             return Ok(None);
         };
@@ -102,6 +105,10 @@ impl Transfer {
         Ok(Some(crate::oci::ranged::spooled(
             dir, split, range, first, open,
         )?))
+    }
+
+    fn split_from(&self) -> u64 {
+        self.split_from.load(Ordering::Relaxed)
     }
 
     /// How far into `node`'s blob the progress display has been moved, across attempts.

@@ -95,10 +95,10 @@ pub const DEFAULT_RANGE_PARTS: usize = 4;
 /// (32 MiB by default), which is also what a kill can throw away beyond the last checkpoint.
 pub const RANGE_PIECE: u64 = 8 * 1024 * 1024;
 
-/// Blobs whose rest is at least this large are split. Large enough that the typical layer
-/// (tens of MiB) is not: blobs in flight already fill the link, and the spool's extra pass over
-/// the bytes would cost more than it gives.
-pub const SPLIT_FROM: u64 = 256 * 1024 * 1024;
+/// Blobs smaller than this are never split, whatever their share of the run (see
+/// [`Transfer::copy_blobs`]): a few pieces' worth, below which the pieces' round trips cost
+/// more than the parallel connections give.
+pub const SPLIT_FROM: u64 = 64 * 1024 * 1024;
 
 impl Default for TransferSettings {
     fn default() -> Self {
@@ -145,6 +145,8 @@ pub struct Transfer {
     pub gates: std::sync::Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Per blob, how far the progress display has been moved (see [`Transfer::on_bytes`]).
     credits: std::sync::Mutex<HashMap<Digest, Arc<AtomicU64>>>,
+    /// The size from which a blob is split in this run (see [`Transfer::copy_blobs`]).
+    split_from: AtomicU64,
 }
 
 impl Transfer {
@@ -165,12 +167,23 @@ impl Transfer {
             stats: Arc::new(Stats::default()),
             gates: Default::default(),
             credits: Default::default(),
+            split_from: AtomicU64::new(u64::MAX),
         }
     }
 
     /// Copies every blob of the graph. A failure stops new blobs from starting unless
     /// `continue_on_error` is set; either way every failure is returned, not just the first.
+    ///
+    /// A blob is split into parallel range reads (see [`crate::oci::ranged`]) only when it is
+    /// larger than its fair share of the run, the bytes of all blobs over the blobs in flight:
+    /// only such a blob would still be moving, alone on one connection, after the rest are
+    /// done. Smaller ones fill the link together, and splitting them would only add the spool's
+    /// pass over their bytes.
     pub async fn copy_blobs(&self, nodes: Vec<BlobNode>) -> BlobOutcome {
+        let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
+        let share = total / self.settings.concurrency.blobs.get() as u64;
+        self.split_from
+            .store(share.max(self.settings.split.from_size), Ordering::Relaxed);
         let stop = AtomicBool::new(false);
         let results: Vec<(Digest, Option<Result<()>>)> = futures_util::stream::iter(nodes)
             .map(|node| {
