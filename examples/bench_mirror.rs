@@ -29,7 +29,8 @@
 //! BENCH_CEILING_PARALLEL (curl transfers at once, default 8 as bootstrap's
 //! `--max-concurrent-blobs`); BENCH_PARTS (a comma-separated subset of loopback,wan,disk,wide);
 //! BENCH_CHUNKS (MiB list, e.g. `16,64,256`) also times bootstrap's loopback mirror to mirror
-//! once per upload chunk size, each into a fresh registry.
+//! once per upload chunk size, each into a fresh registry; BENCH_BOOTSTRAP_ARGS adds arguments
+//! to every bootstrap mirror run (e.g. `--range-parts 1`).
 
 #[path = "../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
@@ -302,6 +303,7 @@ impl Bench {
             destination,
         ];
         args.extend_from_slice(access);
+        args.extend(bootstrap_extra_args());
         args.extend([
             "--record".into(),
             self.path_arg(&format!("{name}.json")),
@@ -312,6 +314,16 @@ impl Bench {
         ]);
         args
     }
+}
+
+/// BENCH_BOOTSTRAP_ARGS: extra arguments for every `bootstrap mirror` run (whitespace-separated),
+/// e.g. `--range-parts 1` to time it without split blobs.
+fn bootstrap_extra_args() -> Vec<String> {
+    std::env::var("BENCH_BOOTSTRAP_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 /// The ImageSetConfiguration naming every pushed image at `host`.
@@ -525,6 +537,7 @@ fn loopback(bench: &Bench, shape: Shape, parts: &[String], rows: &mut Vec<Row>) 
             format!("file://{}", bench.path("disk-ours").display()),
         ];
         args.extend(access);
+        args.extend(bootstrap_extra_args());
         let ours = measure("bootstrap", &bench.bin, &args);
         let layout = bench.path("disk-skopeo");
         let mut theirs = Measured::default();
