@@ -52,14 +52,10 @@ pub fn graph_layer(tgz: &[u8]) -> Result<ConfigsLayer> {
         let mut entry = entry.context("reading the graph data tarball")?;
         let path = entry.path()?.into_owned();
         let name = path.to_string_lossy().to_string();
-        let mut parts = Vec::new();
-        for c in path.components() {
-            match c {
-                std::path::Component::Normal(p) => parts.push(p.to_string_lossy().to_string()),
-                std::path::Component::CurDir => {}
-                _ => bail!("graph data entry {name:?} leaves the tarball's root"),
-            }
-        }
+        let parts = match crate::oci::layers::normalise(&entry.path_bytes()) {
+            Ok(parts) => parts,
+            Err(_) => bail!("graph data entry {name:?} leaves the tarball's root"),
+        };
         let kind = entry.header().entry_type();
         if matches!(
             kind,

@@ -103,14 +103,10 @@ pub fn read_chart(tgz: &[u8]) -> Result<Chart> {
         let mut entry = entry.context("reading the chart archive")?;
         let path = entry.path().context("reading an entry name")?.into_owned();
         let name = path.to_string_lossy().to_string();
-        let mut parts = Vec::new();
-        for c in path.components() {
-            match c {
-                std::path::Component::Normal(p) => parts.push(p.to_string_lossy().to_string()),
-                std::path::Component::CurDir => {}
-                _ => bail!("chart archive entry {name:?} leaves the chart directory"),
-            }
-        }
+        let parts = match crate::oci::layers::normalise(&entry.path_bytes()) {
+            Ok(parts) => parts,
+            Err(_) => bail!("chart archive entry {name:?} leaves the chart directory"),
+        };
         match entry.header().entry_type() {
             tar::EntryType::Regular | tar::EntryType::Continuous => {}
             tar::EntryType::Directory | tar::EntryType::XGlobalHeader | tar::EntryType::XHeader => {
