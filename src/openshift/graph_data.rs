@@ -10,10 +10,8 @@
 //! `openshift-update-service`, 2 replicas) names it and the mirrored release repository.
 
 use super::rebuild::{ConfigsLayer, Rewrite};
-use crate::oci::digest::Digest;
 use anyhow::{bail, Context, Result};
-use bytes::Bytes;
-use std::io::{Read, Write};
+use std::io::Read;
 
 /// Where oc-mirror fetches the graph data (a gzip-compressed tarball of cincinnati-graph-data).
 pub const DEFAULT_GRAPH_DATA_URL: &str = "https://api.openshift.com/api/upgrades_info/graph-data";
@@ -101,16 +99,7 @@ pub fn graph_layer(tgz: &[u8]) -> Result<ConfigsLayer> {
     if files == 0 {
         bail!("the graph data tarball holds no files");
     }
-    let tar_bytes = out.into_inner()?;
-    let diff_id = Digest::of(&tar_bytes);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&tar_bytes)?;
-    let bytes = Bytes::from(gz.finish()?);
-    Ok(ConfigsLayer {
-        digest: Digest::of(&bytes),
-        bytes,
-        diff_id,
-    })
+    Ok(ConfigsLayer::from_tar(&out.into_inner()?)?)
 }
 
 /// The UpdateService oc-mirror writes (`cluster-resources/updateService.yaml`): `releases` is
@@ -141,6 +130,8 @@ pub fn update_service_yaml(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::oci::digest::Digest;
+    use std::io::Write;
 
     fn tarball(files: &[(&str, &str)]) -> Vec<u8> {
         let mut tar = tar::Builder::new(Vec::new());

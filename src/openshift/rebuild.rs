@@ -25,6 +25,21 @@ pub struct ConfigsLayer {
     pub diff_id: Digest,
 }
 
+impl ConfigsLayer {
+    /// The layer of an uncompressed tar: its diff_id, then gzip-compressed and digested.
+    pub fn from_tar(tar_bytes: &[u8]) -> std::io::Result<Self> {
+        let diff_id = Digest::of(tar_bytes);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(tar_bytes)?;
+        let bytes = Bytes::from(gz.finish()?);
+        Ok(ConfigsLayer {
+            digest: Digest::of(&bytes),
+            bytes,
+            diff_id,
+        })
+    }
+}
+
 /// One rebuilt single-platform image.
 #[derive(Clone, Debug)]
 pub struct RebuiltManifest {
@@ -130,16 +145,7 @@ pub fn configs_layer(
         let mut h = header(tar::EntryType::Regular, data.len() as u64, 0o644);
         tar.append_data(&mut h, path, data.as_slice())?;
     }
-    let tar_bytes = tar.into_inner()?;
-    let diff_id = Digest::of(&tar_bytes);
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&tar_bytes)?;
-    let bytes = Bytes::from(gz.finish()?);
-    Ok(ConfigsLayer {
-        digest: Digest::of(&bytes),
-        bytes,
-        diff_id,
-    })
+    Ok(ConfigsLayer::from_tar(&tar.into_inner()?)?)
 }
 
 /// How a rebuilt image's config changes besides the new layer.
