@@ -75,8 +75,8 @@ struct Shared {
     consumed: AtomicU64,
     /// Per slot: the piece it holds (or [`EMPTY`]) and how many of its bytes are written.
     slots: Vec<(AtomicU64, AtomicU64)>,
-    /// The first failure of any piece.
-    failed: Mutex<Option<io::Error>>,
+    /// The first failure of any piece, with the piece: the consumer sees it on reaching it.
+    failed: Mutex<Option<(u64, io::Error)>>,
     /// Woken after every write and at every failure (the consumer waits on it).
     written: Notify,
     /// Woken when the consumer finishes a piece (workers wait on it for a free slot).
@@ -99,12 +99,23 @@ impl Shared {
         (i, i as u64 * self.piece)
     }
 
-    fn fail(&self, err: io::Error) {
-        self.failed
-            .lock()
-            .expect("spool failure slot poisoned")
-            .get_or_insert(err);
+    fn fail(&self, k: u64, err: io::Error) {
+        let mut failed = self.failed.lock().expect("spool failure slot poisoned");
+        // The earliest piece's failure is the one the consumer reaches first.
+        if failed.as_ref().is_none_or(|(at, _)| k < *at) {
+            *failed = Some((k, err));
+        }
+        drop(failed);
         self.written.notify_waiters();
+    }
+
+    /// The failure of piece `k` or one before it, taken (the stream ends with it).
+    fn failure_up_to(&self, k: u64) -> Option<io::Error> {
+        let mut failed = self.failed.lock().expect("spool failure slot poisoned");
+        match *failed {
+            Some((at, _)) if at <= k => failed.take().map(|(_, e)| e),
+            _ => None,
+        }
     }
 }
 
@@ -173,8 +184,8 @@ where
         .map(|_| {
             let (shared, open) = (shared.clone(), open.clone());
             tokio::spawn(async move {
-                if let Err(e) = work(&shared, &*open).await {
-                    shared.fail(e);
+                if let Err((k, e)) = work(&shared, &*open).await {
+                    shared.fail(k, e);
                 }
             })
         })
@@ -200,8 +211,9 @@ where
     )))
 }
 
-/// One worker: takes the next piece while there is one, waits for its slot, fills it.
-async fn work<F, Fut>(shared: &Arc<Shared>, open: &F) -> io::Result<()>
+/// One worker: takes the next piece while there is one, waits for its slot, fills it. A failure
+/// comes with the piece it hit.
+async fn work<F, Fut>(shared: &Arc<Shared>, open: &F) -> Result<(), (u64, io::Error)>
 where
     F: Fn(u64, u64) -> Fut,
     Fut: Future<Output = Result<ByteStream>>,
@@ -228,10 +240,11 @@ where
             } else {
                 io::ErrorKind::Other
             };
-            io::Error::new(
+            let err = io::Error::new(
                 kind,
                 format!("bytes {start}-{} of the blob: {e:#}", end - 1),
-            )
+            );
+            (k, err)
         };
         let (i, _) = shared.slot(k);
         shared.slots[i].1.store(0, Ordering::Release);
@@ -336,12 +349,8 @@ impl Reader {
                 }
                 return Ok(Some(Bytes::from(bytes)));
             }
-            if let Some(e) = shared
-                .failed
-                .lock()
-                .expect("spool failure slot poisoned")
-                .take()
-            {
+            // A failed piece ends the stream only once the consumer has every byte before it.
+            if let Some(e) = shared.failure_up_to(k) {
                 return Err(e);
             }
             written.await;
@@ -472,13 +481,18 @@ mod tests {
     }
 
     /// A piece that ends short fails the stream when the consumer reaches it, with a transient
-    /// kind (the consumer's retry continues from where it got to); the bytes before it came.
+    /// kind (the consumer's retry continues from where it got to); the bytes before it came,
+    /// even when the failure came first (the first piece is slow here).
     #[tokio::test]
     async fn a_short_piece_ends_the_stream_with_a_transient_error() {
         let dir = tempfile::tempdir().unwrap();
         let data = Arc::new(blob(3 * BUF));
         let piece = BUF as u64;
-        let first = source(&data, 0, piece, 8192);
+        let late = futures_util::stream::once(tokio::time::sleep(
+            std::time::Duration::from_millis(200),
+        ))
+        .filter_map(|()| async { None::<io::Result<Bytes>> });
+        let first: ByteStream = Box::pin(late.chain(source(&data, 0, piece, 8192)));
         let d = data.clone();
         let mut stream = spooled(
             dir.path(),
