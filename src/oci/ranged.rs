@@ -488,10 +488,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = Arc::new(blob(3 * BUF));
         let piece = BUF as u64;
-        let late = futures_util::stream::once(tokio::time::sleep(
-            std::time::Duration::from_millis(200),
-        ))
-        .filter_map(|()| async { None::<io::Result<Bytes>> });
+        let late =
+            futures_util::stream::once(tokio::time::sleep(std::time::Duration::from_millis(200)))
+                .filter_map(|()| async { None::<io::Result<Bytes>> });
         let first: ByteStream = Box::pin(late.chain(source(&data, 0, piece, 8192)));
         let d = data.clone();
         let mut stream = spooled(
