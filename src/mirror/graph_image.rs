@@ -5,7 +5,7 @@
 //! cluster resources.
 
 use super::content::rebuild_image;
-use super::helm::{fetch, http_client};
+use super::helm::fetch;
 use super::plan::{self, Placement, ResolvedImage, Source};
 use crate::oci::digest::Digest;
 use crate::oci::platform::PlatformFilter;
@@ -39,7 +39,7 @@ pub async fn build(
     base_image: &str,
 ) -> Result<(ResolvedImage, GraphInfo)> {
     let what = "the update graph data (--graph-data-url; on an air-gapped side pass file://graph-data.tar.gz)";
-    let data = fetch(&http_client()?, data_url, graph_data::MAX_GRAPH_DATA_BYTES)
+    let data = fetch(regs, data_url, graph_data::MAX_GRAPH_DATA_BYTES)
         .await
         .with_context(|| format!("fetching {what}"))?;
     let layer = graph_data::graph_layer(&data)

@@ -105,7 +105,7 @@ pub async fn resolve(
         if let Some(base) = repo.url.strip_prefix("oci://") {
             oci_repository(base, repo, &at, regs, &mut out).await?;
         } else {
-            http_repository(repo, &at, &mut out)
+            http_repository(repo, &at, regs, &mut out)
                 .await
                 .with_context(|| format!("{at} ({})", repo.url))?;
         }
@@ -234,6 +234,7 @@ async fn read_chart_blob(
 async fn http_repository(
     repo: &super::config::HelmRepository,
     at: &str,
+    regs: &Registries,
     out: &mut HelmContent,
 ) -> Result<()> {
     if !crate::oci::reference::valid_repository(&repo.name) {
@@ -242,13 +243,7 @@ async fn http_repository(
     let base = repo.url.trim_end_matches('/');
     let base = base.strip_suffix("/index.yaml").unwrap_or(base);
     let index_url = format!("{base}/index.yaml");
-    let client = http_client()?;
-    let body = fetch(
-        &client,
-        &index_url,
-        crate::bounded::LAYOUT_FILE_MAX as usize,
-    )
-    .await?;
+    let body = fetch(regs, &index_url, crate::bounded::LAYOUT_FILE_MAX as usize).await?;
     let text = std::str::from_utf8(&body).context("index.yaml is not UTF-8")?;
     let index: IndexFile =
         serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("reading {index_url}: {e}"))?;
@@ -298,7 +293,7 @@ async fn http_repository(
         let expected = entry.digest.as_deref().with_context(|| {
             format!("{index_url}: chart {name} {} has no digest, so its archive cannot be verified; regenerate the index with `helm repo index`", entry.version)
         })?;
-        let tgz = fetch(&client, &url, helm::MAX_CHART_BYTES).await?;
+        let tgz = fetch(regs, &url, helm::MAX_CHART_BYTES).await?;
         let got = Digest::of(&tgz);
         if got.hex() != expected.trim_start_matches("sha256:") {
             bail!("{url}: the chart archive's sha256 is {}, but {index_url} says {expected}; the repository or the download is corrupt", got.hex());
@@ -427,15 +422,9 @@ fn add_images(images: &std::collections::BTreeSet<String>, out: &mut HelmContent
     Ok(())
 }
 
-/// The HTTP client for chart repositories and the graph data: TLS verified, a bounded wait.
-pub(super) fn http_client() -> Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        .timeout(std::time::Duration::from_secs(300))
-        .build()?)
-}
-
-/// GETs `url` (http(s) or `file://PATH`) whole, at most `limit` bytes.
-pub(super) async fn fetch(client: &reqwest::Client, url: &str, limit: usize) -> Result<Bytes> {
+/// GETs `url` (http(s) or `file://PATH`) whole, at most `limit` bytes, with the registries'
+/// trust ([`Registries::web`]).
+pub(super) async fn fetch(regs: &Registries, url: &str, limit: usize) -> Result<Bytes> {
     if let Some(path) = url.strip_prefix("file://") {
         let meta = fs_err::metadata(path)?;
         if meta.len() > limit as u64 {
@@ -443,13 +432,24 @@ pub(super) async fn fetch(client: &reqwest::Client, url: &str, limit: usize) -> 
         }
         return Ok(Bytes::from(fs_err::read(path)?));
     }
-    if !(url.starts_with("https://") || url.starts_with("http://")) {
-        bail!("'{url}' must be an http(s) URL or file://PATH");
-    }
     let shown = crate::secret::redact_url(url);
-    let resp =
-        client.get(url).send().await.map_err(|e| {
-            anyhow::anyhow!(crate::oci::registry::describe_transport_error(url, &e))
+    let parsed = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "https" | "http"))
+        .with_context(|| format!("'{shown}' must be an http(s) URL or file://PATH"))?;
+    let resp = regs
+        .web(&parsed)
+        .get(parsed.clone())
+        .send()
+        .await
+        .map_err(|e| {
+            // The fixes it names (--ca-bundle, --insecure-skip-tls-verify HOST) take the host.
+            let host = match parsed.port() {
+                Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
+                None => parsed.host_str().unwrap_or_default().to_string(),
+            };
+            let why = crate::oci::registry::describe_transport_error(&host, &e);
+            anyhow::anyhow!("fetching {shown}: {why}")
         })?;
     if !resp.status().is_success() {
         bail!("{shown} answered {}", resp.status());

@@ -143,13 +143,17 @@ impl Upstream {
 
     /// The Helm repository serving `web` (its index giving `digest`).
     fn repository(&self, digest: &str) -> FileServer {
+        FileServer::start(self.repository_files(digest))
+    }
+
+    fn repository_files(&self, digest: &str) -> BTreeMap<String, Vec<u8>> {
         let index = format!(
             "apiVersion: v1\nentries:\n  web:\n  - apiVersion: v2\n    name: web\n    version: 1.0.0\n    appVersion: \"1.0\"\n    digest: {digest}\n    urls:\n    - web-1.0.0.tgz\n  - apiVersion: v2\n    name: web\n    version: 0.9.0\n    digest: 00\n    urls:\n    - web-0.9.0.tgz\n"
         );
-        FileServer::start(BTreeMap::from([
+        BTreeMap::from([
             ("/charts/index.yaml".to_string(), index.into_bytes()),
             ("/charts/web-1.0.0.tgz".to_string(), self.web_tgz.clone()),
-        ]))
+        ])
     }
 
     fn config(&self, dir: &Path, repo: &FileServer) -> std::path::PathBuf {
@@ -403,4 +407,73 @@ fn a_chart_that_does_not_match_its_index_digest_is_refused() {
         "{err}"
     );
     assert!(err.contains("corrupt"), "{err}");
+}
+
+/// A chart repository behind a private CA (as a site's own chart server is) is reached with the
+/// registries' trust: refused without `--ca-bundle`, naming the repository and the certificate
+/// problem; mirrored with it; and reached unverified only when its host is named insecure.
+#[test]
+fn a_chart_repository_behind_a_private_ca_is_trusted_through_the_ca_bundle() {
+    let up = Upstream::new();
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki = support::tls::TestPki::generate(pki_dir.path()).unwrap();
+    let repo = FileServer::start_tls(up.repository_files(&sha256(&up.web_tgz)[7..]), &pki);
+    assert!(repo.url().starts_with("https://"));
+    let dest = Registry::plain();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = up.config(dir.path(), &repo);
+    let (src_host, dest_host) = (up.registry.host(), dest.host());
+    let run = |extra: &[&str], prefix: &str| {
+        let work = dir.path().join(format!("work-{prefix}"));
+        let url = format!("docker://{dest_host}/{prefix}");
+        let mut args = vec![
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            "--plain-http",
+            &src_host,
+            "--plain-http",
+            &dest_host,
+            "--workdir",
+            work.to_str().unwrap(),
+            &url,
+        ];
+        args.extend_from_slice(extra);
+        bootstrap(&args)
+    };
+    let refused = run(&[], "untrusted");
+    let err = failed(&refused);
+    assert!(
+        err.contains("mirror.helm.repositories[0]")
+            && err.contains(&repo.url())
+            && err.to_lowercase().contains("certificate")
+            && err.contains(&format!(
+                "--insecure-skip-tls-verify {}",
+                repo.url().trim_start_matches("https://")
+            )),
+        "{err}"
+    );
+    // Nothing was fetched past the handshake, and nothing was pushed.
+    assert!(repo.requests().is_empty(), "{:?}", repo.requests());
+    let client = RegistryClient::new(&dest);
+    block_on(async {
+        assert!(client
+            .get_manifest("untrusted/example/web", "1.0.0")
+            .await
+            .is_err());
+    });
+
+    ok(&run(
+        &["--ca-bundle", pki.ca_path.to_str().unwrap()],
+        "mirror",
+    ));
+    assert_mirrored(&up, &dest, "mirror");
+    assert_eq!(
+        repo.requests(),
+        ["/charts/index.yaml", "/charts/web-1.0.0.tgz"]
+    );
+
+    let host = repo.url().trim_start_matches("https://").to_string();
+    ok(&run(&["--insecure-skip-tls-verify", &host], "insecure"));
+    assert_mirrored(&up, &dest, "insecure");
 }

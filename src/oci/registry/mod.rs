@@ -55,6 +55,8 @@ type Result<T> = std::result::Result<T, RegistryError>;
 pub struct Registries {
     options: RegistryOptions,
     transports: Arc<Transports>,
+    /// Plain web downloads beside the registries (verified, and for `insecure_tls` hosts not).
+    web: (reqwest::Client, reqwest::Client),
     clients: std::sync::Mutex<HashMap<String, Arc<RegistryClient>>>,
 }
 
@@ -73,7 +75,7 @@ impl Registries {
         let mut bulk_tls = verified_tls.clone();
         bulk_tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let transports = Arc::new(Transports {
-            verified: built(http_client().tls_backend_preconfigured(verified_tls))?,
+            verified: built(http_client().tls_backend_preconfigured(verified_tls.clone()))?,
             insecure: built(http_client().tls_danger_accept_invalid_certs(true))?,
             verified_bulk: built(
                 http_client()
@@ -88,11 +90,42 @@ impl Registries {
             plain_http: options.plain_http.clone(),
             insecure_tls: options.insecure_tls.clone(),
         });
+        let web = |b: reqwest::ClientBuilder, insecure: Option<Vec<String>>| {
+            built(
+                b.user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
+                    .connect_timeout(Duration::from_secs(30))
+                    .timeout(Duration::from_secs(300))
+                    .redirect(web_redirects(insecure)),
+            )
+        };
+        let web = (
+            web(
+                reqwest::Client::builder().tls_backend_preconfigured(verified_tls),
+                None,
+            )?,
+            web(
+                reqwest::Client::builder().tls_danger_accept_invalid_certs(true),
+                Some(options.insecure_tls.clone()),
+            )?,
+        );
         Ok(Registries {
             options,
             transports,
+            web,
             clients: Default::default(),
         })
+    }
+
+    /// The client for a plain web download a run makes beside the registries (a Helm chart
+    /// repository, the update graph data): the registries' trust (`--ca-bundle`; no
+    /// verification only for a host named insecure), no credentials, redirects followed but
+    /// never from https to http (from an insecure host only to another host named insecure).
+    pub fn web(&self, url: &reqwest::Url) -> &reqwest::Client {
+        if transport::names(&self.options.insecure_tls, url) {
+            &self.web.1
+        } else {
+            &self.web.0
+        }
     }
 
     /// The client for `host`, created on first use.
@@ -133,6 +166,32 @@ fn http_client() -> reqwest::ClientBuilder {
         .read_timeout(Duration::from_secs(300))
         .pool_max_idle_per_host(16)
         .redirect(reqwest::redirect::Policy::none())
+}
+
+/// Follows up to ten redirects, never from https to plain http; with `insecure` (the hosts
+/// named insecure, for the client that does not verify), only to those hosts.
+fn web_redirects(insecure: Option<Vec<String>>) -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(move |attempt| {
+        let to = crate::secret::redact_url(attempt.url().as_str());
+        let downgrade = attempt.url().scheme() == "http"
+            && attempt.previous().iter().any(|u| u.scheme() == "https");
+        let unverified = insecure
+            .as_ref()
+            .is_some_and(|hosts| !transport::names(hosts, attempt.url()));
+        if downgrade {
+            attempt.error(format!(
+                "refusing the redirect from https to plain http ({to})"
+            ))
+        } else if unverified {
+            attempt.error(format!(
+                "refusing the redirect to {to}: only hosts named in --insecure-skip-tls-verify are reached unverified"
+            ))
+        } else if attempt.previous().len() > 10 {
+            attempt.error("more than ten redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// What a repository scope allows.

@@ -96,7 +96,7 @@ pub(super) fn authority(url: &Url) -> String {
 
 /// True when `list` names the URL's host: as `host:port`, or as `host` alone when the URL uses
 /// its scheme's default port (`registry.example` is `registry.example:443` over https).
-fn names(list: &[String], url: &Url) -> bool {
+pub(super) fn names(list: &[String], url: &Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     let with_default = url
         .port_or_known_default()
