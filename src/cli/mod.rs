@@ -184,7 +184,8 @@ pub struct MirrorArgs {
     #[arg(long, default_value_t = Concurrency::DEFAULT_BLOBS, value_name = "N")]
     pub max_concurrent_blobs: NonZeroUsize,
 
-    /// Blob transfers talking to one registry at once (source or destination).
+    /// Blob connections to one registry at once (source or destination): each blob transfer
+    /// holds one, and a split blob (--range-parts) takes more only while they are free.
     #[arg(long, default_value_t = Concurrency::DEFAULT_BLOBS, value_name = "N")]
     pub max_connections_per_registry: NonZeroUsize,
 

@@ -17,6 +17,13 @@
 //! A piece that fails (a cut connection, a short or long answer) ends the stream with its error
 //! when the consumer reaches it; the consumer's own retry continues from where it got to, as
 //! with any broken stream. Dropping the stream stops every worker.
+//!
+//! [`adaptive`] decides when to split. Every connection beyond the one its transfer holds is a
+//! permit of the source registry's gate (`--max-connections-per-registry`), taken only when
+//! free: a blob opened while the registry's connections are all busy starts as one stream, and
+//! is split from wherever it has got to once other transfers free some (checked at every piece
+//! boundary), so the limit holds and a large blob left alone at the end of a run still spreads
+//! over the connections the others gave back.
 
 use super::stream::ByteStream;
 use anyhow::{bail, Context, Result};
@@ -25,10 +32,10 @@ use fs_err::os::unix::fs::FileExt;
 use futures_util::StreamExt;
 use std::future::Future;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 /// Bytes gathered from the network before one write into the spool, and the most one read
@@ -58,6 +65,169 @@ impl Split {
     /// Spool bytes one split blob uses at most.
     pub fn spool_bytes(&self) -> u64 {
         self.piece.saturating_mul(self.parts as u64)
+    }
+}
+
+/// What a `Range` read of a piece gave.
+pub enum Piece {
+    /// The bytes asked for (`206`).
+    Range(ByteStream),
+    /// The whole blob from byte 0 (`200`): the source ignores `Range`.
+    Whole(ByteStream),
+}
+
+/// Streams `[from, to)` of a blob: split at once when `split` allows it and `gate` has a free
+/// permit, else as one stream opened by `single(offset)` that is split from where it has got to
+/// when a permit comes free (see the module's documentation). `open(start, end)` reads one
+/// piece. A split holds the permits it took until the stream is dropped; the transfer's own
+/// connection is not counted here (its caller holds that permit). A source that ignores `Range`
+/// is read as one stream to the end; a failed attempt to split mid-stream keeps the stream it
+/// had (the piece is opened before that stream is let go).
+pub async fn adaptive<S, SF, O, OF>(
+    spool_dir: &Path,
+    split: Split,
+    (from, to): (u64, u64),
+    gate: Arc<Semaphore>,
+    single: S,
+    open: O,
+) -> Result<ByteStream>
+where
+    S: Fn(u64) -> SF + Send + Sync + 'static,
+    SF: Future<Output = Result<ByteStream>> + Send + 'static,
+    O: Fn(u64, u64) -> OF + Send + Sync + 'static,
+    OF: Future<Output = Result<Piece>> + Send + 'static,
+{
+    let splitter = Arc::new(Splitter {
+        dir: spool_dir.to_path_buf(),
+        split,
+        to,
+        gate,
+        open: Arc::new(move |start, end| Box::pin(open(start, end)) as _),
+    });
+    let stream = match splitter.try_split(from).await? {
+        Tried::Split(s) => return Ok(s),
+        Tried::Whole(s) if from == 0 => return Ok(s),
+        Tried::Whole(_) => return single(from).await,
+        Tried::No => single(from).await?,
+    };
+    let state = Adaptive {
+        splitter,
+        pos: from,
+        next_check: from + split.piece,
+        stream,
+        split: false,
+    };
+    Ok(Box::pin(futures_util::stream::unfold(
+        state,
+        |mut a| async move {
+            let item = a.stream.next().await?;
+            if let Ok(bytes) = &item {
+                a.pos += bytes.len() as u64;
+                if !a.split && a.pos >= a.next_check {
+                    a.next_check = a.pos + a.splitter.split.piece;
+                    a.try_split().await;
+                }
+            }
+            Some((item, a))
+        },
+    )))
+}
+
+type PieceOpener =
+    dyn Fn(u64, u64) -> std::pin::Pin<Box<dyn Future<Output = Result<Piece>> + Send>> + Send + Sync;
+
+/// How [`adaptive`] splits the rest of a blob.
+struct Splitter {
+    dir: PathBuf,
+    split: Split,
+    to: u64,
+    gate: Arc<Semaphore>,
+    open: Arc<PieceOpener>,
+}
+
+enum Tried {
+    /// Split from the offset asked for.
+    Split(ByteStream),
+    /// The source ignored `Range`: the whole blob from byte 0.
+    Whole(ByteStream),
+    /// Not split (too little left, or no free permit).
+    No,
+}
+
+impl Splitter {
+    /// Splits the rest from `pos` if it is long enough and the gate has a free permit: the
+    /// first piece is opened under one of the permits taken, so the caller's stream may stay
+    /// open until it is known to be replaced.
+    async fn try_split(&self, pos: u64) -> Result<Tried> {
+        if !self.split.splits(self.to - pos) {
+            return Ok(Tried::No);
+        }
+        let Some(permits) = (1..self.split.parts)
+            .rev()
+            .find_map(|n| self.gate.clone().try_acquire_many_owned(n as u32).ok())
+        else {
+            return Ok(Tried::No);
+        };
+        let end = (pos + self.split.piece).min(self.to);
+        let first = match (self.open)(pos, end).await? {
+            Piece::Range(s) => s,
+            Piece::Whole(s) => return Ok(Tried::Whole(s)),
+        };
+        let parts = 1 + permits.num_permits();
+        let open = self.open.clone();
+        let pieces = move |start, end| {
+            let open = open.clone();
+            async move {
+                match open(start, end).await? {
+                    Piece::Range(s) => Ok(s),
+                    Piece::Whole(_) => bail!("the source ignored the Range request"),
+                }
+            }
+        };
+        let split = Split {
+            parts,
+            ..self.split
+        };
+        let stream = spooled(&self.dir, split, (pos, self.to), first, pieces)?;
+        Ok(Tried::Split(hold(stream, permits)))
+    }
+}
+
+/// A stream that keeps `permits` until it is dropped.
+fn hold(stream: ByteStream, permits: OwnedSemaphorePermit) -> ByteStream {
+    Box::pin(stream.map(move |item| {
+        let _held = &permits;
+        item
+    }))
+}
+
+/// One stream that may become a split one.
+struct Adaptive {
+    splitter: Arc<Splitter>,
+    pos: u64,
+    next_check: u64,
+    stream: ByteStream,
+    /// Split already, or never to be (the source ignores `Range`).
+    split: bool,
+}
+
+impl Adaptive {
+    /// Replaces the stream by a split of the rest, if the gate has a permit free now.
+    async fn try_split(&mut self) {
+        if self.splitter.gate.available_permits() == 0 {
+            return;
+        }
+        match self.splitter.try_split(self.pos).await {
+            Ok(Tried::Split(s)) => {
+                tracing::debug!("splitting the rest of a blob from byte {}", self.pos);
+                self.stream = s;
+                self.split = true;
+            }
+            Ok(Tried::Whole(_)) => self.split = true,
+            Ok(Tried::No) => {}
+            // The stream it had goes on; the next piece boundary tries again.
+            Err(e) => tracing::debug!("not splitting at byte {}: {e:#}", self.pos),
+        }
     }
 }
 
@@ -519,6 +689,146 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted, "{err}");
         assert!(err.to_string().contains("ended after 1000"), "{err}");
         assert!(stream.next().await.is_none());
+    }
+
+    /// Streams of `data` that count how many are open at once (into `open`, peak in `peak`).
+    #[derive(Clone, Default)]
+    struct Counted {
+        open: Arc<AtomicU64>,
+        peak: Arc<AtomicU64>,
+        ranges: Arc<Mutex<Vec<(u64, u64)>>>,
+        singles: Arc<Mutex<Vec<u64>>>,
+    }
+
+    impl Counted {
+        fn stream(&self, data: &[u8], start: u64, end: u64) -> ByteStream {
+            let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+            struct Close(Arc<AtomicU64>);
+            impl Drop for Close {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+            let close = Close(self.open.clone());
+            Box::pin(source(data, start, end, 8192).map(move |b| {
+                let _open = &close;
+                b
+            }))
+        }
+
+        /// `adaptive` over `data` from `from`; `whole` makes the source ignore `Range`.
+        async fn adaptive(
+            &self,
+            dir: &Path,
+            data: &Arc<Vec<u8>>,
+            from: u64,
+            parts: usize,
+            gate: &Arc<Semaphore>,
+            whole: bool,
+        ) -> ByteStream {
+            let (c, d) = (self.clone(), data.clone());
+            let single = move |at: u64| {
+                c.singles.lock().unwrap().push(at);
+                let s = c.stream(&d, at, d.len() as u64);
+                async move { Ok(s) }
+            };
+            let (c, d) = (self.clone(), data.clone());
+            let open = move |start: u64, end: u64| {
+                c.ranges.lock().unwrap().push((start, end));
+                let piece = match whole {
+                    true => Piece::Whole(c.stream(&d, 0, d.len() as u64)),
+                    false => Piece::Range(c.stream(&d, start, end)),
+                };
+                async move { Ok(piece) }
+            };
+            let len = data.len() as u64;
+            adaptive(
+                dir,
+                split(parts, BUF as u64),
+                (from, len),
+                gate.clone(),
+                single,
+                open,
+            )
+            .await
+            .unwrap()
+        }
+    }
+
+    /// With every connection of the registry busy a blob starts as one stream; when one comes
+    /// free it is split from where it got to, never holding more connections than it was given,
+    /// and gives them back when dropped.
+    #[tokio::test]
+    async fn a_busy_registry_gets_one_stream_that_splits_when_a_connection_frees() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = Arc::new(blob(8 * BUF + 100));
+        let gate = Arc::new(Semaphore::new(0));
+        let c = Counted::default();
+        let mut stream = c.adaptive(dir.path(), &data, 0, 4, &gate, false).await;
+        let mut got = Vec::new();
+        while got.len() < 2 * BUF {
+            got.extend_from_slice(&stream.next().await.unwrap().unwrap());
+        }
+        assert!(
+            c.ranges.lock().unwrap().is_empty(),
+            "split with no free connection"
+        );
+        gate.add_permits(2);
+        got.extend_from_slice(&collect(stream).await.unwrap());
+        assert_eq!(got, *data);
+        assert_eq!(*c.singles.lock().unwrap(), [0]);
+        let ranges = c.ranges.lock().unwrap().clone();
+        let mut sorted = ranges.clone();
+        sorted.sort();
+        let at = sorted[0].0;
+        assert!(at >= 2 * BUF as u64 && at < data.len() as u64, "{sorted:?}");
+        // The pieces cover the rest exactly.
+        for w in sorted.windows(2) {
+            assert_eq!(w[0].1, w[1].0, "{sorted:?}");
+        }
+        assert_eq!(sorted.last().unwrap().1, data.len() as u64);
+        // Never more than its own connection and the two it was given.
+        let peak = c.peak.load(Ordering::SeqCst);
+        assert!((2..=3).contains(&peak), "{peak} streams open at once");
+        assert_eq!(c.open.load(Ordering::SeqCst), 0);
+        assert_eq!(gate.available_permits(), 2);
+    }
+
+    /// A registry with connections free gets the split at once, as wide as those allow; a source
+    /// that ignores `Range` is read as the one stream it sent.
+    #[tokio::test]
+    async fn a_free_registry_splits_at_once_and_a_rangeless_one_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = Arc::new(blob(6 * BUF));
+        let gate = Arc::new(Semaphore::new(1));
+        let c = Counted::default();
+        let from = 1000;
+        let stream = c.adaptive(dir.path(), &data, from, 4, &gate, false).await;
+        assert_eq!(gate.available_permits(), 0);
+        assert_eq!(collect(stream).await.unwrap(), data[from as usize..]);
+        assert!(c.singles.lock().unwrap().is_empty());
+        assert_eq!(c.ranges.lock().unwrap().len(), 6);
+        assert!(c.peak.load(Ordering::SeqCst) <= 2);
+        assert_eq!(gate.available_permits(), 1);
+
+        let c = Counted::default();
+        let stream = c.adaptive(dir.path(), &data, 0, 4, &gate, true).await;
+        assert_eq!(collect(stream).await.unwrap(), *data);
+        assert_eq!(c.ranges.lock().unwrap().len(), 1);
+        assert!(c.singles.lock().unwrap().is_empty());
+        assert_eq!(gate.available_permits(), 1);
+
+        // Found mid-stream: the stream it had goes on, and it is not asked again.
+        let gate = Arc::new(Semaphore::new(0));
+        let c = Counted::default();
+        let mut stream = c.adaptive(dir.path(), &data, 0, 4, &gate, true).await;
+        let mut got = stream.next().await.unwrap().unwrap().to_vec();
+        gate.add_permits(3);
+        got.extend_from_slice(&collect(stream).await.unwrap());
+        assert_eq!(got, *data);
+        assert_eq!(c.ranges.lock().unwrap().len(), 1);
+        assert_eq!(*c.singles.lock().unwrap(), [0]);
     }
 
     /// A piece that sends more than asked is refused (a source ignoring the range end).

@@ -899,7 +899,8 @@ fn digest_only_images_are_pushed_under_their_digest_tag() {
 
 /// A large blob is pulled from the source as several `Range` requests at once (each on its own
 /// connection) and arrives whole, to a registry and to disk; the registry's own log shows the
-/// ranged GETs. (Pieces are made small here with the hidden `--range-piece` and `--range-from`.)
+/// ranged GETs; with one connection per registry allowed it is not split. (Pieces are made
+/// small here with the hidden `--range-piece` and `--range-from`.)
 #[test]
 fn a_large_blob_is_pulled_in_parallel_ranges_and_arrives_whole() {
     let src = Registry::plain();
@@ -991,4 +992,26 @@ fn a_large_blob_is_pulled_in_parallel_ranges_and_arrives_whole() {
     let spool = dir.join(".bootstrap/spool");
     let left = fs_err::read_dir(&spool).map(|d| d.count()).unwrap_or(0);
     assert_eq!(left, 0, "files left in {}", spool.display());
+
+    // One connection per registry allowed: the blob is read as one stream, not split.
+    let dir = work.path().join("disk-one");
+    let file = format!("file://{}", dir.display());
+    let mut one = vec![
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "--plain-http",
+        &src_host,
+        "--max-connections-per-registry",
+        "1",
+        &file,
+    ];
+    one.extend(split);
+    ok(&bootstrap(&one));
+    assert_eq!(
+        ranged_gets(),
+        2 * pieces,
+        "split with one connection allowed"
+    );
+    ok(&bootstrap(&["verify", &file]));
 }

@@ -7,6 +7,7 @@ use super::{Destination, Transfer};
 use crate::mirror::journal::UploadEntry;
 use crate::mirror::plan::{BlobNode, Source};
 use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
+use crate::oci::ranged::Piece;
 use crate::oci::reference::RegistryTarget;
 use crate::oci::registry::{ErrorCode, Mount, Ranged, RegistryClient, RegistryError};
 use crate::oci::retry;
@@ -44,10 +45,10 @@ impl Transfer {
     }
 
     /// The rest of a large blob from `offset` as parallel `Range` reads spooled in order (see
-    /// [`crate::oci::ranged`]), or `None` when it is not split: splitting is off, the rest is
-    /// too short, or the registry answered the first range with the whole blob from byte 0
-    /// (then that answer is the stream). The first piece is asked for here, so a registry that
-    /// ignores `Range` is found before anything is spooled.
+    /// [`crate::oci::ranged::adaptive`]): split at once when the source registry has
+    /// connections free (`--max-connections-per-registry`), else when it has some later; or
+    /// `None` when it is never split here: splitting is off, the rest is too short, or the
+    /// spool has too little room.
     async fn open_split(
         &self,
         client: &Arc<RegistryClient>,
@@ -75,36 +76,34 @@ impl Transfer {
             );
             return Ok(None);
         }
-        let (repo, d) = (&node.from.repository, &node.blob.digest);
-        let first_end = (offset + split.piece).min(node.blob.size);
-        let first = match client.get_blob_range(repo, d, offset, first_end).await? {
-            Ranged::Partial(resp) => response_stream(resp),
-            Ranged::Whole(resp) if offset == 0 => {
-                tracing::debug!("{}: blob {d} is not served in ranges", client.host());
-                return Ok(Some(response_stream(resp)));
-            }
-            Ranged::Whole(_) => anyhow::bail!(
-                "blob {repo}@{d}: {} ignored the Range request",
-                client.host()
-            ),
-        };
-        let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
-        let open = move |start, end| {
+        let (repo, d) = (node.from.repository.clone(), node.blob.digest.clone());
+        let single = {
             let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
-            async move {
-                match client.get_blob_range(&repo, &d, start, end).await? {
-                    Ranged::Partial(resp) => Ok(response_stream(resp)),
-                    Ranged::Whole(_) => anyhow::bail!(
-                        "blob {repo}@{d}: {} ignored the Range request",
-                        client.host()
-                    ),
+            move |from| {
+                let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
+                async move {
+                    let resp = client.get_blob(&repo, &d, from).await?;
+                    Ok(response_stream(resp))
                 }
             }
         };
+        let client = client.clone();
+        let open = move |start, end| {
+            let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
+            async move {
+                Ok(match client.get_blob_range(&repo, &d, start, end).await? {
+                    Ranged::Partial(resp) => Piece::Range(response_stream(resp)),
+                    Ranged::Whole(resp) => {
+                        tracing::debug!("{}: blob {d} is not served in ranges", client.host());
+                        Piece::Whole(response_stream(resp))
+                    }
+                })
+            }
+        };
+        let gate = self.gate(&node.from.registry);
         let range = (offset, node.blob.size);
-        Ok(Some(crate::oci::ranged::spooled(
-            dir, split, range, first, open,
-        )?))
+        let stream = crate::oci::ranged::adaptive(dir, split, range, gate, single, open).await?;
+        Ok(Some(stream))
     }
 
     fn split_from(&self) -> u64 {
