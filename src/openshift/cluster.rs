@@ -275,7 +275,33 @@ impl ClusterResources {
     /// Adds a mirrored catalog image (at its destination): it gets a CatalogSource, and, as
     /// oc-mirror does, no mirror-set entry (the cluster pulls it from the CatalogSource).
     pub fn add_catalog(&mut self, destination: ImageRef) {
-        self.catalogs.push(destination);
+        if !self.catalogs.contains(&destination) {
+            self.catalogs.push(destination);
+        }
+    }
+
+    /// Each catalog with its resource's name (see [`catalog_name`]). Two catalogs whose names
+    /// would be the same (the same last path component and tag under different paths) each get
+    /// the first 8 hex digits of their reference's sha256 after it: otherwise the second file
+    /// would replace the first, and its operators vanish from the cluster.
+    fn named_catalogs(&self, kind: &str) -> Vec<(String, &ImageRef)> {
+        let names: Vec<String> = self
+            .catalogs
+            .iter()
+            .map(|i| catalog_name(kind, i))
+            .collect();
+        self.catalogs
+            .iter()
+            .zip(&names)
+            .map(|(image, name)| {
+                if names.iter().filter(|n| *n == name).count() > 1 {
+                    let hash = crate::oci::digest::Digest::of(image.to_string().as_bytes());
+                    (format!("{name}-{}", &hash.hex()[..8]), image)
+                } else {
+                    (name.clone(), image)
+                }
+            })
+            .collect()
     }
 
     /// Adds the UpdateService oc-mirror writes for `platform.graph`: `releases` is the mirrored
@@ -327,11 +353,11 @@ impl ClusterResources {
 
     /// One CatalogSource per catalog: `(file name, YAML)`. Named as oc-mirror names them,
     /// `cs-<last path component>-<tag, or the digest's first 12 hex digits>`, lower case, with
-    /// characters DNS labels refuse turned into `-`; in openshift-marketplace, sourceType grpc.
+    /// characters DNS labels refuse turned into `-` (names that would clash get a hash, see
+    /// [`Self::named_catalogs`]); in openshift-marketplace, sourceType grpc.
     pub fn catalog_sources(&self) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
-        for image in &self.catalogs {
-            let name = catalog_name("cs", image);
+        for (name, image) in self.named_catalogs("cs") {
             let cs = NamespacedResource {
                 api_version: "operators.coreos.com/v1alpha1",
                 kind: "CatalogSource",
@@ -356,8 +382,7 @@ impl ClusterResources {
     /// scoped, `spec.source.type: Image`, the image at its destination.
     pub fn cluster_catalogs(&self) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
-        for image in &self.catalogs {
-            let name = catalog_name("cc", image);
+        for (name, image) in self.named_catalogs("cc") {
             let cc = Resource {
                 api_version: "olm.operatorframework.io/v1",
                 kind: "ClusterCatalog",
@@ -699,6 +724,36 @@ mod tests {
         golden("cs-redhat-operator-index-v4-18.yaml", &cs[1].1);
         // Catalogs get CatalogSources, not mirror-set entries.
         assert!(!res.idms_yaml().unwrap().unwrap().contains("operator-index"));
+    }
+
+    /// Two catalogs with the same last path component and tag under different paths would
+    /// write one file over the other: both get a hash of their reference after the name, in
+    /// CatalogSources and ClusterCatalogs alike; the same catalog added twice is one.
+    #[test]
+    fn catalogs_whose_names_clash_get_a_hash_each_and_keep_their_own_image() {
+        let mut res = sample();
+        let a = "registry.site.example:8443/mirror/redhat/redhat-operator-index:v4.18";
+        let b = "registry.site.example:8443/mirror/partner/redhat-operator-index:v4.18";
+        for image in [a, b, a] {
+            res.add_catalog(ImageRef::parse(image).unwrap());
+        }
+        for (kind, files) in [
+            ("cs", res.catalog_sources().unwrap()),
+            ("cc", res.cluster_catalogs().unwrap()),
+        ] {
+            assert_eq!(files.len(), 2, "{files:?}");
+            let hash =
+                |i: &str| crate::oci::digest::Digest::of(i.as_bytes()).hex()[..8].to_string();
+            for image in [a, b] {
+                let name = format!("{kind}-redhat-operator-index-v4-18-{}", hash(image));
+                let (_, yaml) = files
+                    .iter()
+                    .find(|(f, _)| *f == format!("{name}.yaml"))
+                    .unwrap_or_else(|| panic!("no {name}.yaml in {files:?}"));
+                assert!(yaml.contains(&format!("name: {name}")), "{yaml}");
+                assert!(yaml.contains(image), "{yaml}");
+            }
+        }
     }
 
     /// oc-mirror v2 writes an OLM v1 ClusterCatalog beside each CatalogSource, `cc-` where the
