@@ -151,20 +151,18 @@ async fn oci_repository(
     out: &mut HelmContent,
 ) -> Result<()> {
     if repo.charts.is_empty() {
-        bail!("{at}.charts: an oci:// repository has no index to list; name its charts (name and version)");
+        bail!("{at}.charts: an oci:// repository has no index to list; name its charts (name, and version unless the highest is wanted)");
     }
     for (j, chart) in repo.charts.iter().enumerate() {
-        let Some(version) = chart.version.as_deref().filter(|v| !v.is_empty()) else {
-            bail!(
-                "{at}.charts[{j}].version: is missing; an OCI chart is pulled by its version tag"
-            );
+        let base = base.trim_end_matches('/');
+        let tag = match chart.version.as_deref().filter(|v| !v.is_empty()) {
+            Some(version) => helm::version_tag(version),
+            // No version: the highest stable version among the tags, as `helm pull` picks it.
+            None => latest_tag(regs, base, &chart.name)
+                .await
+                .with_context(|| format!("{at}.charts[{j}] (oci://{base}/{})", chart.name))?,
         };
-        let text = format!(
-            "{}/{}:{}",
-            base.trim_end_matches('/'),
-            chart.name,
-            helm::version_tag(version)
-        );
+        let text = format!("{base}/{}:{tag}", chart.name);
         let image = ImageRef::parse(&text)
             .map_err(|e| anyhow::anyhow!("{at}.charts[{j}]: oci://{text}: {}", e.reason))?;
         let source = Source::Registry(regs.clone());
@@ -210,6 +208,43 @@ async fn oci_repository(
         out.charts.push(resolved);
     }
     Ok(())
+}
+
+/// The tag of the highest stable semantic version among an OCI chart repository's tags (`_`
+/// read as `+`, as Helm tags them), as `helm pull` without `--version` picks it.
+async fn latest_tag(regs: &Arc<Registries>, base: &str, name: &str) -> Result<String> {
+    let (registry, repo) = match base.split_once('/') {
+        Some((registry, path)) => (registry, format!("{path}/{name}")),
+        None => (base, name.to_string()),
+    };
+    let tags = regs.client(registry)?.list_tags(&repo).await?;
+    let versions: Vec<(&str, String)> = tags
+        .iter()
+        .map(|t| (t.as_str(), t.replace('_', "+")))
+        .collect();
+    highest_stable(versions.iter().map(|(t, v)| (v.as_str(), *t)))
+        .map(str::to_string)
+        .with_context(|| {
+            let shown: Vec<&str> = tags.iter().take(10).map(String::as_str).collect();
+            format!(
+                "{registry}/{repo} has no tag that is a stable semantic version (tags: {}); name the chart's version",
+                if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
+            )
+        })
+}
+
+/// Of `(version, item)` pairs, the item of the highest stable semantic version (a leading `v`
+/// allowed, pre-releases and what does not parse skipped), as Helm picks a chart's latest.
+fn highest_stable<'a, T>(versions: impl Iterator<Item = (&'a str, T)>) -> Option<T> {
+    versions
+        .filter_map(|(v, item)| {
+            semver::Version::parse(v.trim_start_matches('v'))
+                .ok()
+                .filter(|s| s.pre.is_empty())
+                .map(|s| (s, item))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, item)| item)
 }
 
 /// A chart layer, read whole (bounded) and verified against its digest.
@@ -340,15 +375,7 @@ fn pick<'a>(index: &'a IndexFile, name: &str, version: Option<&str>) -> Option<&
                 .iter()
                 .find(|e| semver(&e.version).is_some() && semver(&e.version) == semver(v))
         }),
-        None => versions
-            .iter()
-            .filter_map(|e| {
-                semver(&e.version)
-                    .filter(|s| s.pre.is_empty())
-                    .map(|s| (s, e))
-            })
-            .max_by(|a, b| a.0.cmp(&b.0))
-            .map(|(_, e)| e),
+        None => highest_stable(versions.iter().map(|e| (e.version.as_str(), e))),
     }
 }
 

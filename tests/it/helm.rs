@@ -477,3 +477,73 @@ fn a_chart_repository_behind_a_private_ca_is_trusted_through_the_ca_bundle() {
     ok(&run(&["--insecure-skip-tls-verify", &host], "insecure"));
     assert_mirrored(&up, &dest, "insecure");
 }
+
+/// An OCI chart named without a version takes the highest stable semantic version among its
+/// tags, as `helm pull` does (`0.10.0` above `0.3.0`, `_` read as `+`, pre-releases and other
+/// tags passed over); a repository with no such tag is refused, naming the field.
+#[test]
+fn an_oci_chart_without_a_version_takes_its_highest_stable_tag() {
+    let up = Upstream::new();
+    let client = RegistryClient::new(&up.registry);
+    block_on(async {
+        for tag in ["0.2.0", "0.10.0_build.1", "1.0.0-rc.1", "latest"] {
+            client
+                .put_manifest("charts/worker", tag, OCI_MANIFEST, &up.worker_manifest)
+                .await
+                .unwrap();
+        }
+    });
+    let dest = Registry::plain();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, chart: &str| {
+        let text = format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  helm:\n    repositories:\n    - name: nv\n      url: oci://{}/charts\n      charts:\n      - name: {chart}\n",
+            up.registry.host()
+        );
+        let path = dir.path().join(name);
+        fs_err::write(&path, text).unwrap();
+        path
+    };
+    let (src_host, dest_host) = (up.registry.host(), dest.host());
+    let run = |cfg: &Path| {
+        bootstrap(&[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            "--plain-http",
+            &src_host,
+            "--plain-http",
+            &dest_host,
+            "--workdir",
+            dir.path().join("work").to_str().unwrap(),
+            &format!("docker://{dest_host}/mirror"),
+        ])
+    };
+    ok(&run(&write("latest.yaml", "worker")));
+    let dest_client = RegistryClient::new(&dest);
+    block_on(async {
+        let (_, bytes) = dest_client
+            .get_manifest("mirror/charts/worker", "0.10.0_build.1")
+            .await
+            .expect("the highest stable version's tag");
+        assert!(bytes == up.worker_manifest);
+        for other in ["0.2.0", "0.3.0", "1.0.0-rc.1", "latest"] {
+            assert!(
+                dest_client
+                    .get_manifest("mirror/charts/worker", other)
+                    .await
+                    .is_err(),
+                "{other} was mirrored too"
+            );
+        }
+    });
+
+    let err = failed(&run(&write("none.yaml", "absent")));
+    assert!(
+        err.contains("mirror.helm.repositories[0].charts[0]")
+            && err.contains("no tag that is a stable semantic version")
+            && err.contains("tags: none")
+            && err.contains("name the chart's version"),
+        "{err}"
+    );
+}
