@@ -56,8 +56,9 @@ pub struct Finding {
     pub message: String,
 }
 
-/// What a check found and covered.
+/// What a check found and covered (`--output json` in camelCase, as every other report).
 #[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct CheckReport {
     /// Every finding, by file, then line.
     pub violations: Vec<Finding>,

@@ -292,10 +292,10 @@ fn json_output_lists_findings_with_their_places() {
     );
     assert_eq!(report["violations"].as_array().unwrap().len(), 2);
     assert_eq!(
-        report["folders_built"],
+        report["foldersBuilt"],
         serde_json::json!(["apps", "tenants/base", "tenants/overlays/team-a"])
     );
-    assert_eq!(report["objects_checked"], 7);
+    assert_eq!(report["objectsChecked"], 7);
 }
 
 #[test]
