@@ -701,6 +701,7 @@ fn finish(
         source: wanted.source_label,
         destination,
         images: mirrored.len(),
+        attachments: mirrored.iter().filter(|i| i.attached.is_some()).count(),
         blobs: rec.blobs.len(),
         blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
         blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),

@@ -16,8 +16,10 @@ pub struct Summary {
     pub source: String,
     /// Destination.
     pub destination: String,
-    /// Images mirrored.
+    /// Images mirrored (signatures, attestations and SBOMs carried with them included).
     pub images: usize,
+    /// Of `images`, the signatures, attestations and SBOMs carried with the images they sign.
+    pub attachments: usize,
     /// Unique blobs in the set.
     pub blobs: usize,
     /// Blobs copied this run.
@@ -172,7 +174,11 @@ impl std::fmt::Display for MirrorReport {
             };
             writeln!(f, "{}  {}{}", img.digest, img.source, platforms)?;
         }
-        writeln!(f, "mirrored {} images to {}: {} blobs ({} copied, {} mounted, {} already present), {} moved of {}, in {:.1}s",
+        let attachments = match self.summary.attachments {
+            0 => String::new(),
+            n => format!(" ({n} of them signatures, attestations or SBOMs)"),
+        };
+        writeln!(f, "mirrored {} images{attachments} to {}: {} blobs ({} copied, {} mounted, {} already present), {} moved of {}, in {:.1}s",
                 self.summary.images,
                 self.summary.destination,
                 self.summary.blobs,

@@ -400,7 +400,7 @@ fn a_signed_image_arrives_with_its_signature_attestation_and_referrer() {
 
     // Mirror to mirror.
     let rec = work.path().join("m2m.json");
-    ok(&bootstrap(&[
+    let out = ok(&bootstrap(&[
         "mirror",
         "-c",
         &isc,
@@ -411,7 +411,13 @@ fn a_signed_image_arrives_with_its_signature_attestation_and_referrer() {
         &s,
         "--plain-http",
         &d,
+        "--output",
+        "json",
     ]));
+    // The summary counts the signature, attestation and SBOM among the images, and says so.
+    let summary: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(summary["attachments"], 3, "{summary:#}");
+    assert_eq!(summary["images"], 5, "{summary:#}");
     assert_arrived(&dst, "m2m", &signed, work.path(), &read_json(&rec));
     verify(&dst, "m2m", &rec);
     // The unsigned image cost one tags/list and no lookup of its own. (Whether the registry
@@ -446,7 +452,7 @@ fn a_signed_image_arrives_with_its_signature_attestation_and_referrer() {
     ]));
     assert!(ok(&bootstrap(&["verify", &dir_url])).contains("OK"));
     let rec = work.path().join("d2m.json");
-    ok(&bootstrap(&[
+    let out = ok(&bootstrap(&[
         "mirror",
         "--from",
         &dir_url,
@@ -456,6 +462,10 @@ fn a_signed_image_arrives_with_its_signature_attestation_and_referrer() {
         "--plain-http",
         &d,
     ]));
+    assert!(
+        out.contains("(3 of them signatures, attestations or SBOMs)"),
+        "{out}"
+    );
     assert_arrived(&dst, "d2m", &signed, work.path(), &read_json(&rec));
     verify(&dst, "d2m", &rec);
     // The disk mirror's own record lists them too.
