@@ -79,10 +79,12 @@ pub enum Piece {
 /// Streams `[from, to)` of a blob: split at once when `split` allows it and `gate` has a free
 /// permit, else as one stream opened by `single(offset)` that is split from where it has got to
 /// when a permit comes free (see the module's documentation). `open(start, end)` reads one
-/// piece. A split holds the permits it took until the stream is dropped; the transfer's own
-/// connection is not counted here (its caller holds that permit). A source that ignores `Range`
-/// is read as one stream to the end; a failed attempt to split mid-stream keeps the stream it
-/// had (the piece is opened before that stream is let go).
+/// piece, `once` when it must not be retried (a switch mid-stream: the stream it would replace
+/// waits meanwhile, and a failure there spends nothing of the blob's retries). A split holds the
+/// permits it took while its workers have pieces to fetch; the transfer's own connection is not
+/// counted here (its caller holds that permit). A source that ignores `Range` is read as one
+/// stream to the end; a failed attempt to split mid-stream keeps the stream it had (the piece is
+/// opened before that stream is let go) and is not tried again.
 pub async fn adaptive<S, SF, O, OF>(
     spool_dir: &Path,
     split: Split,
@@ -94,7 +96,7 @@ pub async fn adaptive<S, SF, O, OF>(
 where
     S: Fn(u64) -> SF + Send + Sync + 'static,
     SF: Future<Output = Result<ByteStream>> + Send + 'static,
-    O: Fn(u64, u64) -> OF + Send + Sync + 'static,
+    O: Fn(u64, u64, bool) -> OF + Send + Sync + 'static,
     OF: Future<Output = Result<Piece>> + Send + 'static,
 {
     let splitter = Arc::new(Splitter {
@@ -102,9 +104,9 @@ where
         split,
         to,
         gate,
-        open: Arc::new(move |start, end| Box::pin(open(start, end)) as _),
+        open: Arc::new(move |start, end, once| Box::pin(open(start, end, once)) as _),
     });
-    let stream = match splitter.try_split(from).await? {
+    let stream = match splitter.try_split(from, false).await? {
         Tried::Split(s) => return Ok(s),
         Tried::Whole(s) if from == 0 => return Ok(s),
         Tried::Whole(_) => return single(from).await,
@@ -123,7 +125,7 @@ where
             let item = a.stream.next().await?;
             if let Ok(bytes) = &item {
                 a.pos += bytes.len() as u64;
-                if !a.split && a.pos >= a.next_check {
+                if !a.split && a.pos >= a.next_check && a.pos < a.splitter.to {
                     a.next_check = a.pos + a.splitter.split.piece;
                     a.try_split().await;
                 }
@@ -133,8 +135,13 @@ where
     )))
 }
 
-type PieceOpener =
-    dyn Fn(u64, u64) -> std::pin::Pin<Box<dyn Future<Output = Result<Piece>> + Send>> + Send + Sync;
+type PieceOpener = dyn Fn(u64, u64, bool) -> std::pin::Pin<Box<dyn Future<Output = Result<Piece>> + Send>>
+    + Send
+    + Sync;
+
+/// The longest a switch mid-stream waits for its first piece to answer (the stream it would
+/// replace is not read meanwhile).
+const SWITCH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How [`adaptive`] splits the rest of a blob.
 struct Splitter {
@@ -158,8 +165,8 @@ impl Splitter {
     /// Splits the rest from `pos` if it is long enough and the gate has a free permit: the
     /// first piece is opened under one of the permits taken, so the caller's stream may stay
     /// open until it is known to be replaced.
-    async fn try_split(&self, pos: u64) -> Result<Tried> {
-        if !self.split.splits(self.to - pos) {
+    async fn try_split(&self, pos: u64, once: bool) -> Result<Tried> {
+        if !self.split.splits(self.to.saturating_sub(pos)) {
             return Ok(Tried::No);
         }
         let Some(permits) = (1..self.split.parts)
@@ -169,7 +176,14 @@ impl Splitter {
             return Ok(Tried::No);
         };
         let end = (pos + self.split.piece).min(self.to);
-        let first = match (self.open)(pos, end).await? {
+        let opened = (self.open)(pos, end, once);
+        let opened = match once {
+            true => tokio::time::timeout(SWITCH_WAIT, opened)
+                .await
+                .map_err(|_| anyhow::anyhow!("no answer within {SWITCH_WAIT:?}"))?,
+            false => opened.await,
+        };
+        let first = match opened? {
             Piece::Range(s) => s,
             Piece::Whole(s) => return Ok(Tried::Whole(s)),
         };
@@ -178,7 +192,7 @@ impl Splitter {
         let pieces = move |start, end| {
             let open = open.clone();
             async move {
-                match open(start, end).await? {
+                match open(start, end, false).await? {
                     Piece::Range(s) => Ok(s),
                     Piece::Whole(_) => bail!("the source ignored the Range request"),
                 }
@@ -188,17 +202,16 @@ impl Splitter {
             parts,
             ..self.split
         };
-        let stream = spooled(&self.dir, split, (pos, self.to), first, pieces)?;
-        Ok(Tried::Split(hold(stream, permits)))
+        let stream = spooled(
+            &self.dir,
+            split,
+            (pos, self.to),
+            first,
+            pieces,
+            Some(permits),
+        )?;
+        Ok(Tried::Split(stream))
     }
-}
-
-/// A stream that keeps `permits` until it is dropped.
-fn hold(stream: ByteStream, permits: OwnedSemaphorePermit) -> ByteStream {
-    Box::pin(stream.map(move |item| {
-        let _held = &permits;
-        item
-    }))
 }
 
 /// One stream that may become a split one.
@@ -217,7 +230,7 @@ impl Adaptive {
         if self.splitter.gate.available_permits() == 0 {
             return;
         }
-        match self.splitter.try_split(self.pos).await {
+        match self.splitter.try_split(self.pos, true).await {
             Ok(Tried::Split(s)) => {
                 tracing::debug!("splitting the rest of a blob from byte {}", self.pos);
                 self.stream = s;
@@ -225,8 +238,11 @@ impl Adaptive {
             }
             Ok(Tried::Whole(_)) => self.split = true,
             Ok(Tried::No) => {}
-            // The stream it had goes on; the next piece boundary tries again.
-            Err(e) => tracing::debug!("not splitting at byte {}: {e:#}", self.pos),
+            // The stream it had goes on, and stays one stream.
+            Err(e) => {
+                tracing::debug!("not splitting at byte {}: {e:#}", self.pos);
+                self.split = true;
+            }
         }
     }
 }
@@ -239,6 +255,9 @@ struct Shared {
     piece: u64,
     /// The first piece's stream, opened by the caller.
     first: Mutex<Option<ByteStream>>,
+    /// Connection permits the workers beyond the first hold: one is given back as each worker
+    /// runs out of pieces (or fails), so a blob whose rest is spooled holds none.
+    permits: Mutex<Option<OwnedSemaphorePermit>>,
     /// The next piece a worker takes.
     next: AtomicU64,
     /// The piece the consumer reads (all before it are consumed).
@@ -279,6 +298,16 @@ impl Shared {
         self.written.notify_waiters();
     }
 
+    /// Gives back one connection permit (a worker is done).
+    fn release_one(&self) {
+        let mut permits = self.permits.lock().expect("spool permits poisoned");
+        let last = permits.as_ref().is_some_and(|p| p.num_permits() <= 1);
+        match last {
+            true => drop(permits.take()),
+            false => drop(permits.as_mut().and_then(|p| p.split(1))),
+        }
+    }
+
     /// The failure of piece `k` or one before it, taken (the stream ends with it).
     fn failure_up_to(&self, k: u64) -> Option<io::Error> {
         let mut failed = self.failed.lock().expect("spool failure slot poisoned");
@@ -303,13 +332,14 @@ impl Drop for Tasks {
 /// Streams `[from, to)` of a blob read as `split` says, each piece opened by `open(start, end)`
 /// (whose stream must yield exactly those bytes), through a spool file created in `spool_dir`.
 /// `first` is the first piece's stream, already opened (the caller has checked that the source
-/// honours `Range`).
+/// honours `Range`). `permits`, if any, are given back one per worker as workers finish.
 pub fn spooled<F, Fut>(
     spool_dir: &Path,
     split: Split,
     (from, to): (u64, u64),
     first: ByteStream,
     open: F,
+    permits: Option<OwnedSemaphorePermit>,
 ) -> Result<ByteStream>
 where
     F: Fn(u64, u64) -> Fut + Send + Sync + 'static,
@@ -340,6 +370,7 @@ where
         to,
         piece: split.piece,
         first: Mutex::new(Some(first)),
+        permits: Mutex::new(permits),
         next: AtomicU64::new(0),
         consumed: AtomicU64::new(0),
         slots: (0..workers)
@@ -354,7 +385,9 @@ where
         .map(|_| {
             let (shared, open) = (shared.clone(), open.clone());
             tokio::spawn(async move {
-                if let Err((k, e)) = work(&shared, &*open).await {
+                let done = work(&shared, &*open).await;
+                shared.release_one();
+                if let Err((k, e)) = done {
                     shared.fail(k, e);
                 }
             })
@@ -600,6 +633,7 @@ mod tests {
                     Ok(source(&d, s, e, 65536))
                 }
             },
+            None,
         )
         .unwrap();
         let got = collect(stream).await.unwrap();
@@ -626,6 +660,7 @@ mod tests {
                 let d = d.clone();
                 async move { Ok(source(&d, s, e, 512)) }
             },
+            None,
         )
         .unwrap();
         let reaches = |n: u64| {
@@ -675,6 +710,7 @@ mod tests {
                     Ok(source(&d, s, end, 8192))
                 }
             },
+            None,
         )
         .unwrap();
         let mut got = 0u64;
@@ -689,6 +725,16 @@ mod tests {
         assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted, "{err}");
         assert!(err.to_string().contains("ended after 1000"), "{err}");
         assert!(stream.next().await.is_none());
+    }
+
+    /// How the test source answers a `Range` request.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        Range,
+        /// The whole blob (it ignores `Range`).
+        Whole,
+        /// An error to a request that may not be retried (a switch mid-stream), else ranges.
+        RefuseSwitch,
     }
 
     /// Streams of `data` that count how many are open at once (into `open`, peak in `peak`).
@@ -717,7 +763,7 @@ mod tests {
             }))
         }
 
-        /// `adaptive` over `data` from `from`; `whole` makes the source ignore `Range`.
+        /// `adaptive` over `data` from `from`, the source answering ranges as `answer` says.
         async fn adaptive(
             &self,
             dir: &Path,
@@ -725,7 +771,7 @@ mod tests {
             from: u64,
             parts: usize,
             gate: &Arc<Semaphore>,
-            whole: bool,
+            answer: Answer,
         ) -> ByteStream {
             let (c, d) = (self.clone(), data.clone());
             let single = move |at: u64| {
@@ -734,13 +780,14 @@ mod tests {
                 async move { Ok(s) }
             };
             let (c, d) = (self.clone(), data.clone());
-            let open = move |start: u64, end: u64| {
+            let open = move |start: u64, end: u64, once: bool| {
                 c.ranges.lock().unwrap().push((start, end));
-                let piece = match whole {
-                    true => Piece::Whole(c.stream(&d, 0, d.len() as u64)),
-                    false => Piece::Range(c.stream(&d, start, end)),
+                let piece = match answer {
+                    Answer::Whole => Ok(Piece::Whole(c.stream(&d, 0, d.len() as u64))),
+                    Answer::RefuseSwitch if once => Err(anyhow::anyhow!("503 Service Unavailable")),
+                    _ => Ok(Piece::Range(c.stream(&d, start, end))),
                 };
-                async move { Ok(piece) }
+                async move { piece }
             };
             let len = data.len() as u64;
             adaptive(
@@ -765,7 +812,9 @@ mod tests {
         let data = Arc::new(blob(8 * BUF + 100));
         let gate = Arc::new(Semaphore::new(0));
         let c = Counted::default();
-        let mut stream = c.adaptive(dir.path(), &data, 0, 4, &gate, false).await;
+        let mut stream = c
+            .adaptive(dir.path(), &data, 0, 4, &gate, Answer::Range)
+            .await;
         let mut got = Vec::new();
         while got.len() < 2 * BUF {
             got.extend_from_slice(&stream.next().await.unwrap().unwrap());
@@ -804,7 +853,9 @@ mod tests {
         let gate = Arc::new(Semaphore::new(1));
         let c = Counted::default();
         let from = 1000;
-        let stream = c.adaptive(dir.path(), &data, from, 4, &gate, false).await;
+        let stream = c
+            .adaptive(dir.path(), &data, from, 4, &gate, Answer::Range)
+            .await;
         assert_eq!(gate.available_permits(), 0);
         assert_eq!(collect(stream).await.unwrap(), data[from as usize..]);
         assert!(c.singles.lock().unwrap().is_empty());
@@ -813,7 +864,9 @@ mod tests {
         assert_eq!(gate.available_permits(), 1);
 
         let c = Counted::default();
-        let stream = c.adaptive(dir.path(), &data, 0, 4, &gate, true).await;
+        let stream = c
+            .adaptive(dir.path(), &data, 0, 4, &gate, Answer::Whole)
+            .await;
         assert_eq!(collect(stream).await.unwrap(), *data);
         assert_eq!(c.ranges.lock().unwrap().len(), 1);
         assert!(c.singles.lock().unwrap().is_empty());
@@ -822,13 +875,67 @@ mod tests {
         // Found mid-stream: the stream it had goes on, and it is not asked again.
         let gate = Arc::new(Semaphore::new(0));
         let c = Counted::default();
-        let mut stream = c.adaptive(dir.path(), &data, 0, 4, &gate, true).await;
+        let mut stream = c
+            .adaptive(dir.path(), &data, 0, 4, &gate, Answer::Whole)
+            .await;
         let mut got = stream.next().await.unwrap().unwrap().to_vec();
         gate.add_permits(3);
         got.extend_from_slice(&collect(stream).await.unwrap());
         assert_eq!(got, *data);
         assert_eq!(c.ranges.lock().unwrap().len(), 1);
         assert_eq!(*c.singles.lock().unwrap(), [0]);
+    }
+
+    /// A switch mid-stream whose first piece fails (a registry refusing more connections) keeps
+    /// the stream it had, gives its permits back and is not tried again: the blob arrives whole
+    /// over its one connection.
+    #[tokio::test]
+    async fn a_refused_switch_keeps_the_stream_and_is_not_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = Arc::new(blob(8 * BUF));
+        let gate = Arc::new(Semaphore::new(0));
+        let c = Counted::default();
+        let mut stream = c
+            .adaptive(dir.path(), &data, 0, 4, &gate, Answer::RefuseSwitch)
+            .await;
+        let mut got = stream.next().await.unwrap().unwrap().to_vec();
+        gate.add_permits(3);
+        got.extend_from_slice(&collect(stream).await.unwrap());
+        assert_eq!(got, *data);
+        assert_eq!(c.ranges.lock().unwrap().len(), 1, "tried again");
+        assert_eq!(*c.singles.lock().unwrap(), [0]);
+        assert_eq!(gate.available_permits(), 3);
+    }
+
+    /// A split gives its permits back as its workers run out of pieces, before the consumer has
+    /// read the spooled rest: the registry's connections are free for other blobs.
+    #[tokio::test]
+    async fn permits_come_back_when_the_workers_are_done_not_when_the_blob_is() {
+        let dir = tempfile::tempdir().unwrap();
+        // Four pieces, four slots: the workers can fetch everything without the consumer.
+        let data = Arc::new(blob(4 * BUF));
+        let gate = Arc::new(Semaphore::new(3));
+        let c = Counted::default();
+        let stream = c
+            .adaptive(dir.path(), &data, 0, 4, &gate, Answer::Range)
+            .await;
+        assert_eq!(gate.available_permits(), 0);
+        let mut waited = 0;
+        while gate.available_permits() < 3 {
+            waited += 1;
+            assert!(
+                waited < 500,
+                "permits still held: {}",
+                gate.available_permits()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            c.open.load(Ordering::SeqCst),
+            0,
+            "a piece is still being read"
+        );
+        assert_eq!(collect(stream).await.unwrap(), *data);
     }
 
     /// A piece that sends more than asked is refused (a source ignoring the range end).
@@ -848,6 +955,7 @@ mod tests {
                 let d = d.clone();
                 async move { Ok(source(&d, s, d.len() as u64, 8192)) }
             },
+            None,
         )
         .unwrap();
         let err = collect(stream).await.unwrap_err();

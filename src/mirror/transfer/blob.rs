@@ -88,16 +88,18 @@ impl Transfer {
             }
         };
         let client = client.clone();
-        let open = move |start, end| {
+        let open = move |start, end, once| {
             let (client, repo, d) = (client.clone(), repo.clone(), d.clone());
             async move {
-                Ok(match client.get_blob_range(&repo, &d, start, end).await? {
-                    Ranged::Partial(resp) => Piece::Range(response_stream(resp)),
-                    Ranged::Whole(resp) => {
-                        tracing::debug!("{}: blob {d} is not served in ranges", client.host());
-                        Piece::Whole(response_stream(resp))
-                    }
-                })
+                Ok(
+                    match client.get_blob_range(&repo, &d, (start, end), once).await? {
+                        Ranged::Partial(resp) => Piece::Range(response_stream(resp)),
+                        Ranged::Whole(resp) => {
+                            tracing::debug!("{}: blob {d} is not served in ranges", client.host());
+                            Piece::Whole(response_stream(resp))
+                        }
+                    },
+                )
             }
         };
         let gate = self.gate(&node.from.registry);

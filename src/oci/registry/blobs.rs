@@ -2,6 +2,7 @@
 
 use super::{header_str, Access, RegistryClient, RegistryError, Result};
 use crate::oci::digest::Digest;
+use crate::oci::retry::RetryPolicy;
 use reqwest::header::{CONTENT_LENGTH, RANGE};
 use reqwest::{Response, StatusCode};
 
@@ -44,7 +45,9 @@ impl RegistryClient {
     /// Starts streaming a blob from `offset` (a `Range` request when non-zero).
     pub async fn get_blob(&self, repo: &str, digest: &Digest, offset: u64) -> Result<Response> {
         let range = (offset > 0).then(|| format!("bytes={offset}-"));
-        let resp = self.blob_get(repo, digest, range.as_deref()).await?;
+        let resp = self
+            .blob_get(repo, digest, range.as_deref(), self.retry)
+            .await?;
         match (resp.status(), &range) {
             (StatusCode::OK, None) => Ok(resp),
             (StatusCode::PARTIAL_CONTENT, Some(range)) => {
@@ -62,16 +65,22 @@ impl RegistryClient {
 
     /// Starts streaming bytes `[start, end)` of a blob (`Range: bytes=start-(end-1)`). A
     /// registry that ignores the range and answers the whole blob gets `Ranged::Whole` (usable
-    /// as the blob itself when `start` is 0).
+    /// as the blob itself when `start` is 0). With `once`, a failure is not retried (and spends
+    /// nothing of a blob's retry budget).
     pub async fn get_blob_range(
         &self,
         repo: &str,
         digest: &Digest,
-        start: u64,
-        end: u64,
+        (start, end): (u64, u64),
+        once: bool,
     ) -> Result<Ranged> {
         let range = format!("bytes={start}-{}", end.saturating_sub(1));
-        let resp = self.blob_get(repo, digest, Some(&range)).await?;
+        let policy = if once {
+            RetryPolicy::once()
+        } else {
+            self.retry
+        };
+        let resp = self.blob_get(repo, digest, Some(&range), policy).await?;
         match resp.status() {
             StatusCode::PARTIAL_CONTENT => {
                 let expected = format!("bytes {start}-{}/", end - 1);
@@ -87,10 +96,16 @@ impl RegistryClient {
 
     /// `GET` of a blob, with `Range: range` when given; a 404 is [`RegistryError::NotFound`],
     /// every other answer is the caller's to read.
-    async fn blob_get(&self, repo: &str, digest: &Digest, range: Option<&str>) -> Result<Response> {
+    async fn blob_get(
+        &self,
+        repo: &str,
+        digest: &Digest,
+        range: Option<&str>,
+        policy: RetryPolicy,
+    ) -> Result<Response> {
         let url = self.url(&format!("/v2/{repo}/blobs/{digest}"));
         let resp = self
-            .send(&[(repo, Access::Pull)], |c| match range {
+            .send_retrying(policy, &[(repo, Access::Pull)], |c| match range {
                 Some(r) => c.get(&url).header(RANGE, r),
                 None => c.get(&url),
             })
@@ -191,7 +206,7 @@ mod tests {
             err.contains("asked for bytes=6-") && err.contains("Content-Range bytes 0-3/10"),
             "{err}"
         );
-        let err = match c.get_blob_range("r", &d, 2, 6).await {
+        let err = match c.get_blob_range("r", &d, (2, 6), true).await {
             Err(e) => e.to_string(),
             Ok(_) => panic!("a range for other bytes was taken"),
         };
@@ -202,7 +217,7 @@ mod tests {
         assert!(c.get_blob("r", &d, 6).await.is_ok());
         let host = partial_server("bytes 2-5/10").await;
         assert!(matches!(
-            client(&host).get_blob_range("r", &d, 2, 6).await,
+            client(&host).get_blob_range("r", &d, (2, 6), false).await,
             Ok(Ranged::Partial(_))
         ));
     }
