@@ -213,11 +213,12 @@ async fn oci_repository(
 /// The tag of the highest stable semantic version among an OCI chart repository's tags (`_`
 /// read as `+`, as Helm tags them), as `helm pull` without `--version` picks it.
 async fn latest_tag(regs: &Arc<Registries>, base: &str, name: &str) -> Result<String> {
-    let (registry, repo) = match base.split_once('/') {
-        Some((registry, path)) => (registry, format!("{path}/{name}")),
-        None => (base, name.to_string()),
-    };
-    let tags = regs.client(registry)?.list_tags(&repo).await?;
+    // Read as the pull reads it (`oci://myorg/charts` is Docker Hub's).
+    // (The tag only lets it parse; the tags are listed next.)
+    let chart = ImageRef::parse(&format!("{base}/{name}:latest"))
+        .map_err(|e| anyhow::anyhow!("oci://{base}/{name}: {}", e.reason))?;
+    let (registry, repo) = (&chart.registry, &chart.repository);
+    let tags = regs.client(registry)?.list_tags(repo).await?;
     let versions: Vec<(&str, String)> = tags
         .iter()
         .map(|t| (t.as_str(), t.replace('_', "+")))
@@ -225,10 +226,14 @@ async fn latest_tag(regs: &Arc<Registries>, base: &str, name: &str) -> Result<St
     highest_stable(versions.iter().map(|(t, v)| (v.as_str(), *t)))
         .map(str::to_string)
         .with_context(|| {
+            if tags.is_empty() {
+                // A repository that does not exist lists no tags either.
+                return format!("{registry}/{repo} has no tags: check the chart's name and the repository URL");
+            }
             let shown: Vec<&str> = tags.iter().take(10).map(String::as_str).collect();
             format!(
                 "{registry}/{repo} has no tag that is a stable semantic version (tags: {}); name the chart's version",
-                if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
+                shown.join(", ")
             )
         })
 }
@@ -470,12 +475,14 @@ pub(super) async fn fetch(regs: &Registries, url: &str, limit: usize) -> Result<
         .send()
         .await
         .map_err(|e| {
-            // The fixes it names (--ca-bundle, --insecure-skip-tls-verify HOST) take the host.
-            let host = match parsed.port() {
-                Some(port) => format!("{}:{port}", parsed.host_str().unwrap_or_default()),
-                None => parsed.host_str().unwrap_or_default().to_string(),
+            // The fixes it names (--ca-bundle, --insecure-skip-tls-verify HOST) take the host
+            // that failed, which after a redirect is not the one asked.
+            let at = e.url().unwrap_or(&parsed);
+            let host = match at.port() {
+                Some(port) => format!("{}:{port}", at.host_str().unwrap_or_default()),
+                None => at.host_str().unwrap_or_default().to_string(),
             };
-            let why = crate::oci::registry::describe_transport_error(&host, &e);
+            let why = crate::oci::registry::describe_web_error(&host, &e);
             anyhow::anyhow!("fetching {shown}: {why}")
         })?;
     if !resp.status().is_success() {
@@ -484,4 +491,23 @@ pub(super) async fn fetch(regs: &Registries, url: &str, limit: usize) -> Result<
     crate::oci::stream::read_body(resp, limit)
         .await
         .with_context(|| format!("reading {shown}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::highest_stable;
+
+    /// Semantic order, not text order; a leading `v` read; pre-releases and tags that are not
+    /// versions passed over; nothing stable gives nothing.
+    #[test]
+    fn the_highest_stable_version_is_picked_as_helm_picks_it() {
+        let pick = |vs: &[&'static str]| highest_stable(vs.iter().map(|v| (*v, *v)));
+        assert_eq!(pick(&["0.3.0", "0.10.0", "0.9.1"]), Some("0.10.0"));
+        assert_eq!(pick(&["v1.2.0", "1.1.9", "latest"]), Some("v1.2.0"));
+        assert_eq!(
+            pick(&["2.0.0-rc.1", "1.0.0+build.7"]),
+            Some("1.0.0+build.7")
+        );
+        assert_eq!(pick(&["latest", "2.0.0-rc.1", "main"]), None);
+    }
 }

@@ -541,9 +541,79 @@ fn an_oci_chart_without_a_version_takes_its_highest_stable_tag() {
     let err = failed(&run(&write("none.yaml", "absent")));
     assert!(
         err.contains("mirror.helm.repositories[0].charts[0]")
-            && err.contains("no tag that is a stable semantic version")
-            && err.contains("tags: none")
-            && err.contains("name the chart's version"),
+            && err.contains("charts/absent has no tags")
+            && err.contains("check the chart's name"),
         "{err}"
+    );
+}
+
+/// Redirects of a chart repository are followed with the same trust, never from https down to
+/// plain http, and from a host reached unverified only to another host named insecure.
+#[test]
+fn chart_repository_redirects_keep_their_trust() {
+    let up = Upstream::new();
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki = support::tls::TestPki::generate(pki_dir.path()).unwrap();
+    let files = up.repository_files(&sha256(&up.web_tgz)[7..]);
+    let plain = FileServer::start(files.clone());
+    let secure = FileServer::start_tls(files, &pki);
+    let to = |target: &FileServer| -> BTreeMap<String, String> {
+        ["/charts/index.yaml", "/charts/web-1.0.0.tgz"]
+            .into_iter()
+            .map(|p| (p.to_string(), format!("{}{p}", target.url())))
+            .collect()
+    };
+    let downgrade = FileServer::redirecting(to(&plain), Some(&pki));
+    let across = FileServer::redirecting(to(&secure), Some(&pki));
+    let dest = Registry::plain();
+    let dir = tempfile::tempdir().unwrap();
+    let (src_host, dest_host) = (up.registry.host(), dest.host());
+    let run = |repo: &FileServer, extra: &[&str], prefix: &str| {
+        let sub = dir.path().join(prefix);
+        fs_err::create_dir_all(&sub).unwrap();
+        let cfg = up.config(&sub, repo);
+        let url = format!("docker://{dest_host}/{prefix}");
+        let work = sub.join("work");
+        let mut args = vec![
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            "--plain-http",
+            &src_host,
+            "--plain-http",
+            &dest_host,
+            "--workdir",
+            work.to_str().unwrap(),
+            &url,
+        ];
+        args.extend_from_slice(extra);
+        bootstrap(&args)
+    };
+    let ca = pki.ca_path.to_str().unwrap();
+    let err = failed(&run(&downgrade, &["--ca-bundle", ca], "down"));
+    assert!(
+        err.contains("refusing the redirect from https to plain http"),
+        "{err}"
+    );
+    assert!(plain.requests().is_empty(), "{:?}", plain.requests());
+
+    let across_host = across.url().trim_start_matches("https://").to_string();
+    let err = failed(&run(
+        &across,
+        &["--insecure-skip-tls-verify", &across_host],
+        "across",
+    ));
+    assert!(
+        err.contains("only hosts named in --insecure-skip-tls-verify"),
+        "{err}"
+    );
+    assert!(secure.requests().is_empty(), "{:?}", secure.requests());
+
+    // Verified, a redirect to another host is followed.
+    ok(&run(&across, &["--ca-bundle", ca], "followed"));
+    assert_mirrored(&up, &dest, "followed");
+    assert_eq!(
+        secure.requests(),
+        ["/charts/index.yaml", "/charts/web-1.0.0.tgz"]
     );
 }

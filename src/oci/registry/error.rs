@@ -387,6 +387,18 @@ pub(super) fn transport_is_transient(e: &reqwest::Error) -> bool {
 }
 
 /// Turns a transport error into a sentence that says what to do.
+/// [`describe_transport_error`] for a plain web download (a chart repository, the graph data),
+/// where plain HTTP is chosen by the URL's scheme, not by `--plain-http`.
+pub fn describe_web_error(target: &str, e: &reqwest::Error) -> String {
+    let chain = chain_of(e);
+    match TransportProblem::of(e, &format!("{chain} {e:?}")) {
+        TransportProblem::NotTls => {
+            format!("{target} does not speak TLS: if it serves plain HTTP, give its URL as http://")
+        }
+        _ => describe_transport_error(target, e),
+    }
+}
+
 pub fn describe_transport_error(target: &str, e: &reqwest::Error) -> String {
     let chain = chain_of(e);
     match TransportProblem::of(e, &format!("{chain} {e:?}")) {

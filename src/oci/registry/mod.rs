@@ -20,7 +20,7 @@ mod upload;
 
 pub use blobs::{Mount, Ranged};
 pub use client::RegistryClient;
-pub use error::{describe_transport_error, ErrorCode, RegistryError};
+pub use error::{describe_transport_error, describe_web_error, ErrorCode, RegistryError};
 pub use upload::UploadStatus;
 
 use super::auth::AuthFile;

@@ -23,7 +23,17 @@ pub struct FileServer {
 impl FileServer {
     /// Serves `files` (path -> body) on a free port over plain HTTP.
     pub fn start(files: BTreeMap<String, Vec<u8>>) -> FileServer {
-        Self::serve(files, None)
+        Self::serve(files, BTreeMap::new(), None)
+    }
+
+    /// Answers each path of `redirects` with `302 Found` to its URL (404 otherwise), over
+    /// HTTPS with `pki`'s certificate when given.
+    pub fn redirecting(
+        redirects: BTreeMap<String, String>,
+        pki: Option<&super::tls::TestPki>,
+    ) -> FileServer {
+        let tls = pki.map(|p| Arc::new(p.rustls_server_config().expect("TLS config")));
+        Self::serve(BTreeMap::new(), redirects, tls)
     }
 
     /// Serves `files` over HTTPS with `pki`'s server certificate (for `127.0.0.1`).
@@ -31,10 +41,14 @@ impl FileServer {
         let config = pki
             .rustls_server_config()
             .expect("the file server's TLS config");
-        Self::serve(files, Some(Arc::new(config)))
+        Self::serve(files, BTreeMap::new(), Some(Arc::new(config)))
     }
 
-    fn serve(files: BTreeMap<String, Vec<u8>>, tls: Option<Arc<ServerConfig>>) -> FileServer {
+    fn serve(
+        files: BTreeMap<String, Vec<u8>>,
+        redirects: BTreeMap<String, String>,
+        tls: Option<Arc<ServerConfig>>,
+    ) -> FileServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding the file server");
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -51,8 +65,10 @@ impl FileServer {
                     // A client that refuses the certificate ends the handshake: nothing recorded.
                     Some(config) => ServerConnection::new(config.clone())
                         .map_err(std::io::Error::other)
-                        .and_then(|tls| answer(StreamOwned::new(tls, conn), &files, &r)),
-                    None => answer(conn, &files, &r),
+                        .and_then(|tls| {
+                            answer(StreamOwned::new(tls, conn), &files, &redirects, &r)
+                        }),
+                    None => answer(conn, &files, &redirects, &r),
                 };
             }
         });
@@ -80,6 +96,7 @@ impl FileServer {
 fn answer(
     mut conn: impl Read + Write,
     files: &BTreeMap<String, Vec<u8>>,
+    redirects: &BTreeMap<String, String>,
     requests: &Mutex<Vec<String>>,
 ) -> std::io::Result<()> {
     let mut line = String::new();
@@ -100,6 +117,13 @@ fn answer(
     let path = parts.next().unwrap_or_default().to_string();
     requests.lock().unwrap().push(path.clone());
     let out = &mut conn;
+    if let Some(to) = redirects.get(&path) {
+        write!(
+            out,
+            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )?;
+        return out.flush();
+    }
     match files.get(&path) {
         Some(body) => {
             write!(
