@@ -284,7 +284,11 @@ impl ClusterResources {
     /// would be the same (the same last path component and tag under different paths) each get
     /// the first 8 hex digits of their reference's sha256 after it: otherwise the second file
     /// would replace the first, and its operators vanish from the cluster.
+    ///
+    /// A name longer than a DNS label allows (63: OLM names the catalog's Service after its
+    /// CatalogSource) or ending in `-` is cut to fit and ends with that hash instead.
     fn named_catalogs(&self, kind: &str) -> Vec<(String, &ImageRef)> {
+        const LABEL_MAX: usize = 63;
         let names: Vec<String> = self
             .catalogs
             .iter()
@@ -294,12 +298,16 @@ impl ClusterResources {
             .iter()
             .zip(&names)
             .map(|(image, name)| {
-                if names.iter().filter(|n| *n == name).count() > 1 {
-                    let hash = crate::oci::digest::Digest::of(image.to_string().as_bytes());
-                    (format!("{name}-{}", &hash.hex()[..8]), image)
+                let hash = crate::oci::digest::Digest::of(image.to_string().as_bytes());
+                let hash = &hash.hex()[..8];
+                let clash = names.iter().filter(|n| *n == name).count() > 1;
+                let name = if clash || name.len() > LABEL_MAX || name.ends_with('-') {
+                    let keep = &name[..name.len().min(LABEL_MAX - 1 - hash.len())];
+                    format!("{}-{hash}", keep.trim_end_matches('-'))
                 } else {
-                    (name.clone(), image)
-                }
+                    name.clone()
+                };
+                (name, image)
             })
             .collect()
     }
@@ -754,6 +762,25 @@ mod tests {
                 assert!(yaml.contains(image), "{yaml}");
             }
         }
+    }
+
+    /// A name past 63 characters (a long repository name) is cut and ends with the hash, so
+    /// OLM can name the catalog's Service after it; a short one is left as oc-mirror writes it.
+    #[test]
+    fn a_long_catalog_name_is_cut_to_a_dns_label_and_keeps_a_hash() {
+        let mut res = sample();
+        let long = "registry.site.example:8443/mirror/partner/a-very-long-operator-catalog-index-name-for-certified-partners:v4.18";
+        res.add_catalog(ImageRef::parse(long).unwrap());
+        let cs = res.catalog_sources().unwrap();
+        let hash = crate::oci::digest::Digest::of(long.as_bytes()).hex()[..8].to_string();
+        let name = cs[0].0.trim_end_matches(".yaml");
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.starts_with("cs-a-very-long-operator-catalog"),
+            "{name}"
+        );
+        assert!(name.ends_with(&format!("-{hash}")), "{name}");
+        assert!(cs[0].1.contains(&format!("name: {name}")));
     }
 
     /// oc-mirror v2 writes an OLM v1 ClusterCatalog beside each CatalogSource, `cc-` where the
