@@ -409,6 +409,34 @@ fn a_chart_that_does_not_match_its_index_digest_is_refused() {
     assert!(err.contains("corrupt"), "{err}");
 }
 
+/// `bootstrap mirror -c CFG docker://DEST/PREFIX` with both registries over plain HTTP, a
+/// working directory of its own, and `extra` arguments.
+fn mirror_to(
+    up: &Upstream,
+    dest: &Registry,
+    cfg: &Path,
+    work: &Path,
+    prefix: &str,
+    extra: &[&str],
+) -> std::process::Output {
+    let (src_host, dest_host) = (up.registry.host(), dest.host());
+    let url = format!("docker://{dest_host}/{prefix}");
+    let mut args = vec![
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "--plain-http",
+        &src_host,
+        "--plain-http",
+        &dest_host,
+        "--workdir",
+        work.to_str().unwrap(),
+        &url,
+    ];
+    args.extend_from_slice(extra);
+    bootstrap(&args)
+}
+
 /// A chart repository behind a private CA (as a site's own chart server is) is reached with the
 /// registries' trust: refused without `--ca-bundle`, naming the repository and the certificate
 /// problem; mirrored with it; and reached unverified only when its host is named insecure.
@@ -422,24 +450,9 @@ fn a_chart_repository_behind_a_private_ca_is_trusted_through_the_ca_bundle() {
     let dest = Registry::plain();
     let dir = tempfile::tempdir().unwrap();
     let cfg = up.config(dir.path(), &repo);
-    let (src_host, dest_host) = (up.registry.host(), dest.host());
     let run = |extra: &[&str], prefix: &str| {
         let work = dir.path().join(format!("work-{prefix}"));
-        let url = format!("docker://{dest_host}/{prefix}");
-        let mut args = vec![
-            "mirror",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--plain-http",
-            &src_host,
-            "--plain-http",
-            &dest_host,
-            "--workdir",
-            work.to_str().unwrap(),
-            &url,
-        ];
-        args.extend_from_slice(extra);
-        bootstrap(&args)
+        mirror_to(&up, &dest, &cfg, &work, prefix, extra)
     };
     let refused = run(&[], "untrusted");
     let err = failed(&refused);
@@ -504,21 +517,7 @@ fn an_oci_chart_without_a_version_takes_its_highest_stable_tag() {
         fs_err::write(&path, text).unwrap();
         path
     };
-    let (src_host, dest_host) = (up.registry.host(), dest.host());
-    let run = |cfg: &Path| {
-        bootstrap(&[
-            "mirror",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--plain-http",
-            &src_host,
-            "--plain-http",
-            &dest_host,
-            "--workdir",
-            dir.path().join("work").to_str().unwrap(),
-            &format!("docker://{dest_host}/mirror"),
-        ])
-    };
+    let run = |cfg: &Path| mirror_to(&up, &dest, cfg, &dir.path().join("work"), "mirror", &[]);
     ok(&run(&write("latest.yaml", "worker")));
     let dest_client = RegistryClient::new(&dest);
     block_on(async {
@@ -567,27 +566,11 @@ fn chart_repository_redirects_keep_their_trust() {
     let across = FileServer::redirecting(to(&secure), Some(&pki));
     let dest = Registry::plain();
     let dir = tempfile::tempdir().unwrap();
-    let (src_host, dest_host) = (up.registry.host(), dest.host());
     let run = |repo: &FileServer, extra: &[&str], prefix: &str| {
         let sub = dir.path().join(prefix);
         fs_err::create_dir_all(&sub).unwrap();
         let cfg = up.config(&sub, repo);
-        let url = format!("docker://{dest_host}/{prefix}");
-        let work = sub.join("work");
-        let mut args = vec![
-            "mirror",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--plain-http",
-            &src_host,
-            "--plain-http",
-            &dest_host,
-            "--workdir",
-            work.to_str().unwrap(),
-            &url,
-        ];
-        args.extend_from_slice(extra);
-        bootstrap(&args)
+        mirror_to(&up, &dest, &cfg, &sub.join("work"), prefix, extra)
     };
     let ca = pki.ca_path.to_str().unwrap();
     let err = failed(&run(&downgrade, &["--ca-bundle", ca], "down"));
