@@ -578,4 +578,46 @@ mod tests {
         transfer.advance(&transfer.credit(&node), 100);
         assert_eq!(transfer.progress.done(), 100);
     }
+
+    /// A registry that is both source and destination is two connections per transfer (the
+    /// read and the upload), as far as its limit allows; never more than the limit, so a limit
+    /// of one does not wait forever.
+    #[tokio::test]
+    async fn one_registry_both_ways_counts_both_connections() {
+        use crate::oci::reference::RegistryTarget;
+        use crate::oci::registry::{Registries, RegistryOptions};
+        let regs = Arc::new(Registries::new(RegistryOptions::default()).unwrap());
+        let node = BlobNode {
+            blob: BlobDesc {
+                digest: Digest::of(b"x"),
+                size: 1,
+                media_type: String::new(),
+            },
+            from: ImageRef::parse("registry.example/a/b:1").unwrap(),
+            repositories: BTreeSet::new(),
+            generated: None,
+        };
+        for (limit, taken) in [(3, 2), (1, 1)] {
+            let mut settings = TransferSettings::default();
+            settings.concurrency.per_registry = std::num::NonZeroUsize::new(limit).unwrap();
+            let transfer = Transfer::new(
+                Source::Registry(regs.clone()),
+                Destination::Registry {
+                    client: regs.client("registry.example").unwrap(),
+                    target: RegistryTarget::parse("registry.example/m").unwrap(),
+                },
+                settings,
+                None,
+                Progress::new("test", 1),
+            );
+            let permits =
+                tokio::time::timeout(std::time::Duration::from_secs(5), transfer.permits(&node))
+                    .await
+                    .expect("waited for permits that cannot come");
+            let gate = transfer.gate("registry.example");
+            assert_eq!(gate.available_permits(), limit - taken, "limit {limit}");
+            drop(permits);
+            assert_eq!(gate.available_permits(), limit);
+        }
+    }
 }

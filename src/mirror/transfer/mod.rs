@@ -228,20 +228,23 @@ impl Transfer {
     }
 
     /// Permits for the registries a blob's transfer talks to, always taken source first so
-    /// two transfers never wait on each other.
+    /// two transfers never wait on each other: one per connection, so a registry that is both
+    /// source and destination gives two (as many as its limit allows).
     async fn permits(&self, node: &BlobNode) -> Vec<tokio::sync::OwnedSemaphorePermit> {
-        let mut hosts = Vec::new();
+        let mut hosts: Vec<(String, u32)> = Vec::new();
         if let Source::Registry(_) = &self.source {
-            hosts.push(node.from.registry.clone());
+            hosts.push((node.from.registry.clone(), 1));
         }
         if let Destination::Registry { client, .. } = &self.dest {
-            if !hosts.iter().any(|h| h == client.host()) {
-                hosts.push(client.host().to_string());
+            match hosts.iter_mut().find(|(h, _)| h == client.host()) {
+                Some((_, n)) => *n += 1,
+                None => hosts.push((client.host().to_string(), 1)),
             }
         }
+        let limit = u32::try_from(self.settings.concurrency.per_registry.get()).unwrap_or(u32::MAX);
         let mut permits = Vec::new();
-        for host in hosts {
-            if let Ok(p) = self.gate(&host).acquire_owned().await {
+        for (host, n) in hosts {
+            if let Ok(p) = self.gate(&host).acquire_many_owned(n.min(limit)).await {
                 permits.push(p);
             }
         }
