@@ -328,37 +328,25 @@ pub fn graph(host: &str, releases: &[Release]) -> serde_json::Value {
 /// The update graph data of `releases` as oc-mirror downloads it for `platform.graph`: a
 /// gzip-compressed tarball shaped like cincinnati-graph-data, one `channels/NAME.yaml` per
 /// channel listing its versions. Deterministic (no times, root owner).
-pub fn graph_data(releases: &[Release]) -> anyhow::Result<Vec<u8>> {
-    use std::io::Write;
+pub fn graph_data(releases: &[Release]) -> Result<Vec<u8>> {
     let mut channels: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for r in releases {
         for c in r.def.channels {
             channels.entry(c).or_default().push(r.def.version);
         }
     }
-    let mut tar = tar::Builder::new(Vec::new());
-    let mut add = |path: String, text: String| -> anyhow::Result<()> {
-        let mut h = tar::Header::new_ustar();
-        h.set_size(text.len() as u64);
-        h.set_mode(0o644);
-        h.set_mtime(0);
-        h.set_uid(0);
-        h.set_gid(0);
-        tar.append_data(&mut h, path, text.as_bytes())?;
-        Ok(())
-    };
-    for (name, versions) in &channels {
-        let list: String = versions.iter().map(|v| format!("- {v}\n")).collect();
-        add(
-            format!("channels/{name}.yaml"),
-            format!("name: {name}\nversions:\n{list}"),
-        )?;
-    }
-    add("version".into(), "1.2.0\n".into())?;
-    let raw = tar.into_inner()?;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&raw)?;
-    Ok(gz.finish()?)
+    let mut files: Vec<File> = channels
+        .iter()
+        .map(|(name, versions)| {
+            let list: String = versions.iter().map(|v| format!("- {v}\n")).collect();
+            File::new(
+                format!("channels/{name}.yaml"),
+                format!("name: {name}\nversions:\n{list}").into_bytes(),
+            )
+        })
+        .collect();
+    files.push(File::new("version", "1.2.0\n"));
+    Ok(image::tar_gz(&files)?.0)
 }
 
 #[cfg(test)]
