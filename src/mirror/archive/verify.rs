@@ -168,15 +168,12 @@ struct Walk<'a> {
     dropped: &'a BTreeSet<String>,
 }
 
-/// `os/arch[/variant]` of an index entry as JSON.
+/// `os/arch[/variant]` of an index entry as JSON, as [`crate::oci::manifest::platform_of`]
+/// names it (the record's dropped platforms are named so).
 fn entry_platform(entry: &serde_json::Value) -> Option<String> {
-    let p = entry.get("platform")?;
-    let mut s = format!("{}/{}", p["os"].as_str()?, p["architecture"].as_str()?);
-    if let Some(v) = p.get("variant").and_then(|v| v.as_str()) {
-        s.push('/');
-        s.push_str(v);
-    }
-    Some(s)
+    let entry: oci_client::manifest::ImageIndexEntry =
+        serde_json::from_value(entry.clone()).ok()?;
+    crate::oci::manifest::platform_of(&entry)
 }
 
 /// Walks an image's manifests as the archive carries them (an index's children, each
