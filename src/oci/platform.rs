@@ -6,7 +6,7 @@
 //! keeps the index whole (oc-mirror's default for operator and additional images), so its
 //! digest stays the one CSVs and users pin.
 
-use super::manifest::{ImageIndexEntry, OciImageIndex};
+use super::manifest::{arch_of, ImageIndexEntry, OciImageIndex};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -149,7 +149,6 @@ impl PlatformFilter {
                 missing: Vec::new(),
             };
         };
-        let arch_of = |e: &ImageIndexEntry| e.platform.as_ref().map(|p| p.architecture.to_string());
         let is_attestation = |e: &ImageIndexEntry| arch_of(e).as_deref() == Some("unknown");
         let kept: Vec<&ImageIndexEntry> = index
             .manifests
