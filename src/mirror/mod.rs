@@ -532,14 +532,16 @@ async fn list_referrers(transfer: &Transfer, mirrored: &[&ResolvedImage]) {
     match signatures::write_referrer_indexes(client, target, mirrored).await {
         Ok(indexes) => {
             for i in &indexes {
-                let why = match i.outcome.as_str() {
-                    "kept-image-tag" => {
+                let why = match i.outcome {
+                    signatures::ReferrersOutcome::KeptImageTag => {
                         "keeps the image itself (digest-only content, kept from garbage collection)"
                     }
-                    "tag-taken" => {
+                    signatures::ReferrersOutcome::TagTaken => {
                         "holds another manifest that is not a referrers index (left alone)"
                     }
-                    _ => continue,
+                    signatures::ReferrersOutcome::Api | signatures::ReferrersOutcome::Written => {
+                        continue
+                    }
                 };
                 transfer.progress.warn(format_args!(
                     "{}@{}: the referrers tag {} {why}, so its referrers are not listed there; they are at the destination under their own sha256-<hex> tags, and a registry with the OCI referrers API lists them itself",

@@ -355,17 +355,27 @@ fn descriptor(manifest: &RawManifest) -> serde_json::Value {
 }
 
 /// What became of the referrers index of one image at the destination.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReferrersIndex {
     /// The image's destination repository.
     pub repository: String,
     /// The image's top manifest digest.
     pub subject: Digest,
-    /// `api` (the destination lists referrers itself), `written` (the fallback index at
-    /// `sha256-<hex>` lists them), `kept-image-tag` (the tag keeps the image itself) or
-    /// `tag-taken` (the tag holds another manifest that is not an index, left alone).
-    pub outcome: String,
+    /// What was done.
+    pub outcome: ReferrersOutcome,
+}
+
+/// What was done about an image's referrers at the destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReferrersOutcome {
+    /// The destination lists referrers itself (the OCI referrers API).
+    Api,
+    /// The fallback index at `sha256-<hex>` lists them.
+    Written,
+    /// The tag keeps the image itself (digest-only content); not listed.
+    KeptImageTag,
+    /// The tag holds another manifest that is not an index, left alone; not listed.
+    TagTaken,
 }
 
 /// Lists every referrer pushed to a registry without the referrers API in the referrers tag
@@ -400,7 +410,7 @@ pub(super) async fn write_referrer_indexes(
         out.push(ReferrersIndex {
             repository: repo,
             subject,
-            outcome: outcome.to_string(),
+            outcome,
         });
     }
     Ok(out)
@@ -411,9 +421,9 @@ async fn write_one(
     repo: &str,
     subject: &Digest,
     referrers: &[&RawManifest],
-) -> Result<&'static str> {
+) -> Result<ReferrersOutcome> {
     if client.referrers(repo, subject).await?.is_some() {
-        return Ok("api");
+        return Ok(ReferrersOutcome::Api);
     }
     let tag = subject.dashed();
     let existing = match client.get_manifest(repo, &tag).await {
@@ -422,8 +432,8 @@ async fn write_one(
         Err(e) => return Err(e.into()),
     };
     let mut index = match &existing {
-        Some(m) if m.digest == *subject => return Ok("kept-image-tag"),
-        Some(m) if !m.is_index() => return Ok("tag-taken"),
+        Some(m) if m.digest == *subject => return Ok(ReferrersOutcome::KeptImageTag),
+        Some(m) if !m.is_index() => return Ok(ReferrersOutcome::TagTaken),
         Some(m) => serde_json::from_slice::<serde_json::Value>(&m.bytes)
             .context("reading the referrers index already there")?,
         None => serde_json::json!({
@@ -447,7 +457,7 @@ async fn write_one(
         }
     }
     if listed.len() == before && existing.is_some() {
-        return Ok("written");
+        return Ok(ReferrersOutcome::Written);
     }
     let bytes = serde_json::to_vec(&index)?;
     let manifest = RawManifest::new(
@@ -455,7 +465,7 @@ async fn write_one(
         Some("application/vnd.oci.image.index.v1+json"),
     );
     client.put_manifest(repo, &tag, &manifest).await?;
-    Ok("written")
+    Ok(ReferrersOutcome::Written)
 }
 
 #[cfg(test)]
