@@ -238,16 +238,16 @@ async fn latest_tag(regs: &Arc<Registries>, base: &str, name: &str) -> Result<St
         })
 }
 
+/// A chart version as a semantic version (a leading `v` allowed, as Helm reads it).
+fn semver(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v.trim_start_matches('v')).ok()
+}
+
 /// Of `(version, item)` pairs, the item of the highest stable semantic version (a leading `v`
 /// allowed, pre-releases and what does not parse skipped), as Helm picks a chart's latest.
 fn highest_stable<'a, T>(versions: impl Iterator<Item = (&'a str, T)>) -> Option<T> {
     versions
-        .filter_map(|(v, item)| {
-            semver::Version::parse(v.trim_start_matches('v'))
-                .ok()
-                .filter(|s| s.pre.is_empty())
-                .map(|s| (s, item))
-        })
+        .filter_map(|(v, item)| semver(v).filter(|s| s.pre.is_empty()).map(|s| (s, item)))
         .max_by(|a, b| a.0.cmp(&b.0))
         .map(|(_, item)| item)
 }
@@ -347,12 +347,8 @@ async fn http_repository(
         }
         let registry = reqwest::Url::parse(base)
             .ok()
-            .and_then(|u| {
-                u.host_str().map(|h| match u.port() {
-                    Some(p) => format!("{h}:{p}"),
-                    None => h.to_string(),
-                })
-            })
+            .filter(|u| u.host_str().is_some())
+            .map(|u| crate::oci::registry::authority(&u))
             .unwrap_or_else(|| "helm".into());
         add_packed(
             &read,
@@ -373,7 +369,6 @@ async fn http_repository(
 /// `1.2.0`), or with no version the highest stable one, as `helm pull` picks it.
 fn pick<'a>(index: &'a IndexFile, name: &str, version: Option<&str>) -> Option<&'a IndexEntry> {
     let versions = index.entries.get(name)?;
-    let semver = |v: &str| semver::Version::parse(v.trim_start_matches('v')).ok();
     match version {
         Some(v) => versions.iter().find(|e| e.version == v).or_else(|| {
             versions
@@ -477,11 +472,7 @@ pub(super) async fn fetch(regs: &Registries, url: &str, limit: usize) -> Result<
         .map_err(|e| {
             // The fixes it names (--ca-bundle, --insecure-skip-tls-verify HOST) take the host
             // that failed, which after a redirect is not the one asked.
-            let at = e.url().unwrap_or(&parsed);
-            let host = match at.port() {
-                Some(port) => format!("{}:{port}", at.host_str().unwrap_or_default()),
-                None => at.host_str().unwrap_or_default().to_string(),
-            };
+            let host = crate::oci::registry::authority(e.url().unwrap_or(&parsed));
             let why = crate::oci::registry::describe_web_error(&host, &e);
             anyhow::anyhow!("fetching {shown}: {why}")
         })?;

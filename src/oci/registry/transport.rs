@@ -86,7 +86,7 @@ impl Origin {
 }
 
 /// `host[:port]` of a URL, as users write it in `--plain-http` and image references.
-pub(super) fn authority(url: &Url) -> String {
+pub fn authority(url: &Url) -> String {
     let host = url.host_str().unwrap_or_default();
     match url.port() {
         Some(port) => format!("{host}:{port}"),
