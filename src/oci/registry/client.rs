@@ -93,15 +93,10 @@ impl RegistryClient {
         }
         let content_type = header_str(resp.headers(), CONTENT_TYPE.as_str());
         let served_digest = header_str(resp.headers(), "docker-content-digest");
-        let bytes = match crate::oci::stream::read_body(resp, MAX_MANIFEST_BYTES).await {
-            Ok(b) => b,
-            Err(crate::oci::stream::BodyError::Transport(e)) => return Err(self.connect_error(e)),
-            Err(e) => {
-                return Err(self.protocol(format!(
-                    "{what} is larger than the 4 MiB manifest limit: {e}"
-                )))
-            }
-        };
+        let too_large = format!("{what} is larger than the 4 MiB manifest limit");
+        let bytes = self
+            .small_body(resp, MAX_MANIFEST_BYTES, &too_large)
+            .await?;
         if bytes.len() > MAX_MANIFEST_BYTES {
             return Err(self.protocol(format!("{what} is larger than the 4 MiB manifest limit")));
         }

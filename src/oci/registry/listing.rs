@@ -48,13 +48,9 @@ impl RegistryClient {
             next = header_str(resp.headers(), "link")
                 .and_then(|l| next_link(&l))
                 .map(|l| self.absolute(&l));
-            let body = match crate::oci::stream::read_body(resp, TAG_PAGE_MAX).await {
-                Ok(b) => b,
-                Err(crate::oci::stream::BodyError::Transport(e)) => {
-                    return Err(self.connect_error(e))
-                }
-                Err(e) => return Err(self.protocol(format!("the tag list of {repo}: {e}"))),
-            };
+            let body = self
+                .small_body(resp, TAG_PAGE_MAX, &format!("the tag list of {repo}"))
+                .await?;
             let page: Page = serde_json::from_slice(&body).map_err(|e| {
                 self.protocol(format!("the tag list of {repo} is not valid JSON: {e}"))
             })?;
@@ -89,11 +85,8 @@ impl RegistryClient {
             crate::oci::stream::discard_body(resp).await;
             return Ok(None);
         }
-        let bytes = match crate::oci::stream::read_body(resp, MAX_MANIFEST_BYTES).await {
-            Ok(b) => b,
-            Err(crate::oci::stream::BodyError::Transport(e)) => return Err(self.connect_error(e)),
-            Err(e) => return Err(self.protocol(format!("the referrers of {repo}@{digest}: {e}"))),
-        };
+        let what = format!("the referrers of {repo}@{digest}");
+        let bytes = self.small_body(resp, MAX_MANIFEST_BYTES, &what).await?;
         Ok(Some(RawManifest::new(bytes, Some(INDEX_TYPE))))
     }
 }

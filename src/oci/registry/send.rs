@@ -13,6 +13,22 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 use std::time::{Duration, Instant};
 
 impl RegistryClient {
+    /// The body of a small answer (a manifest, a tag list page), at most `limit` bytes: a cut
+    /// connection is a connection error (it may pass), anything else a protocol error that
+    /// says `what` and why.
+    pub(super) async fn small_body(
+        &self,
+        resp: Response,
+        limit: usize,
+        what: &str,
+    ) -> Result<bytes::Bytes> {
+        match crate::oci::stream::read_body(resp, limit).await {
+            Ok(b) => Ok(b),
+            Err(crate::oci::stream::BodyError::Transport(e)) => Err(self.connect_error(e)),
+            Err(e) => Err(self.protocol(format!("{what}: {e}"))),
+        }
+    }
+
     pub(super) fn connect_error(&self, e: reqwest::Error) -> RegistryError {
         RegistryError::Connect {
             registry: self.host.clone(),
