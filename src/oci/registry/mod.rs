@@ -91,21 +91,18 @@ impl Registries {
             plain_http: options.plain_http.clone(),
             insecure_tls: options.insecure_tls.clone(),
         });
+        // The registries' settings, but a whole download is bounded and redirects are
+        // followed here (a chart repository's archive URLs often redirect).
         let web = |b: reqwest::ClientBuilder, insecure: Option<Vec<String>>| {
             built(
-                b.user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
-                    .connect_timeout(Duration::from_secs(30))
-                    .timeout(Duration::from_secs(300))
+                b.timeout(Duration::from_secs(300))
                     .redirect(web_redirects(insecure)),
             )
         };
         let web = (
+            web(http_client().tls_backend_preconfigured(verified_tls), None)?,
             web(
-                reqwest::Client::builder().tls_backend_preconfigured(verified_tls),
-                None,
-            )?,
-            web(
-                reqwest::Client::builder().tls_danger_accept_invalid_certs(true),
+                http_client().tls_danger_accept_invalid_certs(true),
                 Some(options.insecure_tls.clone()),
             )?,
         );
@@ -156,8 +153,9 @@ impl Registries {
     }
 }
 
-/// The settings both HTTP clients share. Redirects are not followed by reqwest: `transport.rs`
-/// follows them under each target's own settings.
+/// The settings every HTTP client shares. Redirects are not followed by reqwest: `transport.rs`
+/// follows them under each target's own settings (the web clients of [`Registries::web`] set
+/// a policy of their own).
 fn http_client() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .user_agent(concat!("bootstrap/", env!("CARGO_PKG_VERSION")))
