@@ -249,6 +249,13 @@ fn hosts_up_serves_every_node_over_real_ssh_and_lab_down_ends_every_session() {
         NODE1,
         "setsid sleep 4242 </dev/null >/dev/null 2>&1 & echo started",
     );
+    // The shell returns once it has forked; the child execs `sleep` a moment later (seen
+    // missing under load), so wait for it to be there before counting.
+    let mut waited = 0;
+    while processes("sleep 4242").is_empty() && waited < 100 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waited += 1;
+    }
     assert_eq!(processes("sleep 4242").len(), 1);
     let state = lab.state.display().to_string();
     assert!(!processes(&format!("{state}/hosts/")).is_empty());
