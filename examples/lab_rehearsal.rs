@@ -1,10 +1,10 @@
 //! The lab mirror rehearsal: the air-gap journey in miniature, on one machine. It starts a local
-//! source registry, seeds it with `bootstrap lab seed` (4.18 release payloads and their update
+//! source registry, seeds it with `bootstrap-lab seed` (4.18 release payloads and their update
 //! graph, an operator catalog of seven real packages, a modelcar; see docs/lab.md), mirrors
 //! `mirrorsets/lab.yaml` to disk with `bootstrap mirror` (releases from the graph, the catalog
 //! filtered and rebuilt), verifies the disk mirror, pushes it on to a second local registry (as
 //! on the far side of the air gap) with its cluster resources, verifies that registry against
-//! the record, then brings up the lab site (`bootstrap lab up`: a sushy-tools Redfish BMC per
+//! the record, then brings up the lab site (`bootstrap-lab up`: a sushy-tools Redfish BMC per
 //! node, two over TLS verified against the lab CA with Basic auth, one plain; a network
 //! namespace per node; the rendezvous and cluster API stand-ins) and runs `bootstrap install`
 //! with the lab inventory pointed at that registry through prep (the release's own
@@ -32,16 +32,20 @@ fn run(bin: &str, args: &[String]) {
     run_allowing(bin, args, &[0]);
 }
 
-/// Runs `bootstrap ARGS`; exits the rehearsal unless its status is one of `ok`.
+/// Runs `BIN ARGS` (`bootstrap` or `bootstrap-lab`); exits the rehearsal unless its status is
+/// one of `ok`.
 fn run_allowing(bin: &str, args: &[String], ok: &[i32]) {
-    eprintln!("\n$ bootstrap {}", args.join(" "));
+    let name = std::path::Path::new(bin)
+        .file_name()
+        .map_or_else(|| bin.into(), |n| n.to_string_lossy());
+    eprintln!("\n$ {name} {}", args.join(" "));
     let status = Command::new(bin)
         .args(args)
         .status()
-        .expect("running bootstrap");
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
     if !status.code().is_some_and(|c| ok.contains(&c)) {
         // A panic, not an exit: the lab site's guard still takes it down.
-        panic!("lab rehearsal FAILED at: bootstrap {}", args.join(" "));
+        panic!("lab rehearsal FAILED at: {name} {}", args.join(" "));
     }
 }
 
@@ -118,15 +122,16 @@ fn check_prep(bin: &str, inventory: &std::path::Path, run: &std::path::Path) {
 
 /// The lab site, taken down when the rehearsal ends however it ends.
 struct LabSite {
+    /// The `bootstrap-lab` binary.
     bin: String,
     state: PathBuf,
 }
 
 impl Drop for LabSite {
     fn drop(&mut self) {
-        eprintln!("\n$ bootstrap lab down --state {}", self.state.display());
+        eprintln!("\n$ bootstrap-lab down --state {}", self.state.display());
         let _ = Command::new(&self.bin)
-            .args(["lab", "down", "--state"])
+            .args(["down", "--state"])
             .arg(&self.state)
             .status();
     }
@@ -235,6 +240,8 @@ fn handoff(
 
 fn main() {
     let bin = std::env::var("BOOTSTRAP_BIN").unwrap_or_else(|_| "target/release/bootstrap".into());
+    let lab = std::env::var("BOOTSTRAP_LAB_BIN")
+        .unwrap_or_else(|_| "target/release/bootstrap-lab".into());
     let work = std::env::var("LAB_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(".lab"));
@@ -257,9 +264,8 @@ fn main() {
     let s = |v: &str| v.to_string();
     let seed_dir = work.join("seed");
     run(
-        &bin,
+        &lab,
         &[
-            s("lab"),
             s("seed"),
             format!("docker://{}", upstream.host()),
             s("--plain-http"),
@@ -322,13 +328,12 @@ fn main() {
     support::labsite::site_bmcs(&inventory, &[8001, 8002, 8003]);
     let state = work.join("site");
     let _site = LabSite {
-        bin: bin.clone(),
+        bin: lab.clone(),
         state: state.clone(),
     };
     run(
-        &bin,
+        &lab,
         &[
-            s("lab"),
             s("up"),
             s("--inventory"),
             inventory.display().to_string(),
@@ -357,13 +362,8 @@ fn main() {
     check_prep(&bin, &inventory, &run_dir);
     handoff(&bin, &inventory, &work, &run_dir);
     run(
-        &bin,
-        &[
-            s("lab"),
-            s("status"),
-            s("--state"),
-            state.display().to_string(),
-        ],
+        &lab,
+        &[s("status"), s("--state"), state.display().to_string()],
     );
     run(
         &bin,

@@ -6,7 +6,7 @@
 # API stand-in's protocol peer), iproute2 (the lab site's network
 # namespaces), openssh-server, openssh-client and sudo (the lab's SSH hosts and their user `core`),
 # the user `core` with password-less sudo, python3-venv, and the lab venv with sushy-tools (the
-# Redfish emulator `bootstrap lab up` runs) and ansible-core (ansible-playbook, which must run the
+# Redfish emulator `bootstrap-lab up` runs) and ansible-core (ansible-playbook, which must run the
 # shipped playbooks too) at ${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}. Safe to run again; does
 # nothing when all is there. Needs root (or sudo) only when something must be installed.
 set -euo pipefail
@@ -23,7 +23,7 @@ command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
-# The lab's SSH hosts: a real OpenSSH sshd per node (src/lab/site/hosts.rs), the client the tests
+# The lab's SSH hosts: a real OpenSSH sshd per node (lab/src/site/hosts.rs), the client the tests
 # log in with, and sudo for the `core` user's become.
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)

@@ -2,10 +2,12 @@
 # The lab rehearsal on a fresh machine: installs what it needs, builds bootstrap, starts two
 # local registries, seeds one with generated images, mirrors to disk, then on to the other, and
 # verifies both; then brings up the lab site, installs through host prep, and hands the cluster
-# to Argo CD (examples/lab_rehearsal.rs). Leaves the archive, records and run in .lab/.
+# to Argo CD (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)
+# and `bootstrap-lab` (the lab's). Leaves the archive, records and run in .lab/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo build --locked --release --bin bootstrap
-BOOTSTRAP_BIN="$PWD/target/release/bootstrap" LAB_DIR="$PWD/.lab" \
+cargo build --locked --release --bin bootstrap --bin bootstrap-lab
+BOOTSTRAP_BIN="$PWD/target/release/bootstrap" BOOTSTRAP_LAB_BIN="$PWD/target/release/bootstrap-lab" \
+  LAB_DIR="$PWD/.lab" \
   cargo run --locked --release --quiet --example lab_rehearsal

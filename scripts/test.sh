@@ -15,7 +15,7 @@ fi
 junit="${CARGO_TARGET_DIR:-target}/nextest/ci/junit.xml"
 rm -f "$junit"
 status=0
-cargo nextest run --locked --profile ci --lib --bins --tests "$@" || status=$?
+cargo nextest run --locked --profile ci --workspace --lib --bins --tests "$@" || status=$?
 if [ -f "$junit" ]; then
   python3 scripts/slowest-tests.py "$junit" 15 || true
 fi

@@ -12,7 +12,6 @@ pub mod hostprep;
 pub mod install;
 pub mod installer;
 pub mod inventory;
-pub mod lab;
 pub mod mirror;
 pub mod modelcar;
 pub mod netaddr;

@@ -1,7 +1,7 @@
 //! The `bootstrap` binary: parse the command line, set up logging, run one command.
 
 use bootstrap::cli::{
-    ArchiveCmd, AuditCmd, Cli, Command, GitopsCmd, LabCmd, ModelCmd, ReleaseCmd, ServeCmd,
+    ArchiveCmd, AuditCmd, Cli, Command, GitopsCmd, ModelCmd, ReleaseCmd, ServeCmd,
 };
 use bootstrap::commands::{self, Printer};
 use clap::Parser;
@@ -45,12 +45,6 @@ fn main() -> ExitCode {
             }
             Command::Audit(AuditCmd::Report(args)) => commands::audit::report(args, &printer),
             Command::Model(ModelCmd::Pack(args)) => commands::model::pack(args, &printer).await,
-            Command::Lab(LabCmd::Seed(args)) => commands::lab::seed(args, &printer).await,
-            Command::Lab(LabCmd::StandIn(args)) => commands::lab::stand_in(args),
-            Command::Lab(LabCmd::Up(args)) => commands::lab::up(args, &printer).await,
-            Command::Lab(LabCmd::Down(args)) => commands::lab::down(args, &printer),
-            Command::Lab(LabCmd::Status(args)) => commands::lab::status(args, &printer),
-            Command::Lab(LabCmd::SiteRun(args)) => commands::lab::site_run(args).await,
             Command::Serve(ServeCmd::Iso(args)) => commands::serve::iso(args, &printer).await,
             Command::Serve(ServeCmd::Registry(args)) => {
                 commands::serve::registry(args, &printer).await

@@ -96,9 +96,9 @@ pub async fn pack(settings: PackSettings) -> Result<PackedModel> {
 
 /// Packs the model directory `dir` as `reference` (tagged, no digest) into the OCI layout at
 /// `out` (created when missing; other images kept); files of at least `threshold` bytes get
-/// a layer each. `bootstrap lab seed` packs its generated model with this, so the lab's
+/// a layer each. `bootstrap-lab seed` packs its generated model with this, so the lab's
 /// modelcar is exactly what `bootstrap model pack` makes.
-pub(crate) async fn pack_into_layout(
+pub async fn pack_into_layout(
     dir: &Path,
     reference: &ImageRef,
     out: &str,

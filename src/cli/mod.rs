@@ -49,10 +49,6 @@ pub enum Command {
     /// (`audit report archive://DIR|RECORD`).
     #[command(subcommand)]
     Audit(AuditCmd),
-    /// A rehearsal lab: seed a local registry with a scaled-down upstream (release payloads,
-    /// an operator catalog, a modelcar) to mirror from.
-    #[command(subcommand)]
-    Lab(LabCmd),
     /// Check a hand-written install-config.yaml and/or agent-config.yaml as the agent-based
     /// installer reads them, and further; print every problem as file:line:col: path: message.
     Validate(ValidateArgs),
@@ -520,102 +516,6 @@ pub struct ReleaseExtractArgs {
     /// The architecture of a multi-architecture release to take the binary for.
     #[arg(long, value_name = "ARCH", default_value = "amd64")]
     pub arch: String,
-
-    /// Registry access.
-    #[command(flatten)]
-    pub registry: RegistryArgs,
-}
-
-/// `bootstrap lab`.
-#[derive(Debug, Subcommand)]
-pub enum LabCmd {
-    /// Push a realistic, scaled-down upstream into a registry: OpenShift 4.18.1-4.18.4 release
-    /// payloads (about 23 components each), redhat/redhat-operator-index:v4.18 with six
-    /// packages whose bundle and related images all exist, and a modelcar; write the update
-    /// graph (DIR/graph.json) and what was pushed (DIR/seed.json). Deterministic and
-    /// idempotent: a rerun sends nothing the registry already has.
-    Seed(LabSeedArgs),
-    /// Run a lab stand-in for the release's openshift-install or oc (what the lab's release
-    /// images carry; see docs/lab.md). Not for direct use.
-    #[command(hide = true)]
-    StandIn(LabStandInArgs),
-    /// Bring the lab site up for an inventory: a sushy-tools Redfish emulator per node at its
-    /// bmc.address (TLS with a lab CA and Basic auth for https:// BMCs), a network namespace per
-    /// node on a bridge carrying networks.gateway, and a detached site process holding the
-    /// rendezvous and cluster API listeners and watching the BMCs. Clears a stale lab of the same
-    /// state dir first. Needs root and the lab venv (scripts/install-deps.sh).
-    Up(LabUpArgs),
-    /// Take the lab site down: its processes, namespaces and bridge, and the files lab up wrote
-    /// (the inventory's bmc.ca file); the logs stay in the state dir.
-    Down(LabStateArgs),
-    /// Show the lab site: processes, addresses, each BMC's reset count and what the watcher
-    /// last saw of each machine.
-    Status(LabStateArgs),
-    /// The lab site's background process (started by `lab up`). Not for direct use.
-    #[command(hide = true)]
-    SiteRun(LabStateArgs),
-}
-
-/// `bootstrap lab up`.
-#[derive(Debug, Args)]
-pub struct LabUpArgs {
-    /// The inventory directory (site.yaml, nodes.yaml), e.g. inventory/lab.
-    #[arg(long, value_name = "DIR")]
-    pub inventory: PathBuf,
-
-    /// The lab's state.
-    #[command(flatten)]
-    pub state: LabStateArgs,
-
-    /// One step of the simulated install (a host's stage, a cluster status), e.g. 3s, 300ms.
-    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration_ms)]
-    pub step: std::time::Duration,
-
-    /// Make this node's host validation fail for its first steps, as a real one whose NTP is
-    /// not synced yet (the wait stage must print it once).
-    #[arg(long, value_name = "NODE")]
-    pub inject_validation_failure: Option<String>,
-
-    /// Start every node's SSH host at once, as if installed (prep rehearsals and tests without
-    /// an install); otherwise each starts when the simulated install says its node finished.
-    #[arg(long)]
-    pub hosts_up: bool,
-}
-
-/// The lab site's state dir.
-#[derive(Debug, Args)]
-pub struct LabStateArgs {
-    /// The lab site's state dir (its record, logs, certificates, emulator state).
-    #[arg(long, value_name = "DIR", default_value = crate::lab::site::DEFAULT_STATE)]
-    pub state: PathBuf,
-}
-
-/// `bootstrap lab stand-in`.
-#[derive(Debug, Args)]
-pub struct LabStandInArgs {
-    /// openshift-install or oc.
-    #[arg(value_name = "NAME")]
-    pub name: String,
-
-    /// The stand-in script that was run (it carries the pinned release).
-    #[arg(long = "self", value_name = "FILE")]
-    pub self_path: PathBuf,
-
-    /// The arguments the script was given.
-    #[arg(last = true, value_name = "ARGS")]
-    pub args: Vec<String>,
-}
-
-/// `bootstrap lab seed`.
-#[derive(Debug, Args)]
-pub struct LabSeedArgs {
-    /// The lab registry, docker://HOST:PORT (no path: the upstream's repositories are kept).
-    #[arg(value_name = "docker://HOST:PORT")]
-    pub registry_url: String,
-
-    /// Where to write graph.json, seed.json and the modelcar's model directory and layout.
-    #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
 
     /// Registry access.
     #[command(flatten)]

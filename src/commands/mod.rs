@@ -8,7 +8,6 @@ pub mod gitops_check;
 pub mod gitops_init;
 pub mod handoff;
 pub mod install;
-pub mod lab;
 pub mod mirror;
 pub mod model;
 pub mod prep;

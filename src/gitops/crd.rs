@@ -238,18 +238,21 @@ impl PrinterColumn {
     }
 }
 
-/// The Argo CD CRDs OpenShift GitOps installs (Application, AppProject), from `crds/`, parsed
-/// once.
+/// Argo CD's Application CRD as OpenShift GitOps installs it (`crds/application-crd.yaml`),
+/// whole: what `gitops check` validates against, and what the lab's OLM installs.
+pub const APPLICATION_CRD_YAML: &str = include_str!("crds/application-crd.yaml");
+
+/// Argo CD's AppProject CRD as OpenShift GitOps installs it (`crds/appproject-crd.yaml`).
+pub const APPPROJECT_CRD_YAML: &str = include_str!("crds/appproject-crd.yaml");
+
+/// The Argo CD CRDs OpenShift GitOps installs (Application, AppProject), parsed once.
 pub fn argocd_crds() -> Vec<Crd> {
     static CRDS: OnceLock<Vec<Crd>> = OnceLock::new();
     CRDS.get_or_init(|| {
-        [
-            include_str!("crds/application-crd.yaml"),
-            include_str!("crds/appproject-crd.yaml"),
-        ]
-        .iter()
-        .flat_map(|text| Crd::parse_yaml(text).expect("the bundled Argo CD CRDs parse"))
-        .collect()
+        [APPLICATION_CRD_YAML, APPPROJECT_CRD_YAML]
+            .iter()
+            .flat_map(|text| Crd::parse_yaml(text).expect("the bundled Argo CD CRDs parse"))
+            .collect()
     })
     .clone()
 }

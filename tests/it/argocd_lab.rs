@@ -3,11 +3,11 @@
 //! controller acting as OpenShift GitOps' default instance under the store's RBAC. Every wait
 //! is on the store's revision (`Store::changed`), bounded by a generous limit.
 
-use bootstrap::lab::site::argocd::{self, ArgoConfig, CONTROLLER_USER};
-use bootstrap::lab::site::git_server::{git_command, GitAccess, GitServer, GitTls};
-use bootstrap::lab::site::kube::{ObjectRef, Store, WriteOptions};
-use bootstrap::lab::site::pki::LabCa;
 use bootstrap::secret::Secret;
+use bootstrap_lab::site::argocd::{self, ArgoConfig, CONTROLLER_USER};
+use bootstrap_lab::site::git_server::{git_command, GitAccess, GitServer, GitTls};
+use bootstrap_lab::site::kube::{ObjectRef, Store, WriteOptions};
+use bootstrap_lab::site::pki::LabCa;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::path::Path;

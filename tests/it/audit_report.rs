@@ -17,7 +17,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use support::images::SyntheticSet;
-use support::run::{bootstrap, failed, json, ok, repo, write_config};
+use support::run::{bootstrap, failed, json, lab, ok, repo, write_config};
 use support::Registry;
 
 /// An ed25519 key without passphrase, as the mirror operator makes it.
@@ -259,8 +259,7 @@ impl Lab {
         let work = tempfile::tempdir().unwrap();
         let host = upstream.host();
         let seed = work.path().join("seed");
-        ok(&bootstrap(&[
-            "lab",
+        ok(&lab(&[
             "seed",
             &format!("docker://{host}"),
             "--plain-http",

@@ -1,5 +1,5 @@
 //! The boot and wait stages against the lab site: the mirrored lab release and its stand-in
-//! installer (as in install_lab), then `bootstrap lab up` (a real sushy-tools emulator per node,
+//! installer (as in install_lab), then `bootstrap-lab up` (a real sushy-tools emulator per node,
 //! two of them TLS with Basic auth verified against the lab CA, one plain; network namespaces
 //! holding the nodes' addresses; the rendezvous and cluster API stand-ins driven by the
 //! simulator), then `bootstrap install` through wait. These tests use the lab inventory's one

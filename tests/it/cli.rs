@@ -1,7 +1,7 @@
 //! The command line as a user meets it: help text, version, and bad input that must fail fast
 //! with a specific message and leave nothing behind.
 
-use crate::support::run::{bootstrap, failed};
+use crate::support::run::{bootstrap, failed, lab};
 use bootstrap::cli::Cli;
 use clap::CommandFactory;
 
@@ -13,10 +13,16 @@ fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>)
     }
 }
 
-/// The commands a user can run, from the same definition `main` parses with.
+/// The commands a user can run, from the same definitions the two binaries' `main` parse with:
+/// the site's `bootstrap` and the lab's `bootstrap-lab`.
 fn commands() -> Vec<(String, clap::Command)> {
     let mut out = Vec::new();
     walk(&Cli::command(), "bootstrap", &mut out);
+    walk(
+        &bootstrap_lab::cli::Cli::command(),
+        "bootstrap-lab",
+        &mut out,
+    );
     out
 }
 
@@ -52,7 +58,7 @@ fn every_flag_and_subcommand_has_help_text() {
     for leaf in [
         "bootstrap mirror",
         "bootstrap model pack",
-        "bootstrap lab seed",
+        "bootstrap-lab seed",
     ] {
         assert!(
             commands.iter().any(|(p, _)| p == leaf),
@@ -71,7 +77,11 @@ fn version_and_help_list_every_flag() {
     for (path, cmd) in commands() {
         let mut args: Vec<&str> = path.split(' ').skip(1).collect();
         args.push("--help");
-        let help = bootstrap(&args);
+        let help = if path.starts_with("bootstrap-lab") {
+            lab(&args)
+        } else {
+            bootstrap(&args)
+        };
         assert!(help.status.success(), "{path} --help failed");
         let text = String::from_utf8_lossy(&help.stdout);
         for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
@@ -83,6 +93,32 @@ fn version_and_help_list_every_flag() {
             }
         }
     }
+}
+
+/// The site binary carries the site's commands only (issue 25): `bootstrap --help` names no
+/// lab command and `bootstrap lab` is refused.
+#[test]
+fn the_site_binary_has_no_lab_commands() {
+    let help = bootstrap(&["--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for site in ["mirror", "install", "gitops", "release", "serve"] {
+        assert!(
+            text.contains(&format!("  {site} ")),
+            "{site} missing:\n{text}"
+        );
+    }
+    for lab_only in ["lab", "seed", "stand-in", "site-run"] {
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{lab_only} "))),
+            "bootstrap --help lists {lab_only}:\n{text}"
+        );
+    }
+    let err = failed(&bootstrap(&["lab", "seed", "--help"]));
+    assert!(err.contains("unrecognized subcommand 'lab'"), "{err}");
+    // What `bootstrap-lab --help` says is lab/tests/cli.rs's to check.
 }
 
 #[test]

@@ -8,7 +8,7 @@
 
 use crate::support::gitops_lab::GitopsLab;
 use crate::support::run::ok;
-use bootstrap::lab::site::kube::{AuditEvent, ObjectRef};
+use bootstrap_lab::site::kube::{AuditEvent, ObjectRef};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -324,9 +324,9 @@ fn kill_9_during_iso_then_rerun_completes() {
     let unpinned = lab.dir.path().join("openshift-install");
     fs_err::write(
         &unpinned,
-        bootstrap::lab::standin::script(
-            bootstrap::lab::standin::Tool::OpenshiftInstall,
-            Path::new(env!("CARGO_BIN_EXE_bootstrap")),
+        bootstrap_lab::standin::script(
+            bootstrap_lab::standin::Tool::OpenshiftInstall,
+            &support::run::lab_bin(),
             "4.18.3",
         ),
     )

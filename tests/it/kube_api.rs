@@ -4,8 +4,8 @@
 //! server words them. What the hand-off and the Argo CD imitation rely on, checked against the
 //! client every engineer uses.
 
-use bootstrap::lab::site::kube::http::{random_token, serve_loopback, LoopbackApi};
-use bootstrap::lab::site::kube::Store;
+use bootstrap_lab::site::kube::http::{random_token, serve_loopback, LoopbackApi};
+use bootstrap_lab::site::kube::Store;
 use serde_json::Value;
 use std::process::{Command, Output};
 
@@ -18,7 +18,7 @@ impl Lab {
     async fn start() -> Lab {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::lab_cluster().unwrap();
-        bootstrap::lab::site::olm::seed(&store).unwrap();
+        bootstrap_lab::site::olm::seed(&store).unwrap();
         let api = serve_loopback(store, &dir.path().join("api"))
             .await
             .unwrap();

@@ -1,4 +1,4 @@
-//! The lab's SSH hosts (`bootstrap lab up --hosts-up`): a real OpenSSH sshd per node at its
+//! The lab's SSH hosts (`bootstrap-lab up --hosts-up`): a real OpenSSH sshd per node at its
 //! machine-network address, reached with the real OpenSSH client as the `core` user with the
 //! lab's key, each node showing its own fixture (seven GPUs on node 1, irdma on node 2), the
 //! stand-ins behaving as the programs they imitate, writes to a node's /etc staying in the
@@ -85,8 +85,7 @@ fn processes(needle: &str) -> Vec<String> {
         }
         if let Ok(raw) = fs_err::read(format!("/proc/{name}/cmdline")) {
             let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            if line.contains(needle) && bootstrap::lab::site::process::alive(name.parse().unwrap())
-            {
+            if line.contains(needle) && bootstrap_lab::site::process::alive(name.parse().unwrap()) {
                 found.push(format!("{name}: {line}"));
             }
         }

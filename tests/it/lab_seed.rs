@@ -1,4 +1,4 @@
-//! `bootstrap lab seed` against a real Distribution registry: every image the seed names exists
+//! `bootstrap-lab seed` against a real Distribution registry: every image the seed names exists
 //! (read back with the harness's own client, not bootstrap's, and with skopeo), the release
 //! images' image-references list components that all exist by digest, every bundle and related
 //! image of the catalog exists, the update graph selects 4.18.3 as stable-4.18's head, and a
@@ -15,15 +15,14 @@ use bootstrap::openshift::release::{components, IMAGE_REFERENCES};
 use serde_json::Value;
 use std::io::Read;
 use support::client::RegistryClient;
-use support::run::{bootstrap, ok};
+use support::run::{lab, ok};
 use support::Registry;
 
 fn seed(reg: &Registry, out: &std::path::Path) -> Value {
     let host = reg.host();
-    let stdout = ok(&bootstrap(&[
+    let stdout = ok(&lab(&[
         "--output",
         "json",
-        "lab",
         "seed",
         &format!("docker://{host}"),
         "--plain-http",
@@ -190,8 +189,7 @@ fn the_seeded_upstream_is_complete_and_a_rerun_sends_nothing() {
 #[test]
 fn a_bad_registry_url_is_refused_clearly() {
     let out = tempfile::tempdir().unwrap();
-    let o = bootstrap(&[
-        "lab",
+    let o = lab(&[
         "seed",
         "docker://127.0.0.1:5000/mirror",
         "--out",
@@ -199,8 +197,7 @@ fn a_bad_registry_url_is_refused_clearly() {
     ]);
     let err = support::run::failed(&o);
     assert!(err.contains("has a path"), "{err}");
-    let o = bootstrap(&[
-        "lab",
+    let o = lab(&[
         "seed",
         "127.0.0.1:5000",
         "--out",
@@ -221,10 +218,9 @@ fn seeding_a_token_auth_registry_works() {
     let ca = reg.ca_pem().unwrap();
     let host = reg.host();
     let run = || {
-        let stdout = ok(&bootstrap(&[
+        let stdout = ok(&lab(&[
             "--output",
             "json",
-            "lab",
             "seed",
             &format!("docker://{host}"),
             "--authfile",

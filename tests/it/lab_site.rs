@@ -1,4 +1,4 @@
-//! `bootstrap lab up|down|status`: the lab site against the real sushy-tools emulator (the lab
+//! `bootstrap-lab up|down|status`: the lab site against the real sushy-tools emulator (the lab
 //! venv that scripts/install-deps.sh makes) and real network namespaces (the tests run as
 //! root). inventory/lab is copied with free BMC ports, in its shipped plain variant and in the
 //! TLS + Basic auth variant. Every test uses the inventory's one machine network
@@ -178,7 +178,7 @@ fn serve_iso(dir: &Path) -> (IsoServer, String) {
     (IsoServer(child), url)
 }
 
-/// Polls `lab status` until `node`'s observation satisfies `want` (the fake driver applies a
+/// Polls `bootstrap-lab status` until `node`'s observation satisfies `want` (the fake driver applies a
 /// power change 1 to 11 s after the reset).
 fn wait_observation(lab: &Lab, node: &str, want: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
@@ -225,7 +225,7 @@ fn links() -> String {
 }
 
 fn alive(pid: u64) -> bool {
-    bootstrap::lab::site::process::alive(pid as u32)
+    bootstrap_lab::site::process::alive(pid as u32)
 }
 
 /// Every pid lab status shows: the emulators' and the site process's.
@@ -290,7 +290,7 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     assert_eq!(n["observation"]["bootCd"], true);
     let log = fs_err::read_to_string(&lab.record().site.log).unwrap();
     assert!(log.contains(&format!("observation {{\"node\":\"master-1\",\"poweredOn\":true,\"media\":\"{iso_url}\",\"bootCd\":true}}")), "{log}");
-    let resets = bootstrap::lab::site::reset_counts(&lab.state).unwrap();
+    let resets = bootstrap_lab::site::reset_counts(&lab.state).unwrap();
     assert_eq!(
         resets.into_iter().collect::<Vec<_>>(),
         [
@@ -362,7 +362,6 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     );
     assert!(!links().contains(&format!("bsl{id}")), "{}", links());
     assert!(failed(&run_lab(&[
-        "lab",
         "status",
         "--state",
         lab.state.to_str().unwrap()
@@ -468,7 +467,7 @@ fn a_crashed_lab_is_cleared_by_the_next_lab_up() {
         assert_eq!(r.status(), 204);
     });
     assert_eq!(
-        bootstrap::lab::site::reset_counts(&state).unwrap()["master-2"],
+        bootstrap_lab::site::reset_counts(&state).unwrap()["master-2"],
         1
     );
     let site = status["site"]["pid"].as_u64().unwrap();
@@ -483,7 +482,7 @@ fn a_crashed_lab_is_cleared_by_the_next_lab_up() {
     }
     assert!(pids(&status).iter().all(|p| alive(*p)));
     assert_eq!(
-        bootstrap::lab::site::reset_counts(&state).unwrap()["master-2"],
+        bootstrap_lab::site::reset_counts(&state).unwrap()["master-2"],
         0
     );
     drop(again);
@@ -499,7 +498,6 @@ fn a_ca_file_lab_up_did_not_write_is_left_alone() {
     fs_err::write(&ca_file, "the site's own CA\n").unwrap();
     let state = dir.path().join("state");
     let err = failed(&run_lab(&[
-        "lab",
         "up",
         "--inventory",
         inv.to_str().unwrap(),
@@ -514,6 +512,6 @@ fn a_ca_file_lab_up_did_not_write_is_left_alone() {
         fs_err::read_to_string(&ca_file).unwrap(),
         "the site's own CA\n"
     );
-    let id = bootstrap::lab::site::lab_id(&state);
+    let id = bootstrap_lab::site::lab_id(&state);
     assert!(!namespaces().contains(&format!("bsl-{id}-")));
 }

@@ -6,8 +6,8 @@
 //! cannot write ResourceQuotas; the OperatorHub's `disableAllDefaultSources` removes the
 //! default sources. Every wait is on the store's changes, with a generous limit.
 
-use bootstrap::lab::site::kube::{ObjectRef, Store, WriteOptions};
-use bootstrap::lab::site::olm::{self, OlmConfig};
+use bootstrap_lab::site::kube::{ObjectRef, Store, WriteOptions};
+use bootstrap_lab::site::olm::{self, OlmConfig};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -296,13 +296,13 @@ fn completed_plan<'a>(store: &Store, status: &'a Value) -> &'a str {
 /// phase writes, each by its controller.
 fn audit_order(store: &Store, plan_name: &str) {
     let audit = store.audit();
-    let first = |pred: &dyn Fn(&bootstrap::lab::site::kube::AuditEvent) -> bool| {
+    let first = |pred: &dyn Fn(&bootstrap_lab::site::kube::AuditEvent) -> bool| {
         audit
             .iter()
             .position(|e| e.code < 300 && pred(e))
             .expect("no such call")
     };
-    let writes = |e: &bootstrap::lab::site::kube::AuditEvent| e.verb != "get" && e.verb != "list";
+    let writes = |e: &bootstrap_lab::site::kube::AuditEvent| e.verb != "get" && e.verb != "list";
     let sub = first(&|e| writes(e) && e.kind == "Subscription" && e.subresource.is_none());
     let plan =
         first(&|e| writes(e) && e.kind == "InstallPlan" && e.name.as_deref() == Some(plan_name));

@@ -1,7 +1,7 @@
 //! OpenShift content end to end, against real Distribution registries: release payloads chosen
 //! from an update graph and expanded through their image-references, operator catalogs read,
 //! filtered by each selection rule and rebuilt, and the cluster resources that map it all. The
-//! upstream is what `bootstrap lab seed` builds (see docs/lab.md), so every expectation below
+//! upstream is what `bootstrap-lab seed` builds (see docs/lab.md), so every expectation below
 //! names the seeded content.
 
 use crate::support;
@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use support::client::{BlobSource, RegistryClient};
-use support::run::{bootstrap, failed, json, ok};
+use support::run::{bootstrap, failed, json, lab, ok};
 use support::{block_on, Registry};
 
 /// A seeded upstream registry and a scratch directory.
@@ -27,8 +27,7 @@ impl Lab {
         let dir = tempfile::tempdir().unwrap();
         let host = upstream.host();
         let out = dir.path().join("seed");
-        let o = bootstrap(&[
-            "lab",
+        let o = lab(&[
             "seed",
             &format!("docker://{host}"),
             "--plain-http",
@@ -662,9 +661,9 @@ fn kubectl_dry_run_apply(dir: &Path) -> String {
         .build()
         .unwrap();
     let work = tempfile::tempdir().unwrap();
-    let store = bootstrap::lab::site::kube::Store::lab_cluster().unwrap();
+    let store = bootstrap_lab::site::kube::Store::lab_cluster().unwrap();
     let api = rt
-        .block_on(bootstrap::lab::site::kube::http::serve_loopback(
+        .block_on(bootstrap_lab::site::kube::http::serve_loopback(
             store,
             &work.path().join("api"),
         ))

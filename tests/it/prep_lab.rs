@@ -1,4 +1,4 @@
-//! `bootstrap prep` against the lab's real sshd hosts (`bootstrap lab up --hosts-up`): the
+//! `bootstrap prep` against the lab's real sshd hosts (`bootstrap-lab up --hosts-up`): the
 //! hardware verdict per node (seven GPUs on master-1, irdma on master-2, one line each), the
 //! facts pinned by golden files, host keys learned then enforced, the shipped playbooks clean
 //! twice (the second time with no change) and unchanged under ansible-playbook, every module

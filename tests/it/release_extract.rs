@@ -186,9 +186,9 @@ fn a_flipped_byte_in_the_layer_is_refused_naming_the_layer() {
 /// Pushes to `registry` a release (`bad/openshift/release-images`) whose only component,
 /// `installer`, carries `binary` as `usr/bin/openshift-install`; returns the release by digest.
 fn push_release_with_installer(registry: &Registry, binary: Vec<u8>) -> String {
-    use bootstrap::lab::image::{build, File, ImageSpec};
-    use bootstrap::lab::push::Pusher;
     use bootstrap::oci::registry::{Registries, RegistryOptions};
+    use bootstrap_lab::image::{build, File, ImageSpec};
+    use bootstrap_lab::push::Pusher;
     let host = registry.host();
     let installer = build(
         "bad/openshift/release",
@@ -371,12 +371,12 @@ fn the_installer_stand_in_makes_an_agent_iso() {
 /// an unpinned installer would install the wrong release.
 #[test]
 fn an_unpinned_stand_in_refuses_to_start() {
-    use bootstrap::lab::standin::{script, Tool};
+    use bootstrap_lab::standin::{script, Tool};
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("openshift-install");
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_bootstrap"));
-    fs_err::write(&path, script(Tool::OpenshiftInstall, bin, "4.18.3")).unwrap();
+    let bin = support::run::lab_bin();
+    fs_err::write(&path, script(Tool::OpenshiftInstall, &bin, "4.18.3")).unwrap();
     fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = std::process::Command::new(&path)
         .arg("version")

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bootstrap::hostprep::known_hosts::KnownHosts;
 use bootstrap::hostprep::ssh::{Endpoint, KeySource, SshConfig, SshHost};
 use bootstrap::hostprep::{Exec, Remote, RemoteError};
-use bootstrap::lab::site::sshd::{Sshd, SshdSpec};
+use bootstrap_lab::site::sshd::{Sshd, SshdSpec};
 
 use crate::support::labsite::free_ports;
 

@@ -1,5 +1,5 @@
 //! `mirror.platform.graph: true` end to end: the lab's release channel mirrored with the update
-//! graph data image built as oc-mirror builds it (the graph data tarball, which `bootstrap lab
+//! graph data image built as oc-mirror builds it (the graph data tarball, which `bootstrap-lab
 //! seed` writes, as one layer on every platform of the base image, with the command that copies
 //! it for the Update Service), and `cluster-resources/updateService.yaml` naming it and the
 //! release repository.
@@ -35,8 +35,7 @@ fn the_graph_image_is_built_on_every_base_platform_and_the_update_service_writte
     let host = lab.host();
     let dir = tempfile::tempdir().unwrap();
     let seed = dir.path().join("seed");
-    ok(&bootstrap(&[
-        "lab",
+    ok(&support::run::lab(&[
         "seed",
         &format!("docker://{host}"),
         "--plain-http",

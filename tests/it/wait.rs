@@ -6,8 +6,8 @@
 
 use bootstrap::install::stage::wait::{WaitFailure, WaitResult, WaitView, Watch};
 use bootstrap::install::WaitLimits;
-use bootstrap::lab::site::simulator::{Observation, Simulator, SimulatorConfig};
 use bootstrap::openshift::assisted::{self, ApiError};
+use bootstrap_lab::site::simulator::{Observation, Simulator, SimulatorConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -127,8 +127,8 @@ impl LabInstall {
 /// The lab's rendered configs through the installer stand-in (pinned as extraction pins it):
 /// `work/` holds the ISO, rendezvousIP, auth/kubeconfig and the state file.
 fn make_iso(scratch: &Path, work: &Path) {
-    use bootstrap::lab::standin::{run, script, Tool};
     use bootstrap::openshift::pin;
+    use bootstrap_lab::standin::{run, script, Tool};
     let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/render/lab");
     fs_err::create_dir_all(work).unwrap();
     for f in ["install-config.yaml", "agent-config.yaml"] {

@@ -246,7 +246,7 @@ fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
             } else if let Some(ca) = &b.ca {
                 let path = inv.resolve(&ca.file);
                 Trust::Ca(fs_err::read(&path).with_context(|| {
-                    format!("{at}.ca: reading the BMC's CA (lab: `bootstrap lab up` writes it)")
+                    format!("{at}.ca: reading the BMC's CA (lab: `bootstrap-lab up` writes it)")
                 })?)
             } else if let Some(fp) = &b.fingerprint {
                 Trust::Fingerprint(redfish::parse_fingerprint(fp).ok_or_else(|| {

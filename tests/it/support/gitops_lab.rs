@@ -6,15 +6,15 @@
 //! `cluster-resources/` holding the lab catalog's CatalogSource. Everything stops on drop.
 
 use super::run::{copy_dir, ok};
-use bootstrap::lab::site::argocd::{self, ArgoConfig};
-use bootstrap::lab::site::git_server::{GitServer, GitTls};
-use bootstrap::lab::site::kube::http::{serve_loopback, LoopbackApi};
-use bootstrap::lab::site::kube::{AuditEvent, Store};
-use bootstrap::lab::site::olm::{self, OlmConfig};
-use bootstrap::lab::site::pki::LabCa;
 use bootstrap::oci::reference::ImageRef;
 use bootstrap::openshift::cluster::ClusterResources;
 use bootstrap::secret::Secret;
+use bootstrap_lab::site::argocd::{self, ArgoConfig};
+use bootstrap_lab::site::git_server::{GitServer, GitTls};
+use bootstrap_lab::site::kube::http::{serve_loopback, LoopbackApi};
+use bootstrap_lab::site::kube::{AuditEvent, Store};
+use bootstrap_lab::site::olm::{self, OlmConfig};
+use bootstrap_lab::site::pki::LabCa;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 
 use super::Registry;
 
-/// `bootstrap lab seed` into `upstream` (a plain-HTTP registry), its files under `dir/seed`;
+/// `bootstrap-lab seed` into `upstream` (a plain-HTTP registry), its files under `dir/seed`;
 /// returns that folder (graph.json, seed.json).
 pub fn seed(upstream: &Registry, dir: &Path) -> PathBuf {
     let seed = dir.join("seed");
-    super::run::ok(&super::run::bootstrap(&[
-        "lab",
+    super::run::ok(&super::run::lab(&[
         "seed",
         &format!("docker://{}", upstream.host()),
         "--plain-http",
@@ -76,7 +75,7 @@ pub fn site_inventory(dir: &Path, site: &Registry, record: &Path, version: &str)
 }
 
 /// The lab inventory's three BMCs (127.0.0.1:8001..8003) moved to `ports`, and the TLS ones
-/// verified against the lab CA that `bootstrap lab up` writes to secrets/bmc-ca.pem instead of
+/// verified against the lab CA that `bootstrap-lab up` writes to secrets/bmc-ca.pem instead of
 /// the shipped opt-out, as on a site. Returns the BMC base URLs, in node order.
 pub fn site_bmcs(inventory: &Path, ports: &[u16]) -> Vec<String> {
     let path = inventory.join("nodes.yaml");
@@ -160,7 +159,7 @@ pub fn venv() -> String {
 
 /// `bootstrap ARGS` told where the lab venv is.
 pub fn run_lab(args: &[&str]) -> std::process::Output {
-    super::run::command(args)
+    super::run::lab_command(args)
         .env("BOOTSTRAP_LAB_VENV", venv())
         .output()
         .unwrap()
@@ -192,7 +191,7 @@ pub fn lab_prep(inventory: &Path, site_lines: &mut Vec<String>) {
     site_lines.insert(at + 1, format!("  playbooks:\n{}", playbooks.join("\n")));
 }
 
-/// A lab site brought up by a test (`bootstrap lab up`), taken down when the test ends however
+/// A lab site brought up by a test (`bootstrap-lab up`), taken down when the test ends however
 /// it ends.
 pub struct SiteLab {
     /// Its state dir.
@@ -202,10 +201,9 @@ pub struct SiteLab {
 }
 
 impl SiteLab {
-    /// `lab up --inventory INV --state STATE EXTRA... --output json`: the guard and the status.
+    /// `bootstrap-lab up --inventory INV --state STATE EXTRA... --output json`: the guard and the status.
     pub fn up(inv: &Path, state: &Path, extra: &[&str]) -> (SiteLab, serde_json::Value) {
         let mut args = vec![
-            "lab",
             "up",
             "--inventory",
             inv.to_str().unwrap(),
@@ -224,19 +222,18 @@ impl SiteLab {
         (lab, status)
     }
 
-    /// `lab status --output json`.
+    /// `bootstrap-lab status --output json`.
     pub fn status(&self) -> serde_json::Value {
         self.json("status")
     }
 
-    /// `lab down --output json`.
+    /// `bootstrap-lab down --output json`.
     pub fn down(&self) -> serde_json::Value {
         self.json("down")
     }
 
     fn json(&self, command: &str) -> serde_json::Value {
         let o = run_lab(&[
-            "lab",
             command,
             "--state",
             self.state.to_str().unwrap(),
@@ -247,8 +244,8 @@ impl SiteLab {
     }
 
     /// `STATE/site.json`.
-    pub fn record(&self) -> bootstrap::lab::site::SiteRecord {
-        bootstrap::lab::site::SiteRecord::read(&self.state).unwrap()
+    pub fn record(&self) -> bootstrap_lab::site::SiteRecord {
+        bootstrap_lab::site::SiteRecord::read(&self.state).unwrap()
     }
 
     /// Each node's reset count, as its emulator logged the resets.
@@ -269,6 +266,6 @@ impl SiteLab {
 
 impl Drop for SiteLab {
     fn drop(&mut self) {
-        let _ = run_lab(&["lab", "down", "--state", self.state.to_str().unwrap()]);
+        let _ = run_lab(&["down", "--state", self.state.to_str().unwrap()]);
     }
 }

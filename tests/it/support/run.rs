@@ -6,15 +6,46 @@ use std::process::{Command, Output};
 
 use super::images::PushedImage;
 
-/// The command for the binary under test, environment cleaned; add args and run it.
-pub fn command(args: &[&str]) -> Command {
-    // Test binaries know the binary at compile time; examples sharing this module (the bench,
-    // the rehearsal) are told with BOOTSTRAP_BIN.
-    let bin = option_env!("CARGO_BIN_EXE_bootstrap")
+/// The `bootstrap` binary under test. Test binaries know it at compile time; examples sharing
+/// this module (the bench, the rehearsal) are told with BOOTSTRAP_BIN.
+pub fn bootstrap_bin() -> PathBuf {
+    option_env!("CARGO_BIN_EXE_bootstrap")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("BOOTSTRAP_BIN").map(PathBuf::from))
-        .expect("the bootstrap binary: set BOOTSTRAP_BIN");
-    let mut cmd = Command::new(bin);
+        .expect("the bootstrap binary: set BOOTSTRAP_BIN")
+}
+
+/// The `bootstrap-lab` binary: BOOTSTRAP_LAB_BIN, else beside `bootstrap` in the same target
+/// folder (the lab crate is a member of the workspace, so `cargo build` and `cargo nextest run`
+/// at the root build both; cargo tells a package's tests only its own binaries).
+pub fn lab_bin() -> PathBuf {
+    let bin = std::env::var_os("BOOTSTRAP_LAB_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| bootstrap_bin().with_file_name("bootstrap-lab"));
+    assert!(
+        bin.is_file(),
+        "{} is missing: build the lab too (`cargo build --workspace`, or set BOOTSTRAP_LAB_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+/// The command for the binary under test, environment cleaned; add args and run it.
+pub fn command(args: &[&str]) -> Command {
+    clean(Command::new(bootstrap_bin()), args)
+}
+
+/// The command for `bootstrap-lab`, environment cleaned as [`command`]'s.
+pub fn lab_command(args: &[&str]) -> Command {
+    clean(Command::new(lab_bin()), args)
+}
+
+/// Runs `bootstrap-lab` with `args` to completion.
+pub fn lab(args: &[&str]) -> Output {
+    lab_command(args).output().expect("running bootstrap-lab")
+}
+
+fn clean(mut cmd: Command, args: &[&str]) -> Command {
     // Files a run writes by default (status, record, working directory) land in the
     // temporary directory, never in the source tree the tests run from.
     cmd.args(args)

@@ -1,0 +1,415 @@
+//! The lab's OpenShift release payloads and their update graph.
+//!
+//! Four 4.18 z-streams, each a release image (`openshift-release-dev/ocp-release:<v>-x86_64`)
+//! whose `release-manifests/image-references` names its components by digest in
+//! `openshift-release-dev/ocp-v4.0-art-dev`, as Red Hat's payloads do. Most components are the
+//! same image in every version; a few (the ones that really change with every z-stream) differ,
+//! so mirroring two releases deduplicates the rest. The graph lists 4.18.1-4.18.3 in
+//! candidate, fast and stable, and 4.18.4 in candidate only.
+
+use super::image::{self, commit_id, filler, File, Image, ImageSpec};
+use anyhow::Result;
+use bootstrap::openshift::graph::CHANNELS_KEY;
+use bootstrap::openshift::release::IMAGE_REFERENCES;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Repository of the release images.
+pub const RELEASE_REPO: &str = "openshift-release-dev/ocp-release";
+/// Repository of the component images.
+pub const COMPONENT_REPO: &str = "openshift-release-dev/ocp-v4.0-art-dev";
+/// Where `release-metadata` lives inside the release image.
+pub const RELEASE_METADATA: &str = "release-manifests/release-metadata";
+
+/// One z-stream of the lab.
+pub struct VersionDef {
+    /// Version.
+    pub version: &'static str,
+    /// Channels listing it.
+    pub channels: &'static [&'static str],
+    /// Versions that upgrade directly to it.
+    pub previous: &'static [&'static str],
+    /// Its errata.
+    pub errata: &'static str,
+}
+
+const GA: &[&str] = &["candidate-4.18", "fast-4.18", "stable-4.18"];
+
+/// The lab's releases, lowest first.
+pub const VERSIONS: &[VersionDef] = &[
+    VersionDef {
+        version: "4.18.1",
+        channels: GA,
+        previous: &[],
+        errata: "RHSA-2025:1120",
+    },
+    VersionDef {
+        version: "4.18.2",
+        channels: GA,
+        previous: &["4.18.1"],
+        errata: "RHBA-2025:1904",
+    },
+    VersionDef {
+        version: "4.18.3",
+        channels: GA,
+        previous: &["4.18.1", "4.18.2"],
+        errata: "RHBA-2025:2230",
+    },
+    VersionDef {
+        version: "4.18.4",
+        channels: &["candidate-4.18"],
+        previous: &["4.18.2", "4.18.3"],
+        errata: "RHBA-2025:2705",
+    },
+];
+
+/// A component: its tag name in the payload, its source repository under
+/// github.com/openshift, whether it is rebuilt for every z-stream, and its size in KiB.
+struct ComponentDef(&'static str, &'static str, bool, usize);
+
+const COMPONENTS: &[ComponentDef] = &[
+    ComponentDef("agent-installer-utils", "agent-installer-utils", false, 16),
+    ComponentDef("cli", "oc", false, 24),
+    ComponentDef("cluster-etcd-operator", "cluster-etcd-operator", false, 12),
+    ComponentDef(
+        "cluster-ingress-operator",
+        "cluster-ingress-operator",
+        false,
+        12,
+    ),
+    ComponentDef(
+        "cluster-kube-apiserver-operator",
+        "cluster-kube-apiserver-operator",
+        false,
+        12,
+    ),
+    ComponentDef(
+        "cluster-network-operator",
+        "cluster-network-operator",
+        false,
+        12,
+    ),
+    ComponentDef(
+        "cluster-version-operator",
+        "cluster-version-operator",
+        true,
+        16,
+    ),
+    ComponentDef("console", "console", false, 32),
+    ComponentDef("coredns", "coredns", false, 8),
+    ComponentDef("etcd", "etcd", false, 16),
+    ComponentDef("haproxy-router", "router", false, 12),
+    ComponentDef("hyperkube", "kubernetes", false, 48),
+    ComponentDef("installer", "installer", true, 32),
+    ComponentDef("kube-proxy", "sdn", false, 8),
+    ComponentDef("machine-os-images", "machine-os-images", true, 64),
+    ComponentDef(
+        "machine-config-operator",
+        "machine-config-operator",
+        true,
+        16,
+    ),
+    ComponentDef("multus-cni", "multus-cni", false, 8),
+    ComponentDef("must-gather", "must-gather", false, 4),
+    ComponentDef("oauth-server", "oauth-server", false, 8),
+    ComponentDef("ovn-kubernetes", "ovn-kubernetes", false, 24),
+    ComponentDef("pod", "kubernetes", false, 4),
+    ComponentDef("rhel-coreos", "os", true, 96),
+    ComponentDef("tools", "oc", false, 16),
+];
+
+/// A built release: its image and its components (tag name -> image).
+pub struct Release {
+    /// The version's definition.
+    pub def: &'static VersionDef,
+    /// The release image.
+    pub image: Image,
+    /// Components by tag name.
+    pub components: BTreeMap<String, Image>,
+}
+
+/// Builds every release and its components for registry `host`. Components shared between
+/// versions are the same [`Image`] (same digest). The `installer` and `cli` components carry
+/// stand-ins that hand over to `stand_in` (this `bootstrap-lab` binary; see [`super::standin`]).
+pub fn build(host: &str, stand_in: &Path) -> Result<Vec<Release>> {
+    let mut cache: BTreeMap<String, Image> = BTreeMap::new();
+    let mut out = Vec::new();
+    for def in VERSIONS {
+        let mut components = BTreeMap::new();
+        for c in COMPONENTS {
+            let build_of = if c.2 { def.version } else { "4.18" };
+            let key = format!("{}@{build_of}", c.0);
+            let img = match cache.get(&key) {
+                Some(img) => img.clone(),
+                None => {
+                    let img = component(c, build_of, stand_in)?;
+                    cache.insert(key, img.clone());
+                    img
+                }
+            };
+            components.insert(c.0.to_string(), img);
+        }
+        let image = release_image(host, def, &components)?;
+        out.push(Release {
+            def,
+            image,
+            components,
+        });
+    }
+    Ok(out)
+}
+
+fn component(c: &ComponentDef, build_of: &str, stand_in: &Path) -> Result<Image> {
+    let ComponentDef(name, repo, _, kib) = *c;
+    let commit = commit_id(&format!("{repo}@{build_of}"));
+    let source = format!("https://github.com/openshift/{repo}");
+    let about =
+        format!("component: {name}\nbuild: {build_of}\nsource: {source}\ncommit: {commit}\n");
+    let spec = ImageSpec {
+        labels: [
+            ("io.openshift.build.commit.id", commit.as_str()),
+            ("io.openshift.build.source-location", source.as_str()),
+            ("io.k8s.display-name", name),
+            (
+                "io.openshift.release.operator",
+                if name.ends_with("-operator") {
+                    "true"
+                } else {
+                    "false"
+                },
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        entrypoint: vec![format!("/{}", binary_path(name))],
+        layers: vec![vec![
+            File::new(format!("usr/share/openshift/{name}/build-info"), about),
+            File::executable(
+                binary_path(name),
+                binary(name, build_of, kib * 1024, stand_in),
+            ),
+        ]],
+        ..Default::default()
+    };
+    image::build(COMPONENT_REPO, None, &spec)
+}
+
+/// Where a component's binary sits: the release tools where `oc adm release extract` looks for
+/// them (`usr/bin/oc` in `cli`, `usr/bin/openshift-install` in `installer`), others by name.
+fn binary_path(name: &str) -> String {
+    match name {
+        "cli" => "usr/bin/oc".to_string(),
+        "installer" => "usr/bin/openshift-install".to_string(),
+        _ => format!("usr/bin/{name}"),
+    }
+}
+
+/// A component's binary: `len` filler bytes, except the release tools (`cli`, `installer`),
+/// which are the lab stand-ins, with the release placeholders extraction pins.
+fn binary(name: &str, build_of: &str, len: usize, stand_in: &Path) -> Vec<u8> {
+    match name {
+        "cli" => super::standin::script(super::standin::Tool::Oc, stand_in, build_of),
+        "installer" => {
+            super::standin::script(super::standin::Tool::OpenshiftInstall, stand_in, build_of)
+        }
+        _ => filler(&format!("{name}@{build_of}"), len),
+    }
+}
+
+/// The `image-references` ImageStream of a release, in the format `oc adm release new` writes.
+pub fn image_references(
+    host: &str,
+    version: &str,
+    components: &BTreeMap<String, Image>,
+) -> serde_json::Value {
+    let tags: Vec<serde_json::Value> = COMPONENTS
+        .iter()
+        .map(|c| {
+            let img = &components[c.0];
+            let build_of = if c.2 { version } else { "4.18" };
+            json!({
+                "name": c.0,
+                "annotations": {
+                    "io.openshift.build.commit.id": commit_id(&format!("{}@{build_of}", c.1)),
+                    "io.openshift.build.commit.ref": "",
+                    "io.openshift.build.source-location": format!("https://github.com/openshift/{}", c.1),
+                },
+                "from": {"kind": "DockerImage", "name": img.pinned(host)},
+                "generation": null,
+                "importPolicy": {},
+                "referencePolicy": {"type": ""},
+            })
+        })
+        .collect();
+    json!({
+        "kind": "ImageStream",
+        "apiVersion": "image.openshift.io/v1",
+        "metadata": {
+            "name": version,
+            "creationTimestamp": null,
+            "annotations": {"release.openshift.io/from-image-stream": "ocp/4.18-art-latest"},
+        },
+        "spec": {"lookupPolicy": {"local": false}, "tags": tags},
+        "status": {"dockerImageRepository": ""},
+    })
+}
+
+fn errata_url(def: &VersionDef) -> String {
+    format!("https://access.redhat.com/errata/{}", def.errata)
+}
+
+fn release_image(
+    host: &str,
+    def: &VersionDef,
+    components: &BTreeMap<String, Image>,
+) -> Result<Image> {
+    let references = image_references(host, def.version, components);
+    let metadata = json!({
+        "kind": "cincinnati-metadata-v0",
+        "version": def.version,
+        "previous": def.previous,
+        "metadata": {"url": errata_url(def)},
+    });
+    let spec = ImageSpec {
+        labels: [("io.openshift.release".to_string(), def.version.to_string())].into(),
+        entrypoint: vec!["/usr/bin/cluster-version-operator".into()],
+        layers: vec![vec![
+            File::new(
+                "release-manifests/0000_00_cluster-version-operator_00_namespace.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: openshift-cluster-version\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n",
+            ),
+            File::new(IMAGE_REFERENCES, serde_json::to_vec_pretty(&references)?),
+            File::new(RELEASE_METADATA, serde_json::to_vec_pretty(&metadata)?),
+        ]],
+        ..Default::default()
+    };
+    image::build(
+        RELEASE_REPO,
+        Some(&format!("{}-x86_64", def.version)),
+        &spec,
+    )
+}
+
+/// The update graph (Cincinnati JSON) of `releases`: a node per release, an edge from every
+/// `previous` version.
+pub fn graph(host: &str, releases: &[Release]) -> serde_json::Value {
+    let index: BTreeMap<&str, usize> = releases
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.def.version, i))
+        .collect();
+    let nodes: Vec<serde_json::Value> = releases
+        .iter()
+        .map(|r| {
+            json!({
+                "version": r.def.version,
+                "payload": format!("{host}/{RELEASE_REPO}@{}", r.image.digest()),
+                "metadata": {
+                    CHANNELS_KEY: r.def.channels.join(","),
+                    "io.openshift.upgrades.graph.release.manifestref": r.image.digest().to_string(),
+                    "url": errata_url(r.def),
+                },
+            })
+        })
+        .collect();
+    let mut edges = Vec::new();
+    for (to, r) in releases.iter().enumerate() {
+        for p in r.def.previous {
+            if let Some(from) = index.get(p) {
+                edges.push(json!([from, to]));
+            }
+        }
+    }
+    json!({"nodes": nodes, "edges": edges, "conditionalEdges": []})
+}
+
+/// The update graph data of `releases` as oc-mirror downloads it for `platform.graph`: a
+/// gzip-compressed tarball shaped like cincinnati-graph-data, one `channels/NAME.yaml` per
+/// channel listing its versions. Deterministic (no times, root owner).
+pub fn graph_data(releases: &[Release]) -> Result<Vec<u8>> {
+    let mut channels: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for r in releases {
+        for c in r.def.channels {
+            channels.entry(c).or_default().push(r.def.version);
+        }
+    }
+    let mut files: Vec<File> = channels
+        .iter()
+        .map(|(name, versions)| {
+            let list: String = versions.iter().map(|v| format!("- {v}\n")).collect();
+            File::new(
+                format!("channels/{name}.yaml"),
+                format!("name: {name}\nversions:\n{list}").into_bytes(),
+            )
+        })
+        .collect();
+    files.push(File::new("version", "1.2.0\n"));
+    Ok(image::tar_gz(&files)?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bootstrap::openshift::graph::{ChannelQuery, Graph};
+
+    const HOST: &str = "127.0.0.1:5000";
+
+    fn channel<'a>(name: &'a str, min: Option<&'a str>, max: Option<&'a str>) -> ChannelQuery<'a> {
+        ChannelQuery {
+            name,
+            min_version: min,
+            max_version: max,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_graph_parses_and_channels_select_their_heads() {
+        let releases = build(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
+        let bytes = serde_json::to_vec(&graph(HOST, &releases)).unwrap();
+        let g = Graph::from_json(&bytes, "graph.json").unwrap();
+        let versions = |ch: ChannelQuery<'_>| -> Vec<String> {
+            g.releases(&ch, "mirror.platform.channels[0]")
+                .unwrap()
+                .into_iter()
+                .map(|r| r.version.to_string())
+                .collect()
+        };
+        assert_eq!(versions(channel("stable-4.18", None, None)), ["4.18.3"]);
+        assert_eq!(versions(channel("candidate-4.18", None, None)), ["4.18.4"]);
+        assert_eq!(
+            versions(channel("stable-4.18", Some("4.18.2"), Some("4.18.3"))),
+            ["4.18.2", "4.18.3"]
+        );
+        let head = &g
+            .releases(&channel("stable-4.18", None, None), "x")
+            .unwrap()[0];
+        assert_eq!(
+            head.payload,
+            format!("{HOST}/{RELEASE_REPO}@{}", releases[2].image.digest())
+        );
+    }
+
+    #[test]
+    fn image_references_list_the_components_by_digest() {
+        let releases = build(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
+        let doc = image_references(HOST, "4.18.3", &releases[2].components);
+        let bytes = serde_json::to_vec(&doc).unwrap();
+        let parsed =
+            bootstrap::openshift::release::components(&bytes, "ocp-release:4.18.3").unwrap();
+        assert_eq!(parsed.len(), COMPONENTS.len());
+        for c in &parsed {
+            assert_eq!(
+                c.image.digest.as_ref(),
+                Some(releases[2].components[&c.name].digest())
+            );
+        }
+        // Shared components are the same image in every version; per-version ones differ.
+        let (a, b) = (&releases[0].components, &releases[2].components);
+        assert_eq!(a["etcd"].digest(), b["etcd"].digest());
+        assert_ne!(a["installer"].digest(), b["installer"].digest());
+        assert_ne!(releases[0].image.digest(), releases[2].image.digest());
+    }
+}
