@@ -1,5 +1,9 @@
 //! bootstrap: the library behind the `bootstrap` command. Every command's work lives here;
 //! `main.rs` only parses arguments and dispatches.
+//!
+//! The rehearsal lab (the `bootstrap-lab` crate in `lab/`) is built on this library's public
+//! API and nothing here depends on it. What the lab uses is listed in docs/architecture.md
+//! ("What the lab uses of the site library"): changing one of those items changes the lab.
 
 pub mod audit;
 pub mod bounded;

@@ -10,7 +10,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::support::labsite::{lab_inventory, lab_prep, run_lab, venv, SiteLab as Lab};
+use crate::support::labsite::{lab_inventory, lab_prep, run_site, venv, SiteLab as Lab};
 use crate::support::run::repo;
 
 /// A copy of the lab inventory whose prep runs the shipped playbooks with the lab's key.
@@ -39,7 +39,7 @@ fn prep(inv: &Path, run: &Path, extra: &[&str]) -> (Output, Value) {
         "json",
     ];
     args.extend_from_slice(extra);
-    let out = run_lab(&args);
+    let out = run_site(&args);
     let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{e}: {}\n{}",

@@ -157,9 +157,18 @@ pub fn venv() -> String {
     })
 }
 
-/// `bootstrap ARGS` told where the lab venv is.
+/// `bootstrap-lab ARGS` told where the lab venv is (lab up starts sushy-tools from it).
 pub fn run_lab(args: &[&str]) -> std::process::Output {
     super::run::lab_command(args)
+        .env("BOOTSTRAP_LAB_VENV", venv())
+        .output()
+        .unwrap()
+}
+
+/// Runs `bootstrap ARGS` (the site binary) with the lab venv, as the lab's prep runs it
+/// (ansible-playbook is there).
+pub fn run_site(args: &[&str]) -> std::process::Output {
+    super::run::command(args)
         .env("BOOTSTRAP_LAB_VENV", venv())
         .output()
         .unwrap()
