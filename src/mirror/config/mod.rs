@@ -23,13 +23,13 @@
 //! [`ImageSetConfig::location`] and [`ConfigError::at`].
 //!
 //! The parts: this file (the parsed configuration, its locations and entries), `error.rs`
-//! (what is reported), `load.rs` (reading a file), `schema.rs` (the fields), `validate.rs`
+//! (what is reported), `read.rs` (reading a file), `schema.rs` (the fields), `validate.rs`
 //! (the rules), `platforms.rs` (what each image keeps of a multi-arch index) and `support.rs`
 //! (what this version can mirror).
 
 mod error;
-mod load;
 mod platforms;
+mod read;
 mod schema;
 mod support;
 #[cfg(test)]
@@ -38,7 +38,7 @@ mod validate;
 
 pub use crate::yaml::{Location, Problem};
 pub use error::ConfigError;
-pub use load::{load, parse};
+pub use read::{load, parse};
 pub use schema::{
     AdditionalImage, BlockedImage, Helm, HelmChart, HelmRepository, IncludeChannel, IncludePackage,
     Mirror, Operator, Platform, PlatformFilter, PlatformType, ReleaseChannel, SampleImage,
