@@ -178,13 +178,34 @@ impl std::fmt::Display for DryRun {
                 platforms_note(img)
             )?;
         }
-        for r in &self.releases {
+        self.write_content(f)?;
+        for img in &self.failed {
+            writeln!(f, "FAILED {}: {}", img.source, img.error)?;
+        }
+        if !self.failed.is_empty() {
             writeln!(
                 f,
-                "release {} ({}): {} components, {}",
-                r.version, r.arch, r.components, r.image
+                "{} images could not be resolved and are not in this plan",
+                self.failed.len()
             )?;
         }
+        writeln!(
+            f,
+            "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",
+            self.images.len(),
+            self.blobs,
+            human_bytes(self.bytes_total),
+            human_bytes(self.bytes_to_send)
+        )?;
+        writeln!(f, "plan: {}", self.plan_file.display())
+    }
+}
+
+impl DryRun {
+    /// The lines about content beyond images: releases, the bundles kept per catalog and
+    /// package, charts (with their warnings), the graph image.
+    fn write_content(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        super::report::write_releases(f, &self.releases)?;
         for c in &self.catalogs {
             for (package, bundles) in &c.bundles {
                 writeln!(
@@ -220,25 +241,7 @@ impl std::fmt::Display for DryRun {
                 g.destination, g.base_image, g.data_url
             )?;
         }
-        for img in &self.failed {
-            writeln!(f, "FAILED {}: {}", img.source, img.error)?;
-        }
-        if !self.failed.is_empty() {
-            writeln!(
-                f,
-                "{} images could not be resolved and are not in this plan",
-                self.failed.len()
-            )?;
-        }
-        writeln!(
-            f,
-            "dry run: {} images, {} unique blobs, {} in all, at most {} to send; nothing was copied",
-            self.images.len(),
-            self.blobs,
-            human_bytes(self.bytes_total),
-            human_bytes(self.bytes_to_send)
-        )?;
-        writeln!(f, "plan: {}", self.plan_file.display())
+        Ok(())
     }
 }
 

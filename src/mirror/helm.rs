@@ -287,31 +287,12 @@ async fn http_repository(
     let text = std::str::from_utf8(&body).context("index.yaml is not UTF-8")?;
     let index: IndexFile =
         serde_saphyr::from_str(text).map_err(|e| anyhow::anyhow!("reading {index_url}: {e}"))?;
-    // No charts listed: every version of every application chart, as oc-mirror v2 takes them.
-    let wanted: Vec<(String, Option<String>, Vec<String>)> = if repo.charts.is_empty() {
-        index
-            .entries
-            .iter()
-            .flat_map(|(name, versions)| {
-                versions
-                    .iter()
-                    .filter(|v| v.chart_type.as_deref() != Some("library"))
-                    .map(|v| (name.clone(), Some(v.version.clone()), Vec::new()))
-            })
-            .collect()
-    } else {
-        repo.charts
-            .iter()
-            .map(|c| {
-                (
-                    c.name.clone(),
-                    c.version.clone().filter(|v| !v.is_empty()),
-                    c.image_paths.clone(),
-                )
-            })
-            .collect()
-    };
-    for (j, (name, version, image_paths)) in wanted.into_iter().enumerate() {
+    let registry = reqwest::Url::parse(base)
+        .ok()
+        .filter(|u| u.host_str().is_some())
+        .map(|u| crate::oci::registry::authority(&u))
+        .unwrap_or_else(|| "helm".into());
+    for (j, (name, version, image_paths)) in wanted_charts(repo, &index).into_iter().enumerate() {
         let entry = pick(&index, &name, version.as_deref()).with_context(|| {
             format!(
                 "{at}.charts[{j}]: {index_url} has no chart '{name}'{}",
@@ -321,23 +302,7 @@ async fn http_repository(
                     .unwrap_or_default()
             )
         })?;
-        let url = entry
-            .urls
-            .first()
-            .with_context(|| format!("{index_url}: chart {name} {} lists no URL", entry.version))?;
-        let url = if url.contains("://") {
-            url.clone()
-        } else {
-            format!("{base}/{}", url.trim_start_matches('/'))
-        };
-        let expected = entry.digest.as_deref().with_context(|| {
-            format!("{index_url}: chart {name} {} has no digest, so its archive cannot be verified; regenerate the index with `helm repo index`", entry.version)
-        })?;
-        let tgz = fetch(regs, &url, helm::MAX_CHART_BYTES).await?;
-        let got = Digest::of(&tgz);
-        if got.hex() != expected.trim_start_matches("sha256:") {
-            bail!("{url}: the chart archive's sha256 is {}, but {index_url} says {expected}; the repository or the download is corrupt", got.hex());
-        }
+        let (url, tgz) = fetch_archive(regs, base, &index_url, &name, entry).await?;
         let read = helm::read_chart(&tgz).with_context(|| format!("reading chart {url}"))?;
         if read.name() != name {
             bail!(
@@ -345,24 +310,73 @@ async fn http_repository(
                 read.name()
             );
         }
-        let registry = reqwest::Url::parse(base)
-            .ok()
-            .filter(|u| u.host_str().is_some())
-            .map(|u| crate::oci::registry::authority(&u))
-            .unwrap_or_else(|| "helm".into());
-        add_packed(
-            &read,
-            tgz,
-            Packed {
-                registry,
-                repository: format!("{}/{name}", repo.name),
-                source: url,
-            },
-            &image_paths,
-            out,
-        )?;
+        let packed = Packed {
+            registry: registry.clone(),
+            repository: format!("{}/{name}", repo.name),
+            source: url,
+        };
+        add_packed(&read, tgz, packed, &image_paths, out)?;
     }
     Ok(())
+}
+
+/// The charts of a repository entry, each as (name, version, imagePaths): those listed, or
+/// with none listed every version of every application chart, as oc-mirror v2 takes them.
+fn wanted_charts(
+    repo: &super::config::HelmRepository,
+    index: &IndexFile,
+) -> Vec<(String, Option<String>, Vec<String>)> {
+    if repo.charts.is_empty() {
+        return index
+            .entries
+            .iter()
+            .flat_map(|(name, versions)| {
+                versions
+                    .iter()
+                    .filter(|v| v.chart_type.as_deref() != Some("library"))
+                    .map(|v| (name.clone(), Some(v.version.clone()), Vec::new()))
+            })
+            .collect();
+    }
+    repo.charts
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.version.clone().filter(|v| !v.is_empty()),
+                c.image_paths.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The archive of one index entry (its first URL, relative to the repository or absolute),
+/// with that URL, refused unless it matches the digest the index gives.
+async fn fetch_archive(
+    regs: &Registries,
+    base: &str,
+    index_url: &str,
+    name: &str,
+    entry: &IndexEntry,
+) -> Result<(String, Bytes)> {
+    let url = entry
+        .urls
+        .first()
+        .with_context(|| format!("{index_url}: chart {name} {} lists no URL", entry.version))?;
+    let url = if url.contains("://") {
+        url.clone()
+    } else {
+        format!("{base}/{}", url.trim_start_matches('/'))
+    };
+    let expected = entry.digest.as_deref().with_context(|| {
+        format!("{index_url}: chart {name} {} has no digest, so its archive cannot be verified; regenerate the index with `helm repo index`", entry.version)
+    })?;
+    let tgz = fetch(regs, &url, helm::MAX_CHART_BYTES).await?;
+    let got = Digest::of(&tgz);
+    if got.hex() != expected.trim_start_matches("sha256:") {
+        bail!("{url}: the chart archive's sha256 is {}, but {index_url} says {expected}; the repository or the download is corrupt", got.hex());
+    }
+    Ok((url, tgz))
 }
 
 /// The index entry of `name` at `version` (compared as semantic versions, so `v1.2.0` finds

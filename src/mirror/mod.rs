@@ -252,11 +252,7 @@ fn sign_archive(
     // SHA256SUMS too: an auditor with OpenSSH alone checks it before `sha256sum -c`.
     let sums = manifest.with_file_name(archive::SUMS_FILE);
     crate::sshsig::sign_file(key, &sums).with_context(|| format!("signing {}", sums.display()))?;
-    Ok(Some(Box::new(report::RecordSignature {
-        file: s.signature.display().to_string(),
-        fingerprint: s.fingerprint,
-        allowed_signers: s.allowed_signers,
-    })))
+    Ok(Some(Box::new(s.into())))
 }
 
 /// Checks the input, reaches the destination and reads what is wanted. Bad input is refused
@@ -447,42 +443,10 @@ async fn copy<'a>(
 ) -> Result<Copied<'a>> {
     let rewrite = settings.rewrite_filtered_indexes;
     let present = transfer.already_mirrored(images, rewrite).await;
-    let mut copied = Copied {
-        records: Vec::new(),
-        mirrored: Vec::new(),
-        unchanged: 0,
-        statuses: Vec::new(),
-        unfinished: Vec::new(),
-    };
-    let mut todo = Vec::new();
-    for (image, record) in images.iter().zip(present) {
-        match record {
-            Some(rec) => {
-                copied.statuses.push(ImageStatus::ok(&image.source, &rec));
-                copied.records.push(rec);
-                copied.mirrored.push(image);
-            }
-            None => todo.push(image),
-        }
-    }
-    copied.unchanged = copied.mirrored.len();
+    let (mut copied, todo) = Copied::sort_present(images, present);
     let nodes = plan::blob_graph(todo.iter().copied());
     let total: u64 = nodes.iter().map(|n| n.blob.size).sum();
-    let checked = space::check_blob_sizes(&nodes, settings.max_blob_size).and_then(|()| {
-        match &transfer.dest {
-            Destination::Layout(layout) => {
-                space::preflight(layout, &nodes, settings.ignore_free_space)
-            }
-            Destination::Registry { .. } => Ok(()),
-        }
-    });
-    if let Err(e) = checked {
-        if let (Destination::Layout(layout), true) = (&transfer.dest, fresh_dir) {
-            // Refused before anything was written: leave no empty layout behind.
-            let _ = fs_err::remove_dir_all(layout.root());
-        }
-        return Err(e);
-    }
+    preflight(settings, transfer, &nodes, fresh_dir)?;
     transfer.progress.set_total(total);
     transfer.progress.println(&format!(
         "mirroring {} images ({} already at the destination; {} unique blobs, {}) from {} to {}",
@@ -506,11 +470,7 @@ async fn copy<'a>(
     let pushed = transfer.push_manifests(&pushable, rewrite).await?;
     for (image, result) in pushable.iter().zip(pushed) {
         match result {
-            Ok(rec) => {
-                copied.statuses.push(ImageStatus::ok(&image.source, &rec));
-                copied.records.push(rec);
-                copied.mirrored.push(image);
-            }
+            Ok(rec) => copied.at_destination(image, rec),
             Err(e) => copied.statuses.push(ImageStatus::failed(&image.source, &e)),
         }
     }
@@ -521,6 +481,65 @@ async fn copy<'a>(
         .filter(|img| !copied.mirrored.iter().any(|m| std::ptr::eq(*m, *img)))
         .collect();
     Ok(copied)
+}
+
+impl<'a> Copied<'a> {
+    /// The images the destination already holds, counted as unchanged, and the rest to copy.
+    fn sort_present(
+        images: &'a [ResolvedImage],
+        present: Vec<Option<ImageRecord>>,
+    ) -> (Self, Vec<&'a ResolvedImage>) {
+        let mut copied = Copied {
+            records: Vec::new(),
+            mirrored: Vec::new(),
+            unchanged: 0,
+            statuses: Vec::new(),
+            unfinished: Vec::new(),
+        };
+        let mut todo = Vec::new();
+        for (image, record) in images.iter().zip(present) {
+            match record {
+                Some(rec) => copied.at_destination(image, rec),
+                None => todo.push(image),
+            }
+        }
+        copied.unchanged = copied.mirrored.len();
+        (copied, todo)
+    }
+
+    /// `image` is at the destination, as `rec` records it.
+    fn at_destination(&mut self, image: &'a ResolvedImage, rec: ImageRecord) {
+        self.statuses.push(ImageStatus::ok(&image.source, &rec));
+        self.records.push(rec);
+        self.mirrored.push(image);
+    }
+}
+
+/// Refuses blobs over `--max-blob-size` and, for a disk mirror, a run the disk cannot hold,
+/// before anything is written; a layout directory this run would have created is not left
+/// behind empty.
+fn preflight(
+    settings: &MirrorSettings,
+    transfer: &Transfer,
+    nodes: &[plan::BlobNode],
+    fresh_dir: bool,
+) -> Result<()> {
+    let checked = space::check_blob_sizes(nodes, settings.max_blob_size).and_then(|()| {
+        match &transfer.dest {
+            Destination::Layout(layout) => {
+                space::preflight(layout, nodes, settings.ignore_free_space)
+            }
+            Destination::Registry { .. } => Ok(()),
+        }
+    });
+    if let Err(e) = checked {
+        if let (Destination::Layout(layout), true) = (&transfer.dest, fresh_dir) {
+            // Refused before anything was written: leave no empty layout behind.
+            let _ = fs_err::remove_dir_all(layout.root());
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// For a registry destination: every referrer mirrored listed where clients look for it
@@ -631,102 +650,26 @@ fn finish(
     settings: &MirrorSettings,
     transfer: &Transfer,
     wanted: Wanted,
-    copied: Copied<'_>,
+    mut copied: Copied<'_>,
     mut statuses: Vec<ImageStatus>,
     started: Started,
 ) -> Result<MirrorResult> {
-    let Copied {
-        records: image_records,
-        mirrored,
-        unchanged,
-        statuses: copy_statuses,
-        unfinished,
-    } = copied;
-    statuses.extend(copy_statuses);
-    let Started { at: started, clock } = started;
-    let stats = &transfer.stats;
-    let destination = settings.destination_label.clone();
+    statuses.append(&mut copied.statuses);
+    let destination = &settings.destination_label;
     let mut rec = new_record(
         &wanted,
-        &destination,
-        &started,
-        image_records,
-        &mirrored,
+        destination,
+        &started.at,
+        std::mem::take(&mut copied.records),
+        &copied.mirrored,
         transfer,
     );
-    let stamp = outputs::file_stamp();
-    let mut status = StatusFile::new(&wanted.source_label, &destination, started, statuses);
+    let mut status = StatusFile::new(&wanted.source_label, destination, started.at, statuses);
     status.layout_check = wanted.layout_check.clone();
-    // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
-    let status_path = write_status(settings, &transfer.dest, &status, &stamp)?;
-    let record_path = outputs::write_record(
-        &transfer.dest,
-        &mut rec,
-        settings.record.clone(),
-        &stamp,
-        &unfinished,
-    )?;
-    let archive = matches!(&transfer.dest, Destination::Layout(l) if l.archive_writer().is_some());
-    let signature = match &settings.sign_key {
-        // An archive's manifest is signed once it is sealed.
-        _ if archive => None,
-        Some(key) => {
-            let s = crate::sshsig::sign_file(key, &record_path)
-                .with_context(|| format!("signing the mirror record {}", record_path.display()))?;
-            Some(Box::new(report::RecordSignature {
-                file: s.signature.display().to_string(),
-                fingerprint: s.fingerprint,
-                allowed_signers: s.allowed_signers,
-            }))
-        }
-        None => {
-            // This run changed the record: a signature of an earlier run no longer covers it.
-            let stale = crate::sshsig::sig_path(&record_path);
-            if stale.exists() {
-                fs_err::remove_file(&stale)?;
-                tracing::warn!(
-                    "removed {}: it signed the record before this run; sign again with --sign-key",
-                    stale.display()
-                );
-            }
-            None
-        }
-    };
-    let cluster_dir = outputs::write_cluster_resources(
-        &transfer.dest,
-        &mirrored,
-        &record_path,
-        settings.release_signatures.as_deref(),
-        &transfer.progress,
-    )?;
-    let summary = Summary {
-        source: wanted.source_label,
-        destination,
-        images: mirrored.len(),
-        attachments: mirrored.iter().filter(|i| i.attached.is_some()).count(),
-        blobs: rec.blobs.len(),
-        blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
-        blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
-        blobs_present: stats.blobs_present.load(Ordering::Relaxed),
-        images_unchanged: unchanged,
-        images_failed: status.failed + status.skipped,
-        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
-        bytes_resumed: stats.bytes_resumed.load(Ordering::Relaxed),
-        retries: stats.retries.load(Ordering::Relaxed),
-        bytes_total: rec.blobs.iter().map(|b| b.size).sum(),
-        seconds: clock.elapsed().as_secs_f64(),
-        record: record_path.display().to_string(),
-        status: status_path.display().to_string(),
-        cluster_resources: cluster_dir.map(|d| d.display().to_string()),
-        releases: wanted.releases,
-        catalogs: wanted.catalog_reports,
-        charts: wanted.charts,
-        graph: wanted.graph,
-        layout_check: wanted.layout_check,
-        signature,
-        archive: None,
-    };
-    let listed = mirrored
+    let written = write_outputs(settings, transfer, &mut rec, &status, &copied)?;
+    let not_mirrored = report::not_mirrored(&status, &written.status);
+    let mirrored = copied
+        .mirrored
         .iter()
         .map(|img| MirroredImage {
             digest: img.root.digest.clone(),
@@ -734,9 +677,138 @@ fn finish(
             platforms: img.platforms.clone(),
         })
         .collect();
+    let summary = summary(
+        transfer,
+        wanted,
+        &copied,
+        &rec,
+        &status,
+        written,
+        started.clock,
+    );
     Ok(MirrorResult::Mirrored(MirrorReport {
-        not_mirrored: report::not_mirrored(&status, &status_path),
+        not_mirrored,
         summary,
-        mirrored: listed,
+        mirrored,
     }))
+}
+
+/// Where a run's outputs went.
+struct Written {
+    /// The per-image status.
+    status: PathBuf,
+    /// The mirror record.
+    record: PathBuf,
+    /// The cluster's mirror configuration (registry destinations only).
+    cluster_resources: Option<PathBuf>,
+    /// The record's signature, with `--sign-key`.
+    signature: Option<Box<report::RecordSignature>>,
+}
+
+/// Writes the status file, then the record, signs the record, and writes the cluster
+/// resources.
+fn write_outputs(
+    settings: &MirrorSettings,
+    transfer: &Transfer,
+    rec: &mut MirrorRecord,
+    status: &StatusFile,
+    copied: &Copied<'_>,
+) -> Result<Written> {
+    let stamp = outputs::file_stamp();
+    // Before the record: inside a disk mirror it is one of the files SHA256SUMS covers.
+    let status_path = write_status(settings, &transfer.dest, status, &stamp)?;
+    let record = outputs::write_record(
+        &transfer.dest,
+        rec,
+        settings.record.clone(),
+        &stamp,
+        &copied.unfinished,
+    )?;
+    let signature = sign_record(settings, &transfer.dest, &record)?;
+    let cluster_resources = outputs::write_cluster_resources(
+        &transfer.dest,
+        &copied.mirrored,
+        &record,
+        settings.release_signatures.as_deref(),
+        &transfer.progress,
+    )?;
+    Ok(Written {
+        status: status_path,
+        record,
+        cluster_resources,
+        signature,
+    })
+}
+
+/// Signs the record with `--sign-key`; without it, removes the signature an earlier run left
+/// (it no longer covers the record). An archive's manifest is signed once it is sealed, so an
+/// archive's record is not signed here.
+fn sign_record(
+    settings: &MirrorSettings,
+    dest: &Destination,
+    record: &Path,
+) -> Result<Option<Box<report::RecordSignature>>> {
+    let archive = matches!(dest, Destination::Layout(l) if l.archive_writer().is_some());
+    match &settings.sign_key {
+        _ if archive => Ok(None),
+        Some(key) => {
+            let s = crate::sshsig::sign_file(key, record)
+                .with_context(|| format!("signing the mirror record {}", record.display()))?;
+            Ok(Some(Box::new(s.into())))
+        }
+        None => {
+            // This run changed the record: a signature of an earlier run no longer covers it.
+            let stale = crate::sshsig::sig_path(record);
+            if stale.exists() {
+                fs_err::remove_file(&stale)?;
+                tracing::warn!(
+                    "removed {}: it signed the record before this run; sign again with --sign-key",
+                    stale.display()
+                );
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The summary of a run that copied: what is at the destination, what this run moved, what it
+/// carried besides images, and where its outputs are.
+fn summary(
+    transfer: &Transfer,
+    wanted: Wanted,
+    copied: &Copied<'_>,
+    rec: &MirrorRecord,
+    status: &StatusFile,
+    written: Written,
+    clock: Instant,
+) -> Summary {
+    let stats = &transfer.stats;
+    let mirrored = &copied.mirrored;
+    Summary {
+        source: wanted.source_label,
+        destination: status.destination.clone(),
+        images: mirrored.len(),
+        attachments: mirrored.iter().filter(|i| i.attached.is_some()).count(),
+        blobs: rec.blobs.len(),
+        blobs_copied: stats.blobs_copied.load(Ordering::Relaxed),
+        blobs_mounted: stats.blobs_mounted.load(Ordering::Relaxed),
+        blobs_present: stats.blobs_present.load(Ordering::Relaxed),
+        images_unchanged: copied.unchanged,
+        images_failed: status.failed + status.skipped,
+        bytes_transferred: stats.bytes.load(Ordering::Relaxed),
+        bytes_resumed: stats.bytes_resumed.load(Ordering::Relaxed),
+        retries: stats.retries.load(Ordering::Relaxed),
+        bytes_total: rec.blobs.iter().map(|b| b.size).sum(),
+        seconds: clock.elapsed().as_secs_f64(),
+        record: written.record.display().to_string(),
+        status: written.status.display().to_string(),
+        cluster_resources: written.cluster_resources.map(|d| d.display().to_string()),
+        releases: wanted.releases,
+        catalogs: wanted.catalog_reports,
+        charts: wanted.charts,
+        graph: wanted.graph,
+        layout_check: wanted.layout_check,
+        signature: written.signature,
+        archive: None,
+    }
 }

@@ -6,7 +6,7 @@ use super::plan::ResolvedImage;
 use super::transfer::Destination;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
-use crate::oci::reference::ImageRef;
+use crate::oci::reference::{ImageRef, RegistryTarget};
 use crate::openshift::record::{self, BlobRecord, MirrorRecord};
 use crate::openshift::{cluster, release};
 use crate::output::Progress;
@@ -48,6 +48,22 @@ pub(super) fn write_cluster_resources(
         .join(cluster::DIR);
     let mut resources = cluster::ClusterResources::new(&images);
     resources.set_created_at(created_at());
+    add_catalogs(&mut resources, &mirrored, target);
+    add_update_service(&mut resources, &mirrored, target, progress);
+    if let Some(sig_dir) = signatures {
+        add_release_signatures(&mut resources, &mirrored, sig_dir, progress)?;
+    }
+    let written = resources.write(&dir)?;
+    Ok((!written.is_empty()).then_some(dir))
+}
+
+/// A CatalogSource for each catalog mirrored, by its tag at the destination (by digest when
+/// it has none).
+fn add_catalogs(
+    resources: &mut cluster::ClusterResources,
+    mirrored: &[&ResolvedImage],
+    target: &RegistryTarget,
+) {
     for img in mirrored
         .iter()
         .filter(|i| i.placement.category == cluster::Category::Catalog)
@@ -59,51 +75,69 @@ pub(super) fn write_cluster_resources(
         at.digest = at.tag.is_none().then(|| img.root.digest.clone());
         resources.add_catalog(at);
     }
-    if let Some(graph) = mirrored
+}
+
+/// The UpdateService, when the graph data image was mirrored; a warning when no release
+/// image was, since the service names the release repository.
+fn add_update_service(
+    resources: &mut cluster::ClusterResources,
+    mirrored: &[&ResolvedImage],
+    target: &RegistryTarget,
+    progress: &Progress,
+) {
+    let Some(graph) = mirrored
         .iter()
         .find(|i| i.placement.category == cluster::Category::Graph)
+    else {
+        return;
+    };
+    // As oc-mirror writes it: the graph image by tag, the release repository untagged.
+    let image = format!(
+        "{}/{}:{}",
+        target.registry,
+        target.repository_for(graph.dest_path()),
+        graph.dest_reference(&graph.root)
+    );
+    let releases = format!(
+        "{}/{}",
+        target.registry,
+        target.repository_for(release::RELEASE_IMAGES_REPO)
+    );
+    if !mirrored
+        .iter()
+        .any(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
     {
-        // As oc-mirror writes it: the graph image by tag, the release repository untagged.
-        let image = format!(
-            "{}/{}:{}",
-            target.registry,
-            target.repository_for(graph.dest_path()),
-            graph.dest_reference(&graph.root)
-        );
-        let releases = format!(
-            "{}/{}",
-            target.registry,
-            target.repository_for(release::RELEASE_IMAGES_REPO)
-        );
-        if !mirrored
-            .iter()
-            .any(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
-        {
+        progress.warn(format_args!(
+            "{}: this run mirrored no release image; the UpdateService names {releases}, where releases from mirror.platform go",
+            cluster::UPDATE_SERVICE_FILE
+        ));
+    }
+    resources.set_update_service(releases, image);
+}
+
+/// The signatures of each release image mirrored, from `--release-signatures`; a warning for
+/// a release that has none there.
+fn add_release_signatures(
+    resources: &mut cluster::ClusterResources,
+    mirrored: &[&ResolvedImage],
+    sig_dir: &Path,
+    progress: &Progress,
+) -> Result<()> {
+    for img in mirrored
+        .iter()
+        .filter(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
+    {
+        let sigs = release_signatures(sig_dir, &img.root.digest)?;
+        if sigs.is_empty() {
             progress.warn(format_args!(
-                "{}: this run mirrored no release image; the UpdateService names {releases}, where releases from mirror.platform go",
-                cluster::UPDATE_SERVICE_FILE
+                "{} has no signature in {}: a cluster will not update to it without one",
+                img.source,
+                sig_dir.display()
             ));
         }
-        resources.set_update_service(releases, image);
+        resources.add_signatures(img.root.digest.clone(), sigs);
     }
-    if let Some(sig_dir) = signatures {
-        for img in mirrored
-            .iter()
-            .filter(|i| i.placement.repository.as_deref() == Some(release::RELEASE_IMAGES_REPO))
-        {
-            let sigs = release_signatures(sig_dir, &img.root.digest)?;
-            if sigs.is_empty() {
-                progress.warn(format_args!(
-                    "{} has no signature in {}: a cluster will not update to it without one",
-                    img.source,
-                    sig_dir.display()
-                ));
-            }
-            resources.add_signatures(img.root.digest.clone(), sigs);
-        }
-    }
-    let written = resources.write(&dir)?;
-    Ok((!written.is_empty()).then_some(dir))
+    Ok(())
 }
 
 /// Now, in RFC 3339 UTC to the second (Go's `time.RFC3339`, as oc-mirror's `createdAt`).

@@ -208,6 +208,8 @@ pub async fn resolve(
     Ok(resolved)
 }
 
+/// Resolves `image` from `source` itself: its top manifest, then for an index each child the
+/// platform filter keeps (a layout: each child it holds), with the blobs of every image kept.
 async fn resolve_fetching(
     source: &Source,
     image: &ImageRef,
@@ -224,21 +226,8 @@ async fn resolve_fetching(
         .with_context(|| format!("manifest {reference} of {image} is missing from the layout"))?;
     let mut resolved = ResolvedImage::new(image.clone(), root.clone());
     resolved.filter = platforms.clone();
-    let mut seen = BTreeSet::new();
     match root.parse().with_context(|| format!("reading {image}"))? {
-        Parsed::Image(m) => {
-            let config = BlobDesc {
-                digest: m.config.digest.parse()?,
-                size: declared_size(&m.config.digest, m.config.size)
-                    .with_context(|| format!("reading {image}"))?,
-                media_type: m.config.media_type.clone(),
-            };
-            if let Ok(bytes) = source.small_blob(image, &config.digest).await {
-                resolved.platforms.extend(platform_from_config(&bytes));
-            }
-            add_image_blobs(&mut resolved.blobs, &mut seen, &m)
-                .with_context(|| format!("reading {image}"))?;
-        }
+        Parsed::Image(m) => add_single(source, image, &m, &mut resolved).await?,
         Parsed::Index(index) => {
             let kept = match source {
                 // A layout holds exactly what an earlier run kept; keep what is present.
@@ -246,36 +235,7 @@ async fn resolve_fetching(
                 Source::Registry(_) => kept_entries(image, &index, platforms)?,
             };
             let kept_digests: BTreeSet<&str> = kept.iter().map(|e| e.digest.as_str()).collect();
-            for entry in &index.manifests {
-                let platform = platform_of(entry);
-                if !kept_digests.contains(entry.digest.as_str()) {
-                    resolved.dropped.extend(platform);
-                    continue;
-                }
-                let Some(child) = source.manifest(image, &entry.digest).await? else {
-                    resolved.dropped.extend(platform);
-                    continue;
-                };
-                if child.digest.to_string() != entry.digest {
-                    bail!(
-                        "{image}: child manifest {} does not match its digest",
-                        entry.digest
-                    );
-                }
-                match child.parse()? {
-                    Parsed::Image(m) => add_image_blobs(&mut resolved.blobs, &mut seen, &m)
-                        .with_context(|| format!("reading {image}"))?,
-                    Parsed::Index(_) => bail!(
-                        "{image}: index entry {} is itself an index; nested indexes are not supported",
-                        entry.digest
-                    ),
-                }
-                resolved.platforms.extend(platform.clone());
-                resolved.children.push(Child {
-                    manifest: child,
-                    platform,
-                });
-            }
+            add_children(source, image, &index, &kept_digests, &mut resolved).await?;
             if resolved.children.is_empty() {
                 let offered = resolved.dropped.join(", ");
                 match platforms.origin() {
@@ -290,6 +250,71 @@ async fn resolve_fetching(
         }
     }
     Ok(resolved)
+}
+
+/// A single-platform image: its config (read for the platform it names, when it can be) and
+/// layers.
+async fn add_single(
+    source: &Source,
+    image: &ImageRef,
+    m: &crate::oci::manifest::OciImageManifest,
+    resolved: &mut ResolvedImage,
+) -> Result<()> {
+    let config = BlobDesc {
+        digest: m.config.digest.parse()?,
+        size: declared_size(&m.config.digest, m.config.size)
+            .with_context(|| format!("reading {image}"))?,
+        media_type: m.config.media_type.clone(),
+    };
+    if let Ok(bytes) = source.small_blob(image, &config.digest).await {
+        resolved.platforms.extend(platform_from_config(&bytes));
+    }
+    add_image_blobs(&mut resolved.blobs, &mut BTreeSet::new(), m)
+        .with_context(|| format!("reading {image}"))
+}
+
+/// The children of an index: those in `kept` (and present at the source) with their blobs;
+/// the platforms of the rest recorded as dropped. A child that does not match its digest, or
+/// is an index itself, fails the image.
+async fn add_children(
+    source: &Source,
+    image: &ImageRef,
+    index: &crate::oci::manifest::OciImageIndex,
+    kept: &BTreeSet<&str>,
+    resolved: &mut ResolvedImage,
+) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for entry in &index.manifests {
+        let platform = platform_of(entry);
+        if !kept.contains(entry.digest.as_str()) {
+            resolved.dropped.extend(platform);
+            continue;
+        }
+        let Some(child) = source.manifest(image, &entry.digest).await? else {
+            resolved.dropped.extend(platform);
+            continue;
+        };
+        if child.digest.to_string() != entry.digest {
+            bail!(
+                "{image}: child manifest {} does not match its digest",
+                entry.digest
+            );
+        }
+        match child.parse()? {
+            Parsed::Image(m) => add_image_blobs(&mut resolved.blobs, &mut seen, &m)
+                .with_context(|| format!("reading {image}"))?,
+            Parsed::Index(_) => bail!(
+                "{image}: index entry {} is itself an index; nested indexes are not supported",
+                entry.digest
+            ),
+        }
+        resolved.platforms.extend(platform.clone());
+        resolved.children.push(Child {
+            manifest: child,
+            platform,
+        });
+    }
+    Ok(())
 }
 
 /// The entries of `index` that `platforms` keeps; a platform it names by OS and architecture

@@ -86,6 +86,16 @@ pub struct RecordSignature {
     pub allowed_signers: String,
 }
 
+impl From<crate::sshsig::Signed> for RecordSignature {
+    fn from(s: crate::sshsig::Signed) -> Self {
+        RecordSignature {
+            file: s.signature.display().to_string(),
+            fingerprint: s.fingerprint,
+            allowed_signers: s.allowed_signers,
+        }
+    }
+}
+
 /// One image at the destination, for the text listing.
 #[derive(Debug)]
 pub struct MirroredImage {
@@ -174,44 +184,54 @@ impl std::fmt::Display for MirrorReport {
             };
             writeln!(f, "{}  {}{}", img.digest, img.source, platforms)?;
         }
-        let attachments = match self.summary.attachments {
+        self.summary.write_totals(f)?;
+        self.summary.write_content(f)?;
+        self.summary.write_outputs(f)
+    }
+}
+
+impl Summary {
+    /// The lines that count: images and blobs, bytes moved, time; what was resumed and
+    /// retried; what was already there.
+    fn write_totals(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let attachments = match self.attachments {
             0 => String::new(),
             n => format!(" ({n} of them signatures, attestations or SBOMs)"),
         };
         writeln!(f, "mirrored {} images{attachments} to {}: {} blobs ({} copied, {} mounted, {} already present), {} moved of {}, in {:.1}s",
-                self.summary.images,
-                self.summary.destination,
-                self.summary.blobs,
-                self.summary.blobs_copied,
-                self.summary.blobs_mounted,
-                self.summary.blobs_present,
-                human_bytes(self.summary.bytes_transferred),
-                human_bytes(self.summary.bytes_total),
-                self.summary.seconds
+                self.images,
+                self.destination,
+                self.blobs,
+                self.blobs_copied,
+                self.blobs_mounted,
+                self.blobs_present,
+                human_bytes(self.bytes_transferred),
+                human_bytes(self.bytes_total),
+                self.seconds
             )?;
-        if self.summary.bytes_resumed > 0 || self.summary.retries > 0 {
+        if self.bytes_resumed > 0 || self.retries > 0 {
             writeln!(
                 f,
                 "continued {} from interrupted transfers; {} transient failures retried",
-                human_bytes(self.summary.bytes_resumed),
-                self.summary.retries
+                human_bytes(self.bytes_resumed),
+                self.retries
             )?;
         }
-        if self.summary.images_unchanged > 0 {
+        if self.images_unchanged > 0 {
             writeln!(
                 f,
                 "{} images were already at the destination",
-                self.summary.images_unchanged
+                self.images_unchanged
             )?;
         }
-        for r in &self.summary.releases {
-            writeln!(
-                f,
-                "release {} ({}): {} components, {}",
-                r.version, r.arch, r.components, r.image
-            )?;
-        }
-        for c in &self.summary.catalogs {
+        Ok(())
+    }
+
+    /// The lines about content beyond images: releases, catalogs, charts (with their
+    /// warnings), the graph image, the check of a disk mirror against its record.
+    fn write_content(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write_releases(f, &self.releases)?;
+        for c in &self.catalogs {
             let packages: Vec<String> = c
                 .bundles
                 .iter()
@@ -228,7 +248,7 @@ impl std::fmt::Display for MirrorReport {
                 writeln!(f, "warning: {w}")?;
             }
         }
-        for c in &self.summary.charts {
+        for c in &self.charts {
             writeln!(
                 f,
                 "chart {} {} -> {}:{}: {} images",
@@ -242,13 +262,19 @@ impl std::fmt::Display for MirrorReport {
                 writeln!(f, "warning: {w}")?;
             }
         }
-        if let Some(g) = &self.summary.graph {
+        if let Some(g) = &self.graph {
             writeln!(f, "graph data image {} on {}", g.destination, g.base_image)?;
         }
-        if let Some(check) = &self.summary.layout_check {
+        if let Some(check) = &self.layout_check {
             writeln!(f, "{check}")?;
         }
-        if let Some(a) = &self.summary.archive {
+        Ok(())
+    }
+
+    /// The lines naming what the run left behind: the archive, the record and its signature,
+    /// the cluster resources, the status file.
+    fn write_outputs(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(a) = &self.archive {
             writeln!(
                 f,
                 "archive: {} chunks, {} ({} blobs) in {}{}",
@@ -262,18 +288,32 @@ impl std::fmt::Display for MirrorReport {
                     .unwrap_or_default()
             )?;
         }
-        writeln!(f, "record: {}", self.summary.record)?;
-        if let Some(s) = &self.summary.signature {
+        writeln!(f, "record: {}", self.record)?;
+        if let Some(s) = &self.signature {
             writeln!(
                 f,
                 "signed: {} by {}; allowed_signers line: {}",
                 s.file, s.fingerprint, s.allowed_signers
             )?;
         }
-        if let Some(dir) = &self.summary.cluster_resources {
+        if let Some(dir) = &self.cluster_resources {
             writeln!(f, "cluster resources: {dir}")?;
         }
-        writeln!(f, "status: {}", self.summary.status)?;
-        Ok(())
+        writeln!(f, "status: {}", self.status)
     }
+}
+
+/// One line per release payload, as a run and a dry run print them.
+pub(super) fn write_releases(
+    f: &mut std::fmt::Formatter<'_>,
+    releases: &[content::ReleaseInfo],
+) -> std::fmt::Result {
+    for r in releases {
+        writeln!(
+            f,
+            "release {} ({}): {} components, {}",
+            r.version, r.arch, r.components, r.image
+        )?;
+    }
+    Ok(())
 }

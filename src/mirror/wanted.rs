@@ -62,6 +62,8 @@ impl<'a> Upstream<'a> {
     }
 }
 
+/// What an ImageSetConfiguration asks for: its additional images, releases, catalogs, charts
+/// and graph image, each image once, minus the blocked ones.
 async fn wanted_from_config(
     path: &Path,
     regs: &Arc<Registries>,
@@ -71,26 +73,9 @@ async fn wanted_from_config(
     let origin = path.display().to_string();
     let cfg = config::load(path)?;
     cfg.ensure_supported(&origin)?;
-    let mut problems = Vec::new();
-    let mut additional = Vec::new();
     let patterns = cfg.blocked_images();
     let mut blocked = Vec::new();
-    for entry in cfg.additional_images() {
-        match ImageRef::parse(entry.name) {
-            // Matched as written too (`ubi9:latest`), not only normalised.
-            Ok(r) => match blocked_by(&patterns, entry.name, &r) {
-                Some(pattern) => blocked.push((r, pattern)),
-                None => additional.push(WantedImage {
-                    platforms: cfg.image_platforms(entry.index),
-                    ..WantedImage::generic(r)
-                }),
-            },
-            Err(e) => problems.push(entry.error(&origin, e.reason).to_string()),
-        }
-    }
-    if !problems.is_empty() {
-        bail!("{}", problems.join("\n"));
-    }
+    let additional = additional_images(&cfg, &origin, &patterns, &mut blocked)?;
     let mut content =
         content::resolve(&cfg, &origin, regs, upstream.graph_url, dependencies).await?;
     let helm = super::helm::resolve(&cfg, &origin, regs).await?;
@@ -104,29 +89,12 @@ async fn wanted_from_config(
     } else {
         None
     };
-    let mut images: Vec<WantedImage> = Vec::new();
-    let mut seen = std::collections::HashMap::new();
-    for w in content
+    let wanted = content
         .images
         .into_iter()
         .chain(additional)
-        .chain(helm.images)
-    {
-        // An image wanted twice (two catalogs, a catalog and additionalImages) is mirrored
-        // once, where it was first wanted, keeping every platform either use keeps.
-        if let Some(&at) = seen.get(&w.source) {
-            let first: &mut WantedImage = &mut images[at];
-            first.platforms = first.platforms.union(&w.platforms);
-            continue;
-        }
-        match blocked_by(&patterns, &w.source.to_string(), &w.source) {
-            Some(pattern) => blocked.push((w.source, pattern)),
-            None => {
-                seen.insert(w.source.clone(), images.len());
-                images.push(w);
-            }
-        }
-    }
+        .chain(helm.images);
+    let images = each_once_unblocked(wanted, &patterns, &mut blocked);
     if images.is_empty() && blocked.is_empty() && content.catalogs.is_empty() {
         bail!("{origin}: names nothing to mirror: add mirror.platform, mirror.operators, mirror.additionalImages or mirror.helm");
     }
@@ -135,17 +103,7 @@ async fn wanted_from_config(
     }
     blocked.sort();
     blocked.dedup();
-    let hosts: std::collections::BTreeSet<String> = images
-        .iter()
-        .map(|w| format!("docker://{}", w.source.registry))
-        .chain(
-            content
-                .catalogs
-                .iter()
-                .map(|c| format!("docker://{}", c.source.registry)),
-        )
-        .collect();
-    let source_label = hosts.into_iter().collect::<Vec<_>>().join(", ");
+    let source_label = registries_label(&images, &content.catalogs);
     let bytes = fs_err::read(path).context("reading the ImageSetConfiguration")?;
     Ok(Wanted {
         images,
@@ -163,6 +121,78 @@ async fn wanted_from_config(
         charts: helm.reports,
         graph,
     })
+}
+
+/// `mirror.additionalImages` as references, those a pattern blocks added to `blocked`; every
+/// name that is not a reference is reported, all at once, before anything is contacted.
+fn additional_images(
+    cfg: &config::ImageSetConfig,
+    origin: &str,
+    patterns: &[(String, regex::Regex)],
+    blocked: &mut Vec<(ImageRef, String)>,
+) -> Result<Vec<WantedImage>> {
+    let mut problems = Vec::new();
+    let mut additional = Vec::new();
+    for entry in cfg.additional_images() {
+        match ImageRef::parse(entry.name) {
+            // Matched as written too (`ubi9:latest`), not only normalised.
+            Ok(r) => match blocked_by(patterns, entry.name, &r) {
+                Some(pattern) => blocked.push((r, pattern)),
+                None => additional.push(WantedImage {
+                    platforms: cfg.image_platforms(entry.index),
+                    ..WantedImage::generic(r)
+                }),
+            },
+            Err(e) => problems.push(entry.error(origin, e.reason).to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\n"));
+    }
+    Ok(additional)
+}
+
+/// The wanted images, each once, in the order first wanted; those a pattern blocks added to
+/// `blocked`.
+fn each_once_unblocked(
+    wanted: impl Iterator<Item = WantedImage>,
+    patterns: &[(String, regex::Regex)],
+    blocked: &mut Vec<(ImageRef, String)>,
+) -> Vec<WantedImage> {
+    let mut images: Vec<WantedImage> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for w in wanted {
+        // An image wanted twice (two catalogs, a catalog and additionalImages) is mirrored
+        // once, where it was first wanted, keeping every platform either use keeps.
+        if let Some(&at) = seen.get(&w.source) {
+            let first: &mut WantedImage = &mut images[at];
+            first.platforms = first.platforms.union(&w.platforms);
+            continue;
+        }
+        match blocked_by(patterns, &w.source.to_string(), &w.source) {
+            Some(pattern) => blocked.push((w.source, pattern)),
+            None => {
+                seen.insert(w.source.clone(), images.len());
+                images.push(w);
+            }
+        }
+    }
+    images
+}
+
+/// The source of a configuration's run as reports name it: every registry an image or a
+/// built image comes from, `docker://HOST`, sorted, comma-separated.
+fn registries_label(images: &[WantedImage], built: &[ResolvedImage]) -> String {
+    let hosts: std::collections::BTreeSet<String> = images
+        .iter()
+        .map(|w| format!("docker://{}", w.source.registry))
+        .chain(
+            built
+                .iter()
+                .map(|c| format!("docker://{}", c.source.registry)),
+        )
+        .collect();
+    hosts.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 /// The `mirror.blockedImages` pattern that blocks an image, if any. Like oc-mirror, a pattern

@@ -436,6 +436,8 @@ fn manifest(s: &Served, repo: &Repo, reference: &str, method: &Method) -> Respon
     resp
 }
 
+/// `GET`/`HEAD` of a blob (or of a manifest, by digest): the whole file, checked against its
+/// digest as it streams, or the part a `Range` asks for once the whole was checked.
 async fn blob(
     s: &Served,
     repo: &Repo,
@@ -446,54 +448,13 @@ async fn blob(
     let Ok(digest) = reference.parse::<Digest>() else {
         return oci_error(StatusCode::BAD_REQUEST, "DIGEST_INVALID", "invalid digest");
     };
-    let corrupt = || {
-        oci_error(
-            StatusCode::NOT_FOUND,
-            "BLOB_UNKNOWN",
-            "blob unknown to registry: its file is corrupt",
-        )
+    let (path, base, size) = match locate_blob(s, repo, &digest) {
+        Ok(found) => found,
+        Err(not) => return not.response(),
     };
-    // Manifests are blobs too (clients fetch an index's children either way).
-    let declared = repo.blobs.get(&digest).copied();
-    if declared.is_none() && !repo.manifests.contains_key(&digest) {
-        return oci_error(
-            StatusCode::NOT_FOUND,
-            "BLOB_UNKNOWN",
-            &format!("blob unknown to registry: {digest}"),
-        );
-    }
-    let Some((path, base, size)) = s.layout.blob_location(&digest) else {
-        return oci_error(
-            StatusCode::NOT_FOUND,
-            "BLOB_UNKNOWN",
-            "blob unknown to registry",
-        );
-    };
-    // A file of another size than its manifest declares is refused before any header is sent
-    // (and an empty file sends no bytes the stream check could catch).
-    if declared.is_some_and(|d| d != size) || (size == 0 && digest != Digest::of(b"")) {
-        tracing::warn!("serving blob {digest}: its file holds {size} bytes, declared {declared:?}");
-        return corrupt();
-    }
-    let range = headers
-        .get(header::RANGE)
-        .and_then(|v| v.to_str().ok())
-        .map(|r| super::parse_range(r, size));
-    let (status, start, len) = match range {
-        None | Some(super::RangeAsk::Whole) => (StatusCode::OK, 0, size),
-        // A part cannot be checked on its own: the whole blob is hashed first (once).
-        Some(super::RangeAsk::Part(..)) if !s.blob_ok(&digest).await => return corrupt(),
-        Some(super::RangeAsk::Part(a, b)) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
-        Some(super::RangeAsk::Unsatisfiable) => {
-            // As Distribution answers it: no error body, the size in Content-Range.
-            let mut resp = Response::new(Body::empty());
-            *resp.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
-            api_version(&mut resp);
-            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
-                resp.headers_mut().insert(header::CONTENT_RANGE, v);
-            }
-            return resp;
-        }
+    let (status, start, len) = match blob_span(s, &digest, headers, size).await {
+        Ok(span) => span,
+        Err(not) => return not.response(),
     };
     let body = if method == Method::HEAD {
         Body::empty()
@@ -534,6 +495,88 @@ async fn blob(
     }
     api_version(&mut resp);
     resp
+}
+
+/// Why a blob is not served.
+enum NotServed {
+    /// Unknown to the repository or absent from the layout: `BLOB_UNKNOWN` with this message.
+    Unknown(String),
+    /// Its file is not what it should be (size, or digest of the whole for a range).
+    Corrupt,
+    /// The range asked lies beyond a blob of this size.
+    Unsatisfiable(u64),
+}
+
+impl NotServed {
+    /// The answer, as Distribution gives it.
+    fn response(self) -> Response {
+        match self {
+            NotServed::Unknown(message) => {
+                oci_error(StatusCode::NOT_FOUND, "BLOB_UNKNOWN", &message)
+            }
+            NotServed::Corrupt => oci_error(
+                StatusCode::NOT_FOUND,
+                "BLOB_UNKNOWN",
+                "blob unknown to registry: its file is corrupt",
+            ),
+            NotServed::Unsatisfiable(size) => {
+                // No error body, the size in Content-Range.
+                let mut resp = Response::new(Body::empty());
+                *resp.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                api_version(&mut resp);
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    resp.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                resp
+            }
+        }
+    }
+}
+
+/// Where `digest` of `repo` is stored (file, offset, size); not when it is unknown to the
+/// repository, absent from the layout, or a file of another size than declared.
+fn locate_blob(
+    s: &Served,
+    repo: &Repo,
+    digest: &Digest,
+) -> Result<(std::path::PathBuf, u64, u64), NotServed> {
+    // Manifests are blobs too (clients fetch an index's children either way).
+    let declared = repo.blobs.get(digest).copied();
+    if declared.is_none() && !repo.manifests.contains_key(digest) {
+        return Err(NotServed::Unknown(format!(
+            "blob unknown to registry: {digest}"
+        )));
+    }
+    let Some((path, base, size)) = s.layout.blob_location(digest) else {
+        return Err(NotServed::Unknown("blob unknown to registry".into()));
+    };
+    // A file of another size than its manifest declares is refused before any header is sent
+    // (and an empty file sends no bytes the stream check could catch).
+    if declared.is_some_and(|d| d != size) || (size == 0 && *digest != Digest::of(b"")) {
+        tracing::warn!("serving blob {digest}: its file holds {size} bytes, declared {declared:?}");
+        return Err(NotServed::Corrupt);
+    }
+    Ok((path, base, size))
+}
+
+/// What a `Range` header asks of a blob of `size` bytes: status, start and length.
+async fn blob_span(
+    s: &Served,
+    digest: &Digest,
+    headers: &HeaderMap,
+    size: u64,
+) -> Result<(StatusCode, u64, u64), NotServed> {
+    let range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(|r| super::parse_range(r, size));
+    match range {
+        None | Some(super::RangeAsk::Whole) => Ok((StatusCode::OK, 0, size)),
+        // A part cannot be checked on its own: the whole blob is hashed first (once).
+        Some(super::RangeAsk::Part(..)) if !s.blob_ok(digest).await => Err(NotServed::Corrupt),
+        Some(super::RangeAsk::Part(a, b)) => Ok((StatusCode::PARTIAL_CONTENT, a, b - a + 1)),
+        Some(super::RangeAsk::Unsatisfiable) => Err(NotServed::Unsatisfiable(size)),
+    }
 }
 
 /// Opens a regular file (never a FIFO or a symlink) at `offset`.

@@ -367,27 +367,43 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Installs OpenShift GitOps from `catalog` and waits for each stage OLM and the operator
+    /// go through: the Subscription's CSV, the CSV Succeeded, Argo CD's CRDs Established, the
+    /// ArgoCD instance Available. Returns the CSV's name.
     async fn operator(&self, h: &Handoff, catalog: &str) -> Result<String> {
         self.apply_all("operator", &operator_install(&h.gitops, catalog))
             .await?;
-        let csv = self
-            .until("operator", "the Subscription's installedCSV", async || {
-                let sub = self
-                    .cluster
-                    .get(
-                        "operators.coreos.com/v1alpha1",
-                        "Subscription",
-                        Some(OPERATOR_NAMESPACE),
-                        OPERATOR_PACKAGE,
-                    )
-                    .await?
-                    .unwrap_or_default();
-                Ok(match sub["status"]["installedCSV"].as_str() {
-                    Some(csv) => Check::Done(csv.to_string()),
-                    None => Check::Waiting(subscription_state(&sub["status"])),
-                })
+        let csv = self.installed_csv().await?;
+        self.csv_succeeded(&csv).await?;
+        self.argo_crds_established().await?;
+        self.cluster.forget_kinds();
+        self.argocd_available().await?;
+        Ok(csv)
+    }
+
+    /// The ClusterServiceVersion the Subscription installed, once it names one.
+    async fn installed_csv(&self) -> Result<String> {
+        self.until("operator", "the Subscription's installedCSV", async || {
+            let sub = self
+                .cluster
+                .get(
+                    "operators.coreos.com/v1alpha1",
+                    "Subscription",
+                    Some(OPERATOR_NAMESPACE),
+                    OPERATOR_PACKAGE,
+                )
+                .await?
+                .unwrap_or_default();
+            Ok(match sub["status"]["installedCSV"].as_str() {
+                Some(csv) => Check::Done(csv.to_string()),
+                None => Check::Waiting(subscription_state(&sub["status"])),
             })
-            .await?;
+        })
+        .await
+    }
+
+    /// Waits for `csv` to reach phase Succeeded; its phase Failed fails the step.
+    async fn csv_succeeded(&self, csv: &str) -> Result<()> {
         self.until(
             "operator",
             &format!("ClusterServiceVersion {csv} Succeeded"),
@@ -398,7 +414,7 @@ impl Run<'_> {
                         "operators.coreos.com/v1alpha1",
                         "ClusterServiceVersion",
                         Some(OPERATOR_NAMESPACE),
-                        &csv,
+                        csv,
                     )
                     .await?
                     .unwrap_or_default();
@@ -413,7 +429,11 @@ impl Run<'_> {
                 })
             },
         )
-        .await?;
+        .await
+    }
+
+    /// Waits for each of Argo CD's CRDs to be Established.
+    async fn argo_crds_established(&self) -> Result<()> {
         for crd in ARGO_CRDS {
             self.until("operator", &format!("CRD {crd} Established"), async || {
                 let found = self
@@ -433,7 +453,11 @@ impl Run<'_> {
             })
             .await?;
         }
-        self.cluster.forget_kinds();
+        Ok(())
+    }
+
+    /// Waits for the operator's ArgoCD instance to be Available.
+    async fn argocd_available(&self) -> Result<()> {
         self.until(
             "operator",
             &format!("ArgoCD {ARGO_NAMESPACE}/{ARGOCD_NAME} Available"),
@@ -456,8 +480,7 @@ impl Run<'_> {
                 )
             },
         )
-        .await?;
-        Ok(csv)
+        .await
     }
 
     async fn credentials(&self, h: &Handoff) -> Result<()> {

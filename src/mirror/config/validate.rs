@@ -51,7 +51,7 @@ impl Validator<'_> {
     }
 
     /// Only the shape of each reference: src/oci/reference.rs parses it fully (registry,
-    /// repository, tag, digest) and reports through [`ImageEntry::error`].
+    /// repository, tag, digest) and reports through [`super::ImageEntry::error`].
     ///
     /// A reference without a registry host (`ubi9/ubi:latest`) is *not* refused here: oc-mirror
     /// accepts it (its image library normalises it to docker.io, as every container tool does),

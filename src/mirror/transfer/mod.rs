@@ -76,7 +76,7 @@ pub struct TransferSettings {
     /// Bytes per upload chunk; blobs no larger go in one request.
     pub chunk_size: NonZeroU64,
     /// Tries per blob, shared by the blob's own retries and those of every request it makes
-    /// (see [`retry::RetryBudget`]).
+    /// (see [`crate::oci::retry::RetryBudget`]).
     pub retry: RetryPolicy,
     /// When a stream counts as stalled.
     pub stall: StallPolicy,

@@ -4,14 +4,15 @@
 //! for each such requirement one bundle is added (kept channels first, then the default channel,
 //! then channel heads, then the highest version), with the part of its channel's replaces chain
 //! that keeps one head. A requirement this catalog cannot meet is reported, not refused: another
-//! catalog of the configuration may meet it.
+//! catalog of the configuration may meet it; [`Provided`] is what another catalog's selection
+//! offers to check it against.
 
 use super::channel::ChannelGraph;
 use super::range::DependencyRange;
-use super::{graph_error, DependencyPick, Kept, SelectError, UnmetRequirement};
+use super::{graph_error, DependencyPick, Kept, SelectError, Selection, UnmetRequirement};
 use crate::openshift::fbc::{Catalog, PackageRequirement};
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The requirements of kept bundles that no kept bundle meets, with why.
 pub(super) fn unmet(catalog: &Catalog, kept: &Kept) -> Vec<UnmetRequirement> {
@@ -231,4 +232,34 @@ fn add_entry(
     let segment = graph.segment(|i| wanted.contains(graph.name(i)));
     entries.extend(graph.names(segment));
     Ok(())
+}
+
+/// The package versions a selection keeps, to check another catalog's unmet requirements
+/// against: OLM resolves a dependency from any catalog source on the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Provided {
+    versions: BTreeMap<String, Vec<semver::Version>>,
+}
+
+impl Provided {
+    /// What `selection` keeps.
+    pub fn of(selection: &Selection) -> Self {
+        let versions = selection
+            .bundles
+            .iter()
+            .map(|(p, b)| (p.clone(), b.values().map(|b| b.version.clone()).collect()))
+            .collect();
+        Provided { versions }
+    }
+
+    /// True when a kept bundle of `package` is in `range` (blang/semver syntax; never for a
+    /// range that does not parse).
+    pub fn meets(&self, package: &str, range: &str) -> bool {
+        let Ok(range) = DependencyRange::parse(range) else {
+            return false;
+        };
+        self.versions
+            .get(package)
+            .is_some_and(|vs| vs.iter().any(|v| range.contains(v)))
+    }
 }

@@ -1,0 +1,137 @@
+//! What a run plans and what it leaves out on purpose: `--dry-run` copies nothing and lists
+//! everything; `mirror.blockedImages` leaves images out and says so.
+
+use super::*;
+
+/// `--dry-run` resolves everything and lists each image with its size and the totals, as text
+/// and as a JSON plan file, and creates nothing: no disk mirror, no upload at a registry. After
+/// a real mirror the same dry run finds every image already there and nothing to send.
+#[test]
+fn a_dry_run_plans_everything_and_copies_nothing() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(5).push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["multi"]);
+    let dir = work.path().join("mirror");
+    let (src_host, dst_host) = (src.host(), dst.host());
+    let run = |dest: &str, extra: &[&str]| {
+        let mut args = vec!["mirror", "-c", cfg.to_str().unwrap(), dest, "--dry-run"];
+        args.extend_from_slice(&["--plain-http", &src_host, "--plain-http", &dst_host]);
+        args.extend_from_slice(extra);
+        let out = support::run::command(&args)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    let plan: serde_json::Value = serde_json::from_str(&run(
+        &format!("file://{}", dir.display()),
+        &["--output", "json"],
+    ))
+    .unwrap();
+    assert!(!dir.exists(), "a dry run created {}", dir.display());
+    assert_eq!(plan["images"].as_array().unwrap().len(), pushed.len());
+    let unique: std::collections::BTreeMap<&str, u64> = pushed
+        .iter()
+        .flat_map(|p| p.blobs.iter().map(|(d, s)| (d.as_str(), *s)))
+        .collect();
+    assert_eq!(plan["blobs"].as_u64().unwrap() as usize, unique.len());
+    assert_eq!(
+        plan["bytesTotal"].as_u64().unwrap(),
+        unique.values().sum::<u64>()
+    );
+    assert_eq!(plan["bytesToSend"], plan["bytesTotal"]);
+    let files: Vec<_> = fs_err::read_dir(work.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("mirror-dry-run-")
+        })
+        .collect();
+    assert_eq!(files.len(), 1, "one plan file");
+
+    let dest = format!("docker://{}/m", dst.host());
+    let text = run(&dest, &[]);
+    assert!(text.contains("nothing was copied"), "{text}");
+    assert_eq!(dst.requests_matching("POST", "/blobs/uploads/"), 0);
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dest,
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        work.path().join("rec.json").to_str().unwrap(),
+        "--status-file",
+        work.path().join("status.json").to_str().unwrap(),
+    ]));
+    let again: serde_json::Value =
+        serde_json::from_str(&run(&dest, &["--output", "json"])).unwrap();
+    assert_eq!(again["bytesToSend"], 0, "{again:#}");
+    assert!(again["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["alreadyMirrored"] == true));
+}
+
+/// `mirror.blockedImages` patterns (regular expressions, matched anywhere in the reference as
+/// oc-mirror matches them) leave images out on purpose: not fetched, not in the record, listed
+/// as blocked with the pattern in the status file, and the run still succeeds.
+#[test]
+fn blocked_images_are_left_out_and_said_so() {
+    let src = Registry::plain();
+    let pushed = SyntheticSet::standard(6)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed, &src.host(), &["multi"]);
+    let mut text = fs_err::read_to_string(&cfg).unwrap();
+    text.push_str("  blockedImages:\n  - name: '/base/app-b:'\n  - name: multi-docker\n");
+    fs_err::write(&cfg, text).unwrap();
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let rec = json(&dir.join("mirror-record.json"));
+    let sources: Vec<&str> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources.len(), pushed.len() - 2, "{sources:?}");
+    assert!(!sources
+        .iter()
+        .any(|s| s.contains("app-b") || s.contains("multi-docker")));
+    let status = json(&dir.join("mirror-status.json"));
+    assert_eq!(status["blocked"], 2, "{status:#}");
+    assert_eq!(status["failed"], 0);
+    let blocked: Vec<&serde_json::Value> = status["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["status"] == "blocked")
+        .collect();
+    assert!(blocked[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("mirror.blockedImages[0] (/base/app-b:)"));
+    // Nothing of a blocked image was fetched.
+    let app_b = pushed.iter().find(|p| p.repo.ends_with("app-b")).unwrap();
+    assert_eq!(
+        src.requests_matching("GET", &format!("{}/manifests", app_b.repo)),
+        0
+    );
+}

@@ -1,0 +1,153 @@
+//! What must fail, and fail cleanly: a flipped byte in a disk mirror, named by blob; bad input,
+//! refused before anything is written.
+
+use super::*;
+
+#[test]
+fn a_flipped_byte_fails_sha256sum_and_verify_naming_the_blob() {
+    let src = Registry::plain();
+    let pushed = SyntheticSet::standard(6)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let cfg = write_config(work.path(), &pushed[..1], &src.host(), &["amd64"]);
+    let dir = work.path().join("mirror");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let path = support::run::largest_layout_blob(&dir);
+    let blob = path.file_name().unwrap().to_string_lossy().into_owned();
+    let mut bytes = fs_err::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    fs_err::write(&path, bytes).unwrap();
+
+    let sums = Command::new("sha256sum")
+        .args(["-c", "--quiet", "SHA256SUMS"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!sums.status.success());
+    assert!(String::from_utf8_lossy(&sums.stdout).contains(&blob));
+    let out = bootstrap(&["verify", &format!("file://{}", dir.display())]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("corrupt") && text.contains(&blob), "{text}");
+}
+
+#[test]
+fn bad_input_fails_cleanly_and_leaves_nothing() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(7)
+        .without_large()
+        .push_to(&src, "src");
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("mirror");
+    let dir_url = format!("file://{}", dir.display());
+
+    // A config that is refused before anything is fetched: the error, and nothing on disk.
+    let refused = |name: &str, text: &str| -> String {
+        let cfg = work.path().join(name);
+        fs_err::write(&cfg, text).unwrap();
+        let err = failed(&bootstrap(&[
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dir_url,
+        ]));
+        assert!(!dir.exists(), "a refused config left {}", dir.display());
+        err
+    };
+    let header = "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n";
+
+    // An unknown key: file, line and column, and the key.
+    let err = refused(
+        "unknown.yaml",
+        &format!("{header}  additionalImage:\n  - name: a.io/b:c\n"),
+    );
+    assert!(
+        err.contains("unknown.yaml:4:3") && err.contains("additionalImage"),
+        "{err}"
+    );
+
+    // A malformed reference: the field path and what is wrong.
+    let err = refused(
+        "malformed.yaml",
+        &format!("{header}  additionalImages:\n  - name: a.io/B:c\n"),
+    );
+    assert!(
+        err.contains("additionalImages[0]") && err.contains("lowercase"),
+        "{err}"
+    );
+
+    // An image that does not exist: named, nothing written.
+    let mut missing = pushed[0].clone();
+    missing.tag = "no-such-tag".into();
+    let cfg = write_config(
+        work.path(),
+        &[pushed[0].clone(), missing],
+        &src.host(),
+        &["amd64"],
+    );
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+        "--plain-http",
+        &src.host(),
+    ]));
+    assert!(
+        err.contains("no-such-tag") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        work.path().join("r.json").to_str().unwrap(),
+    ]));
+    assert!(err.contains("no-such-tag"), "{err}");
+    assert_eq!(
+        dst.requests_matching("PUT", "/manifests/"),
+        0,
+        "no manifest may be pushed"
+    );
+    assert!(!work.path().join("r.json").exists());
+
+    // An unreachable registry: named, quickly.
+    let cfg = write_config(work.path(), &pushed[..1], "127.0.0.1:9", &["amd64"]);
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &dir_url,
+        "--plain-http",
+        "127.0.0.1:9",
+    ]));
+    assert!(
+        err.contains("127.0.0.1:9") && err.contains("connection refused"),
+        "{err}"
+    );
+    assert!(!dir.exists());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        "docker://127.0.0.1:9/x",
+    ]));
+    assert!(err.contains("127.0.0.1:9"), "{err}");
+}
