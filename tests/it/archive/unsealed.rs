@@ -44,7 +44,8 @@ fn a_failed_archive_run_is_continued_by_the_same_command() {
             retries,
             "--continue-on-error",
             // One stream for the layer, so the cut lands 48 MiB into it, past a checkpoint (split
-            // reads, each piece a request of its own, are tested in mirror.rs and resilience.rs).
+            // reads, each piece a request of its own, are tested in mirror/transport.rs and
+            // resilience.rs).
             "--range-parts",
             "1",
         ])
