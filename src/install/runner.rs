@@ -63,11 +63,6 @@ impl fmt::Display for Signal {
 pub enum Ending {
     /// Every stage asked for is done.
     Complete,
-    /// The run stopped before a stage that is not built yet.
-    NotBuilt {
-        /// That stage.
-        stage: Stage,
-    },
     /// A stage failed.
     Failed {
         /// That stage.
@@ -90,7 +85,7 @@ pub enum Ending {
 pub struct StageReport {
     /// The stage.
     pub stage: Stage,
-    /// `ran`, `skipped`, `failed`, `interrupted`, `kept` (before --from) or `not built`.
+    /// `ran`, `skipped`, `failed`, `interrupted`, or `kept` (before --from).
     pub action: &'static str,
     /// Why it ran (`first run`, `inputs changed: inventory:nodes.yaml`, ...), or what it made.
     pub detail: String,
@@ -109,13 +104,11 @@ pub struct InstallReport {
 }
 
 impl InstallReport {
-    /// The exit code: 0 complete, 1 a stage failed, 3 stopped before a stage not built yet,
-    /// 130 SIGINT, 143 SIGTERM.
+    /// The exit code: 0 complete, 1 a stage failed, 130 SIGINT, 143 SIGTERM.
     pub fn exit_code(&self) -> u8 {
         match self.ending {
             Ending::Complete => 0,
             Ending::Failed { .. } => 1,
-            Ending::NotBuilt { .. } => 3,
             Ending::Interrupted {
                 signal: Signal::Interrupt,
                 ..
@@ -135,12 +128,6 @@ impl fmt::Display for InstallReport {
         }
         match &self.ending {
             Ending::Complete => writeln!(f, "done: {}", self.run),
-            Ending::NotBuilt { stage } => writeln!(
-                f,
-                "stopped before {stage}: not built yet (stages up to {} are done; --until {} ends the run there with exit 0)",
-                prev(*stage).map_or("none", Stage::name),
-                prev(*stage).map_or("validate", Stage::name),
-            ),
             Ending::Failed { stage, log } => writeln!(
                 f,
                 "{stage} failed; its log: {}",
@@ -152,10 +139,6 @@ impl fmt::Display for InstallReport {
             },
         }
     }
-}
-
-fn prev(stage: Stage) -> Option<Stage> {
-    (stage as usize).checked_sub(1).map(|i| Stage::ALL[i])
 }
 
 /// Runs the pipeline as `settings` say; warnings (a stale lock taken over) and a line per stage
@@ -258,10 +241,7 @@ impl Runner<'_> {
                 self.report(stage, "kept", "before --from".to_string());
                 continue;
             }
-            let Some(work) = stage.work() else {
-                self.report(stage, "not built", "not built yet".to_string());
-                return Ok(Ending::NotBuilt { stage });
-            };
+            let work = stage.work();
             let inputs = work.inputs(&self.cx)?;
             let Some(reason) = self.why_run(stage, work, &inputs)? else {
                 let detail = self.state.get(stage).detail.clone().unwrap_or_default();

@@ -1,9 +1,8 @@
-//! The pipeline's stages, in their fixed order, and what each one is: an enum (the order, the
-//! names) and one match ([`Stage::work`]) from a stage to its adapter. A stage that has no
-//! adapter yet is listed and stops the run before it. An adapter declares its inputs (files and
-//! the settings that matter, each hashed; secrets hashed and never stored), the run-directory
-//! folder its outputs go to, and does its work into a staging folder that the runner publishes
-//! whole only when the stage succeeded.
+//! The pipeline's stages, in their fixed order, and what each one is: one table (`stages!`)
+//! makes the enum (the order), the names and the one match ([`Stage::work`]) from a stage to its
+//! adapter. An adapter declares its inputs (files and the settings that matter, each hashed;
+//! secrets hashed and never stored), the run-directory folder its outputs go to, and does its
+//! work into a staging folder that the runner publishes whole only when the stage succeeded.
 
 mod boot;
 pub mod handoff;
@@ -27,64 +26,59 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// One stage of `bootstrap install`, in pipeline order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// The inventory and the installer's rules on what it becomes; writes nothing.
-    Validate,
-    /// install-config.yaml and agent-config.yaml under `RUN/config/`.
-    Render,
-    /// openshift-install and oc from the mirrored release, pinned to it, under `RUN/tools/`.
-    Tools,
-    /// The agent ISO and the files the later stages read, under `RUN/iso/`.
-    Iso,
-    /// Nodes booted from the ISO through their BMCs; per node results under `RUN/boot/`.
-    Boot,
-    /// Waiting for the installation to complete, under `RUN/wait/`.
-    Wait,
-    /// Host preparation over SSH: facts, checks, playbooks.
-    Prep,
-    /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
-    Handoff,
+/// The stage table: each stage's variant, name and adapter, in the order the stages run. The
+/// enum (whose order is the pipeline's), [`Stage::ALL`], [`Stage::NAMES`], [`Stage::name`],
+/// [`Stage::work`] and the names in `state.json` are all made from this one list, so there is
+/// nothing to keep in step by hand.
+macro_rules! stages {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $work:expr;)+) => {
+        /// One stage of `bootstrap install`, in pipeline order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Stage {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)+
+        }
+
+        impl Stage {
+            /// Every stage, in the order they run.
+            pub const ALL: [Stage; [$($name),+].len()] = [$(Stage::$variant),+];
+
+            /// Every stage's name, in order (what `--from` and `--until` accept).
+            pub const NAMES: [&'static str; [$($name),+].len()] = [$($name),+];
+
+            /// The stage's name (`render`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Stage::$variant => $name,)+
+                }
+            }
+
+            /// The stage's adapter: the one match of the pipeline.
+            pub fn work(self) -> &'static dyn StageWork {
+                match self {
+                    $(Stage::$variant => &$work,)+
+                }
+            }
+        }
+    };
 }
 
-impl Stage {
-    /// Every stage, in the order they run.
-    pub const ALL: [Stage; 8] = [
-        Stage::Validate,
-        Stage::Render,
-        Stage::Tools,
-        Stage::Iso,
-        Stage::Boot,
-        Stage::Wait,
-        Stage::Prep,
-        Stage::Handoff,
-    ];
-
-    /// Every stage's name, in order (what `--from` and `--until` accept).
-    pub const NAMES: [&'static str; 8] = [
-        "validate", "render", "tools", "iso", "boot", "wait", "prep", "handoff",
-    ];
-
-    /// The stage's name (`render`).
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The stage's adapter, or `None` when it is not built yet: the one match of the pipeline.
-    pub fn work(self) -> Option<&'static dyn StageWork> {
-        match self {
-            Stage::Validate => Some(&validate::Validate),
-            Stage::Render => Some(&render::Render),
-            Stage::Tools => Some(&tools::Tools),
-            Stage::Iso => Some(&iso::Iso),
-            Stage::Boot => Some(&boot::Boot),
-            Stage::Wait => Some(&wait::Wait),
-            Stage::Prep => Some(&prep::Prep),
-            Stage::Handoff => Some(&handoff::HandoffStage),
-        }
-    }
+stages! {
+    /// The inventory and the installer's rules on what it becomes; writes nothing.
+    Validate = "validate" => validate::Validate;
+    /// install-config.yaml and agent-config.yaml under `RUN/config/`.
+    Render = "render" => render::Render;
+    /// openshift-install and oc from the mirrored release, pinned to it, under `RUN/tools/`.
+    Tools = "tools" => tools::Tools;
+    /// The agent ISO and the files the later stages read, under `RUN/iso/`.
+    Iso = "iso" => iso::Iso;
+    /// Nodes booted from the ISO through their BMCs; per node results under `RUN/boot/`.
+    Boot = "boot" => boot::Boot;
+    /// Waiting for the installation to complete, under `RUN/wait/`.
+    Wait = "wait" => wait::Wait;
+    /// Host preparation over SSH: facts, checks, playbooks.
+    Prep = "prep" => prep::Prep;
+    /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
+    Handoff = "handoff" => handoff::HandoffStage;
 }
 
 impl fmt::Display for Stage {
