@@ -41,42 +41,41 @@ impl StageWork for Boot {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
         inputs.run_files(&cx.run, ISO_DIR)?;
-        if let Ok(inv) = inventory::load(&cx.inventory) {
-            for (i, node) in inv.nodes.nodes.iter().enumerate() {
-                let b = &node.bmc;
-                let at = format!("nodes[{i}]");
-                inputs.setting(&format!("{at}.hostname"), &node.hostname);
-                inputs.setting(&format!("{at}.bmc.address"), &b.address);
-                inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
-                inputs.setting(
-                    &format!("{at}.bmc.systemUUID"),
-                    b.system_uuid.as_deref().unwrap_or(""),
-                );
-                inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
-                if let Some(c) = &b.credentials {
-                    inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
-                }
-                if let Some(ca) = &b.ca {
-                    inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
-                }
-            }
-            let boot = &inv.site.boot;
-            inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
-            let server = boot.iso_server.as_ref();
+        let inv = cx.inventory()?;
+        for (i, node) in inv.nodes.nodes.iter().enumerate() {
+            let b = &node.bmc;
+            let at = format!("nodes[{i}]");
+            inputs.setting(&format!("{at}.hostname"), &node.hostname);
+            inputs.setting(&format!("{at}.bmc.address"), &b.address);
+            inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
             inputs.setting(
-                "boot.isoServer.listen",
-                server.map_or("", |s| s.listen.as_str()),
+                &format!("{at}.bmc.systemUUID"),
+                b.system_uuid.as_deref().unwrap_or(""),
             );
-            inputs.setting(
-                "boot.isoServer.advertise",
-                server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
-            );
-            if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
-                inputs.file(
-                    format!("inventory:{}", tls.certificate.file),
-                    &inv.resolve(&tls.certificate.file),
-                )?;
+            inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+            if let Some(c) = &b.credentials {
+                inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
             }
+            if let Some(ca) = &b.ca {
+                inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+            }
+        }
+        let boot = &inv.site.boot;
+        inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
+        let server = boot.iso_server.as_ref();
+        inputs.setting(
+            "boot.isoServer.listen",
+            server.map_or("", |s| s.listen.as_str()),
+        );
+        inputs.setting(
+            "boot.isoServer.advertise",
+            server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
+        );
+        if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
+            inputs.file(
+                format!("inventory:{}", tls.certificate.file),
+                &inv.resolve(&tls.certificate.file),
+            )?;
         }
         Ok(inputs)
     }
@@ -90,9 +89,7 @@ impl StageWork for Boot {
     }
 
     fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow!("{e}"))
-            .context("loading the inventory")?;
+        let inv = cx.inventory()?;
         check_reboot_names(&inv, &cx.reboot)?;
         fs_err::create_dir_all(out)?;
         let plans = plan(&inv, &cx.reboot)?;

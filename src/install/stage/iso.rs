@@ -12,7 +12,7 @@ use super::{Inputs, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{CACHE_DIR, CONFIG_DIR, ISO_DIR, TOOLS_DIR};
 use crate::inventory::model::MachineRole;
-use crate::inventory::{self, Inventory};
+use crate::inventory::Inventory;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -36,9 +36,7 @@ impl StageWork for Iso {
         for (name, path) in manifest_files(&cx.inventory)? {
             inputs.file(format!("inventory:{MANIFESTS_DIR}/{name}"), &path)?;
         }
-        let roles = inventory::load(&cx.inventory)
-            .map(|inv| irdma_roles(&inv).join(","))
-            .unwrap_or_default();
+        let roles = irdma_roles(&cx.inventory()?).join(",");
         inputs.setting("day1.blacklistIrdma", &roles);
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
         Ok(inputs)
@@ -49,9 +47,7 @@ impl StageWork for Iso {
     }
 
     fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("loading the inventory")?;
+        let inv = cx.inventory()?;
         let work = out.join("work");
         let extra = work.join("openshift");
         fs_err::create_dir_all(&extra)?;

@@ -19,7 +19,7 @@ pub use inputs::Inputs;
 
 use super::log::StageLog;
 use super::rundir::RunDir;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -161,6 +161,15 @@ impl StageContext {
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
     }
+
+    /// The inventory, loaded; an error (its problems) when it does not load. A stage's inputs
+    /// read it with this too: one that cannot be read fails the stage rather than leaving its
+    /// settings out of the hash.
+    pub fn inventory(&self) -> Result<crate::inventory::Inventory> {
+        crate::inventory::load(&self.inventory)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("loading the inventory")
+    }
 }
 
 /// A stage's adapter: it reads what earlier stages wrote in the run directory (and the
@@ -190,5 +199,45 @@ pub trait StageWork: Sync {
     /// show them even if a message quoted one.
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         inputs::inventory_secrets(&cx.inventory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stages after render read the inventory for their inputs (boot: every node's BMC,
+    /// prep: the SSH key and playbooks, ...). One that does not load used to leave those out
+    /// of the hash, so the stage could be taken for unchanged; now reading the inputs fails,
+    /// naming the inventory.
+    #[test]
+    fn a_stage_whose_inventory_does_not_load_fails_reading_its_inputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inventory = tmp.path().join("inv");
+        fs_err::create_dir_all(&inventory).unwrap();
+        fs_err::write(inventory.join("site.yaml"), "cluster: [not a site\n").unwrap();
+        fs_err::write(inventory.join("nodes.yaml"), "nodes: []\n").unwrap();
+        let cx = StageContext {
+            inventory,
+            run: RunDir::new(tmp.path().join("run")),
+            cancel: Arc::new(AtomicBool::new(false)),
+            installer: None,
+            reboot: Vec::new(),
+            wait_limits: WaitLimits::default(),
+            progress: crate::output::Progress::lines("install"),
+            iso_server: Default::default(),
+        };
+        for stage in [
+            Stage::Tools,
+            Stage::Iso,
+            Stage::Boot,
+            Stage::Prep,
+            Stage::Handoff,
+        ] {
+            match stage.work().inputs(&cx) {
+                Ok(inputs) => panic!("{stage}: inputs read without the inventory: {inputs:?}"),
+                Err(e) => assert_eq!(e.to_string(), "loading the inventory", "{stage}: {e:#}"),
+            }
+        }
     }
 }
