@@ -7,8 +7,8 @@
 
 use super::lock::{LockError, RunLock};
 use super::log::{redact, StageLog};
-use super::rundir::RunDir;
-use super::stage::{Inputs, Stage, StageContext, StageWork, WaitLimits};
+use super::rundir::{RunDir, ISO_ACCESS_LOG};
+use super::stage::{Inputs, IsoServer, Stage, StageContext, StageWork, WaitLimits};
 use super::state::{now, RunState, Status};
 use crate::output::Progress;
 use anyhow::{Context, Result};
@@ -190,10 +190,10 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         reboot: settings.reboot.clone(),
         wait_limits: settings.wait_limits,
         progress: progress.clone(),
-        iso_server: Default::default(),
     };
     let mut runner = Runner {
         settings,
+        iso: IsoServer::new(dir.join(ISO_ACCESS_LOG)),
         dir,
         state,
         cx,
@@ -211,6 +211,9 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
 
 struct Runner<'a> {
     settings: &'a InstallSettings,
+    /// The ISO server, held from the stage that starts it to the end of the run (dropping it
+    /// stops it) and lent to each stage for its run.
+    iso: IsoServer,
     dir: RunDir,
     state: RunState,
     cx: StageContext,
@@ -257,6 +260,11 @@ impl Runner<'_> {
             }
         }
         Ok(Ending::Complete)
+    }
+
+    /// Where the ISO server appends every answer.
+    fn iso_access_log(&self) -> std::path::PathBuf {
+        self.dir.join(ISO_ACCESS_LOG)
     }
 
     fn report(&mut self, stage: Stage, action: &'static str, detail: String) {
@@ -404,12 +412,16 @@ impl Runner<'_> {
         attempt: &Attempt,
     ) -> Result<Worked> {
         let cx = self.cx.clone();
+        // Lent to the stage's thread and taken back when it ends; a stage interrupted keeps it
+        // until its thread ends, and the run ends then.
+        let empty = IsoServer::new(self.iso_access_log());
+        let mut iso = std::mem::replace(&mut self.iso, empty);
         let task = tokio::task::spawn_blocking({
             let out = out.to_path_buf();
             move || {
-                let result = work.run(&cx, &out, &mut log);
+                let result = work.run(&cx, &mut iso, &out, &mut log);
                 test_pause(stage, &cx);
-                (result, log)
+                (result, log, iso)
             }
         });
         // A signal wins over a stage that ends at the same moment (it may have ended because
@@ -418,7 +430,10 @@ impl Runner<'_> {
             biased;
             signal = self.signals.wait() => Ok(Worked::Interrupted(signal)),
             joined = task => Ok(match joined {
-                Ok((result, log)) => Worked::Finished(result, log),
+                Ok((result, log, iso)) => {
+                    self.iso = iso;
+                    Worked::Finished(result, log)
+                }
                 // A bug, not the site's fault: still recorded as the stage's failure, in its
                 // log and state.json, rather than ending the run with the stage left running.
                 Err(e) => Worked::Finished(

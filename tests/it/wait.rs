@@ -443,7 +443,7 @@ async fn kubectl_reads_the_cluster_api_stand_in() {
 async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
     use bootstrap::install::log::StageLog;
     use bootstrap::install::rundir::RunDir;
-    use bootstrap::install::stage::{Stage, StageContext};
+    use bootstrap::install::stage::{IsoServer, Stage, StageContext};
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let work = run.join("iso/work");
@@ -497,7 +497,6 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         reboot: Vec::new(),
         wait_limits: limits(120, 120),
         progress: bootstrap::output::Progress::lines("install"),
-        iso_server: Default::default(),
     };
     let work_ = Stage::Wait.work();
     assert_eq!(work_.output_dir(), Some("wait"));
@@ -505,12 +504,13 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
     assert!(secrets.contains(&token) && secrets.contains(&admin));
     let log_path = run.join("logs/wait.log");
     let out = run.join(".staging/wait");
+    let mut iso = IsoServer::new(run.join("logs/iso-access.log"));
     let detail = tokio::task::spawn_blocking({
         let out = out.clone();
         let log_path = log_path.clone();
         move || {
             let mut log = StageLog::open(&log_path, secrets).unwrap();
-            work_.run(&cx, &out, &mut log)
+            work_.run(&cx, &mut iso, &out, &mut log)
         }
     })
     .await

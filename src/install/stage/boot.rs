@@ -18,7 +18,7 @@
 //! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
 
 use super::served::{iso_source, IsoSource, BOOT_FILE, ISO_PATH};
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{BOOT_DIR, ISO_DIR, LEDGER_DIR};
 use crate::inventory::model::Node;
@@ -88,14 +88,19 @@ impl StageWork for Boot {
         (!cx.reboot.is_empty()).then(|| format!("--reboot {}", cx.reboot.join(", ")))
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let inv = cx.inventory()?;
         check_reboot_names(&inv, &cx.reboot)?;
         fs_err::create_dir_all(out)?;
         let plans = plan(&inv, &cx.reboot)?;
         let handle = tokio::runtime::Handle::current();
-        let iso = cx.run.join(ISO_PATH);
-        let source = handle.block_on(iso_source(cx, &inv, &iso))?;
+        let source = handle.block_on(iso_source(cx, iso, &inv, &cx.run.join(ISO_PATH)))?;
         log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
         let lines = NodeLines::new("boot", &names);

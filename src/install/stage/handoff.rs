@@ -9,7 +9,7 @@
 //! Application's sync and health). Neither holds a secret: the repository password and key
 //! live only in the Secret object.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::gitops::handoff::{self, Event, Handoff, Options};
 use crate::gitops::scaffold;
 use crate::install::log::StageLog;
@@ -91,7 +91,13 @@ impl StageWork for HandoffStage {
         Some(HANDOFF_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let inv = cx.inventory()?;
         let h = prepare(&inv)?;
         let kubeconfig = kubeconfig(cx);

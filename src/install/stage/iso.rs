@@ -8,7 +8,7 @@
 //! `rendezvousIP`, `auth/kubeconfig` made 0600, `.openshift_install_state.json` whose watcher
 //! token the wait stage needs) are checked and described in `RUN/iso/iso.json`.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{CACHE_DIR, CONFIG_DIR, ISO_DIR, TOOLS_DIR};
 use crate::inventory::model::MachineRole;
@@ -46,7 +46,13 @@ impl StageWork for Iso {
         Some(ISO_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let inv = cx.inventory()?;
         let work = out.join("work");
         let extra = work.join("openshift");

@@ -16,6 +16,7 @@ mod validate;
 pub mod wait;
 
 pub use inputs::Inputs;
+pub use served::IsoServer;
 
 use super::log::StageLog;
 use super::rundir::RunDir;
@@ -122,20 +123,6 @@ pub struct StageContext {
     /// The run's progress (stderr): stages that work on every node at once make their live
     /// lines with [`crate::output::NodeLines`].
     pub progress: crate::output::Progress,
-    /// The ISO server the boot stage started, kept for the rest of the run (the BMCs read the
-    /// ISO while their nodes boot and install).
-    pub iso_server: Arc<tokio::sync::Mutex<Option<ServedIso>>>,
-}
-
-/// The ISO being served by this process.
-#[derive(Debug)]
-pub struct ServedIso {
-    /// The ISO's sha256.
-    pub sha256: String,
-    /// What the boot stage recorded about it.
-    pub source: served::IsoSource,
-    /// The server.
-    pub running: crate::serve::Running,
 }
 
 /// How long the wait stage waits, as `openshift-install agent wait-for` does.
@@ -186,8 +173,16 @@ pub trait StageWork: Sync {
 
     /// Does the stage's work, writing its outputs under `out` (a staging folder that becomes
     /// [`StageWork::output_dir`]); returns a one-line detail for the status table. An error's
-    /// first line becomes the failure's detail; the log holds the rest.
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String>;
+    /// first line becomes the failure's detail; the log holds the rest. `iso` is the run's ISO
+    /// server, which the runner holds from the stage that starts it to the end of the run and
+    /// lends to each stage for its run; only the stages that serve the ISO (boot, wait) use it.
+    fn run(
+        &self,
+        cx: &StageContext,
+        iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String>;
 
     /// Why the stage must run although its inputs and outputs are unchanged (the boot stage
     /// with `--reboot NODE`), or `None`.
@@ -225,7 +220,6 @@ mod tests {
             reboot: Vec::new(),
             wait_limits: WaitLimits::default(),
             progress: crate::output::Progress::lines("install"),
-            iso_server: Default::default(),
         };
         for stage in [
             Stage::Tools,

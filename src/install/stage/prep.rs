@@ -9,7 +9,7 @@
 //! unreachable, has a hardware problem or fails a playbook, naming each such node.
 
 use super::wait::WAIT_DIR;
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::hostprep::hosts;
 use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::install::log::StageLog;
@@ -47,7 +47,13 @@ impl StageWork for Prep {
         Some(PREP_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let inv = cx.inventory()?;
         let paths: Vec<_> = inv
             .site

@@ -6,7 +6,7 @@
 //! a binary whose release placeholder was never rewritten is refused (it would install its
 //! compiled-in release). `RUN/tools/tools.json` says what each binary is.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::TOOLS_DIR;
 use crate::inventory::model::InstallerBinary;
@@ -56,7 +56,13 @@ impl StageWork for Tools {
         Some(TOOLS_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let inv = cx.inventory()?;
         let release = site_release(&inv)?;
         log.line(&format!("release in the site registry: {release}"))?;

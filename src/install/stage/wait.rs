@@ -17,7 +17,7 @@
 //! `wait/result.json` records the final cluster status, each host's last stage, the times and
 //! the events seen.
 
-use super::{Inputs, StageContext, StageWork, WaitLimits};
+use super::{Inputs, IsoServer, StageContext, StageWork, WaitLimits};
 use crate::install::log::StageLog;
 use crate::install::rundir::{CACHE_DIR, ISO_DIR};
 use crate::openshift::assisted::{self, ApiError, Cluster, EventQuery};
@@ -58,7 +58,13 @@ impl StageWork for Wait {
         Some(WAIT_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let work = cx.run.join(&format!("{ISO_DIR}/work"));
         let watch = Watch::from_iso_work(&work, cx.wait_limits)?;
         let watch = Watch {
@@ -76,7 +82,7 @@ impl StageWork for Wait {
         let handle = tokio::runtime::Handle::current();
         // The BMCs still read the ISO while their nodes boot: a resumed run serves it again at
         // the address the boot stage recorded.
-        if let Some(url) = handle.block_on(super::served::serve_again(cx))? {
+        if let Some(url) = handle.block_on(super::served::serve_again(cx, iso))? {
             log.line(&format!(
                 "the ISO is served at {url} while the nodes need it"
             ))?;
