@@ -4,10 +4,10 @@
 //! ISO as a BMC would), and the watcher follows the install through the rendezvous stand-in and
 //! then the cluster API stand-in, as `openshift-install agent wait-for` would.
 
-use bootstrap::install::stage::wait::{WaitFailure, WaitResult, WaitView, Watch};
 use bootstrap::install::WaitLimits;
 use bootstrap::lab::site::simulator::{Observation, Simulator, SimulatorConfig};
 use bootstrap::openshift::assisted::{self, ApiError};
+use bootstrap::openshift::watch::{watcher_token, WaitFailure, WaitResult, WaitView, Watch};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -106,21 +106,18 @@ impl LabInstall {
     }
 
     fn watch(&self, limits: WaitLimits, seen: Option<PathBuf>) -> Watch {
-        let w = Watch::from_iso_work(&self.work, limits).unwrap();
+        let kubeconfig = self.work.join("auth/kubeconfig");
         Watch {
             rendezvous: self.rendezvous.to_string(),
             api_address: Some(self.api),
             poll: Duration::from_millis(50),
             seen_file: seen,
-            ..w
+            ..Watch::new(self.rendezvous.ip(), self.token(), kubeconfig, limits)
         }
     }
 
     fn token(&self) -> String {
-        bootstrap::install::stage::wait::watcher_token(
-            &self.work.join(".openshift_install_state.json"),
-        )
-        .unwrap()
+        watcher_token(&self.work.join(".openshift_install_state.json")).unwrap()
     }
 }
 
@@ -456,9 +453,7 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         kubeconfig.replace("https://192.168.111.5:6443", &format!("https://{ip}:6443"));
     assert!(kubeconfig.contains(&ip), "{kubeconfig}");
     fs_err::write(work.join("auth/kubeconfig"), &kubeconfig).unwrap();
-    let token =
-        bootstrap::install::stage::wait::watcher_token(&work.join(".openshift_install_state.json"))
-            .unwrap();
+    let token = watcher_token(&work.join(".openshift_install_state.json")).unwrap();
     let admin = kubeconfig
         .lines()
         .find_map(|l| l.trim().strip_prefix("token: "))

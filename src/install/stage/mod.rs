@@ -15,6 +15,7 @@ mod tools;
 mod validate;
 pub mod wait;
 
+pub use crate::openshift::watch::WaitLimits;
 pub use inputs::Inputs;
 pub use served::IsoServer;
 
@@ -123,24 +124,6 @@ pub struct StageContext {
     /// The run's progress (stderr): stages that work on every node at once make their live
     /// lines with [`crate::output::NodeLines`].
     pub progress: crate::output::Progress,
-}
-
-/// How long the wait stage waits, as `openshift-install agent wait-for` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitLimits {
-    /// For bootstrap to complete (default 60 minutes).
-    pub bootstrap: std::time::Duration,
-    /// Then for the install to complete (default 90 minutes).
-    pub install: std::time::Duration,
-}
-
-impl Default for WaitLimits {
-    fn default() -> Self {
-        WaitLimits {
-            bootstrap: std::time::Duration::from_secs(60 * 60),
-            install: std::time::Duration::from_secs(90 * 60),
-        }
-    }
 }
 
 impl StageContext {
