@@ -1,7 +1,7 @@
 //! `bootstrap install` and `bootstrap install status`: the pipeline's report on stdout (text or
 //! JSON), a line per stage on stderr as it goes. Exit 0 when every stage asked for is done, 1
-//! when a stage failed (its log named), 3 when the run stopped before a stage that is not built
-//! yet, 130 on SIGINT and 143 on SIGTERM (the running stage recorded as interrupted).
+//! when a stage failed (its log named), 130 on SIGINT and 143 on SIGTERM (the running stage
+//! recorded as interrupted).
 
 use super::Printer;
 use crate::cli::{InstallArgs, InstallCmd, InstallStatusArgs};
@@ -49,9 +49,6 @@ pub async fn run(args: InstallArgs, printer: &Printer) -> Result<ExitCode> {
             "the {stage} stage failed; read {} (bootstrap install status --run {} shows every stage)",
             settings.run.join(log).display(),
             settings.run.display()
-        )),
-        Ending::NotBuilt { stage } => printer.warn(format_args!(
-            "the run stopped before {stage}, which is not built yet (exit 3)"
         )),
         Ending::Interrupted { .. } | Ending::Complete => {}
     }

@@ -43,6 +43,9 @@ pub const STATE_FILE: &str = "state.json";
 pub const LOCK_FILE: &str = "lock";
 /// The logs folder.
 pub const LOGS_DIR: &str = "logs";
+/// The ISO server's access log, appended across runs: the runner holds the server
+/// ([`crate::install::stage::IsoServer`]) and names its log, beside the stages' own.
+pub const ISO_ACCESS_LOG: &str = "logs/iso-access.log";
 /// Where stages write while they run (hidden: never taken for a finished output).
 pub const STAGING_DIR: &str = ".staging";
 

@@ -2,12 +2,13 @@
 //! skipped when its inputs are unchanged and its outputs intact (re-hashed), else run into a
 //! staging folder that is published whole when it succeeds. A stage's inputs include what it
 //! reads of earlier stages' outputs, so a change reruns the stage it touches and every later
-//! stage that depends on what changed. SIGINT or SIGTERM mark the running stage interrupted.
+//! stage that depends on what changed; a stage whose inputs cannot be read fails with that
+//! error. SIGINT or SIGTERM mark the running stage interrupted.
 
 use super::lock::{LockError, RunLock};
 use super::log::{redact, StageLog};
-use super::rundir::RunDir;
-use super::stage::{Stage, StageContext, StageWork, WaitLimits};
+use super::rundir::{RunDir, ISO_ACCESS_LOG};
+use super::stage::{Inputs, IsoServer, Stage, StageContext, StageWork, WaitLimits};
 use super::state::{now, RunState, Status};
 use crate::output::Progress;
 use anyhow::{Context, Result};
@@ -63,11 +64,6 @@ impl fmt::Display for Signal {
 pub enum Ending {
     /// Every stage asked for is done.
     Complete,
-    /// The run stopped before a stage that is not built yet.
-    NotBuilt {
-        /// That stage.
-        stage: Stage,
-    },
     /// A stage failed.
     Failed {
         /// That stage.
@@ -90,7 +86,7 @@ pub enum Ending {
 pub struct StageReport {
     /// The stage.
     pub stage: Stage,
-    /// `ran`, `skipped`, `failed`, `interrupted`, `kept` (before --from) or `not built`.
+    /// `ran`, `skipped`, `failed`, `interrupted`, or `kept` (before --from).
     pub action: &'static str,
     /// Why it ran (`first run`, `inputs changed: inventory:nodes.yaml`, ...), or what it made.
     pub detail: String,
@@ -109,13 +105,11 @@ pub struct InstallReport {
 }
 
 impl InstallReport {
-    /// The exit code: 0 complete, 1 a stage failed, 3 stopped before a stage not built yet,
-    /// 130 SIGINT, 143 SIGTERM.
+    /// The exit code: 0 complete, 1 a stage failed, 130 SIGINT, 143 SIGTERM.
     pub fn exit_code(&self) -> u8 {
         match self.ending {
             Ending::Complete => 0,
             Ending::Failed { .. } => 1,
-            Ending::NotBuilt { .. } => 3,
             Ending::Interrupted {
                 signal: Signal::Interrupt,
                 ..
@@ -135,12 +129,6 @@ impl fmt::Display for InstallReport {
         }
         match &self.ending {
             Ending::Complete => writeln!(f, "done: {}", self.run),
-            Ending::NotBuilt { stage } => writeln!(
-                f,
-                "stopped before {stage}: not built yet (stages up to {} are done; --until {} ends the run there with exit 0)",
-                prev(*stage).map_or("none", Stage::name),
-                prev(*stage).map_or("validate", Stage::name),
-            ),
             Ending::Failed { stage, log } => writeln!(
                 f,
                 "{stage} failed; its log: {}",
@@ -152,10 +140,6 @@ impl fmt::Display for InstallReport {
             },
         }
     }
-}
-
-fn prev(stage: Stage) -> Option<Stage> {
-    (stage as usize).checked_sub(1).map(|i| Stage::ALL[i])
 }
 
 /// Runs the pipeline as `settings` say; warnings (a stale lock taken over) and a line per stage
@@ -206,10 +190,10 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         reboot: settings.reboot.clone(),
         wait_limits: settings.wait_limits,
         progress: progress.clone(),
-        iso_server: Default::default(),
     };
     let mut runner = Runner {
         settings,
+        iso: IsoServer::new(dir.join(ISO_ACCESS_LOG)),
         dir,
         state,
         cx,
@@ -227,6 +211,9 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
 
 struct Runner<'a> {
     settings: &'a InstallSettings,
+    /// The ISO server, held from the stage that starts it to the end of the run (dropping it
+    /// stops it) and lent to each stage for its run.
+    iso: IsoServer,
     dir: RunDir,
     state: RunState,
     cx: StageContext,
@@ -258,11 +245,11 @@ impl Runner<'_> {
                 self.report(stage, "kept", "before --from".to_string());
                 continue;
             }
-            let Some(work) = stage.work() else {
-                self.report(stage, "not built", "not built yet".to_string());
-                return Ok(Ending::NotBuilt { stage });
+            let work = stage.work();
+            let inputs = match work.inputs(&self.cx) {
+                Ok(inputs) => inputs,
+                Err(e) => return self.unreadable_inputs(stage, work, e),
             };
-            let inputs = work.inputs(&self.cx)?;
             let Some(reason) = self.why_run(stage, work, &inputs)? else {
                 let detail = self.state.get(stage).detail.clone().unwrap_or_default();
                 self.report(stage, "skipped", format!("unchanged: {detail}"));
@@ -273,6 +260,11 @@ impl Runner<'_> {
             }
         }
         Ok(Ending::Complete)
+    }
+
+    /// Where the ISO server appends every answer.
+    fn iso_access_log(&self) -> std::path::PathBuf {
+        self.dir.join(ISO_ACCESS_LOG)
     }
 
     fn report(&mut self, stage: Stage, action: &'static str, detail: String) {
@@ -291,7 +283,7 @@ impl Runner<'_> {
         &self,
         stage: Stage,
         work: &dyn StageWork,
-        inputs: &super::stage::Inputs,
+        inputs: &Inputs,
     ) -> Result<Option<String>> {
         let rec = self.state.get(stage);
         if self.settings.from == Some(stage) {
@@ -352,9 +344,37 @@ impl Runner<'_> {
         &mut self,
         stage: Stage,
         work: &'static dyn StageWork,
-        inputs: super::stage::Inputs,
+        inputs: Inputs,
         reason: String,
     ) -> Result<Option<Ending>> {
+        let (attempt, log) = self.begin(stage, work, inputs, &reason)?;
+        let out = self.dir.staging().join(stage.name());
+        let (result, mut log) = match self
+            .work_or_signal(stage, work, &out, log, &attempt)
+            .await?
+        {
+            Worked::Finished(result, log) => (result, log),
+            Worked::Interrupted(signal) => {
+                return self.interrupted(stage, &attempt, signal).map(Some)
+            }
+        };
+        match result.and_then(|detail| self.publish(work, &out).map(|()| detail)) {
+            Ok(detail) => {
+                self.succeeded(stage, work, &attempt, &mut log, &reason, detail)?;
+                Ok(None)
+            }
+            Err(e) => self.failed(stage, &attempt, &mut log, e).map(Some),
+        }
+    }
+
+    /// Opens the stage's log and records the stage running with `inputs`.
+    fn begin(
+        &mut self,
+        stage: Stage,
+        work: &dyn StageWork,
+        inputs: Inputs,
+        reason: &str,
+    ) -> Result<(Attempt, StageLog)> {
         let log_name = RunDir::log_name(stage.name());
         let secrets = work.secrets(&self.cx);
         let mut log = StageLog::open(&self.dir.join(&log_name), secrets.clone())?;
@@ -374,83 +394,155 @@ impl Runner<'_> {
         rec.detail = None;
         rec.log = Some(log_name.clone());
         self.state.save(&self.dir.state())?;
+        let attempt = Attempt {
+            log_name,
+            secrets,
+            started: Instant::now(),
+        };
+        Ok((attempt, log))
+    }
 
-        let out = self.dir.staging().join(stage.name());
-        let started = Instant::now();
+    /// The stage's work into `out`, on a blocking thread, or the signal that came first.
+    async fn work_or_signal(
+        &mut self,
+        stage: Stage,
+        work: &'static dyn StageWork,
+        out: &Path,
+        mut log: StageLog,
+        attempt: &Attempt,
+    ) -> Result<Worked> {
         let cx = self.cx.clone();
+        // Lent to the stage's thread and taken back when it ends; a stage interrupted keeps it
+        // until its thread ends, and the run ends then.
+        let empty = IsoServer::new(self.iso_access_log());
+        let mut iso = std::mem::replace(&mut self.iso, empty);
         let task = tokio::task::spawn_blocking({
-            let out = out.clone();
+            let out = out.to_path_buf();
             move || {
-                let result = work.run(&cx, &out, &mut log);
+                let result = work.run(&cx, &mut iso, &out, &mut log);
                 test_pause(stage, &cx);
-                (result, log)
+                (result, log, iso)
             }
         });
         // A signal wins over a stage that ends at the same moment (it may have ended because
         // of the signal): nothing it did is published, and the rerun does it again.
-        let finished = tokio::select! {
+        tokio::select! {
             biased;
-            signal = self.signals.wait() => {
-                let detail = format!("interrupted by {signal}; run again to continue");
-                self.end(stage, Status::Interrupted, started, detail)?;
-                // The stage's thread only ever writes under .staging, which the next run clears.
-                let mut log = StageLog::open(&self.dir.join(&log_name), Vec::new())?;
-                log.line(&format!("== {stage}: interrupted by {signal}"))?;
-                self.report(stage, "interrupted", signal.to_string());
-                return Ok(Some(Ending::Interrupted { stage: Some(stage), signal }));
-            }
-            joined = task => Some(match joined {
-                Ok(pair) => pair,
+            signal = self.signals.wait() => Ok(Worked::Interrupted(signal)),
+            joined = task => Ok(match joined {
+                Ok((result, log, iso)) => {
+                    self.iso = iso;
+                    Worked::Finished(result, log)
+                }
                 // A bug, not the site's fault: still recorded as the stage's failure, in its
                 // log and state.json, rather than ending the run with the stage left running.
-                Err(e) => (
+                Err(e) => Worked::Finished(
                     Err(anyhow::anyhow!("bootstrap failed inside the stage (a bug; please report it): {e}")),
-                    StageLog::open(&self.dir.join(&log_name), secrets.clone())?,
+                    StageLog::open(&self.dir.join(&attempt.log_name), attempt.secrets.clone())?,
                 ),
             }),
-        };
-        let (result, mut log) = finished.expect("joined");
-        let published = result.and_then(|detail| {
-            if let Some(d) = work.output_dir() {
-                if !out.exists() {
-                    fs_err::create_dir_all(&out)?;
-                }
-                self.dir.publish(&out, d)?;
-            }
-            Ok(detail)
-        });
-        let elapsed = started.elapsed().as_secs_f64();
-        match published {
-            Ok(detail) => {
-                let outputs = match work.output_dir() {
-                    Some(d) => self.dir.hash_outputs(d)?,
-                    None => Default::default(),
-                };
-                for (name, sha) in &outputs {
-                    log.line(&format!("output {name} sha256 {sha}"))?;
-                }
-                log.line(&format!("== {stage}: done in {elapsed:.1}s"))?;
-                let detail = redact(&detail, &secrets);
-                self.state.get_mut(stage).outputs = outputs;
-                self.end(stage, Status::Done, started, detail.clone())?;
-                self.report(stage, "ran", format!("{reason}; {detail}"));
-                Ok(None)
-            }
-            Err(e) => {
-                let full = redact(&format!("{e:#}"), &secrets);
-                let first = redact(&e.to_string(), &secrets);
-                log.line(&format!("error: {full}"))?;
-                log.line(&format!("== {stage}: failed after {elapsed:.1}s"))?;
-                let first = first.lines().next().unwrap_or_default().to_string();
-                self.end(stage, Status::Failed, started, first)?;
-                self.report(stage, "failed", full);
-                Ok(Some(Ending::Failed {
-                    stage,
-                    log: log_name,
-                }))
-            }
         }
     }
+
+    /// Puts the stage's staging folder `out` in place of its output folder.
+    fn publish(&self, work: &dyn StageWork, out: &Path) -> Result<()> {
+        if let Some(d) = work.output_dir() {
+            if !out.exists() {
+                fs_err::create_dir_all(out)?;
+            }
+            self.dir.publish(out, d)?;
+        }
+        Ok(())
+    }
+
+    /// Records the stage done with its published outputs.
+    fn succeeded(
+        &mut self,
+        stage: Stage,
+        work: &dyn StageWork,
+        attempt: &Attempt,
+        log: &mut StageLog,
+        reason: &str,
+        detail: String,
+    ) -> Result<()> {
+        let elapsed = attempt.started.elapsed().as_secs_f64();
+        let outputs = match work.output_dir() {
+            Some(d) => self.dir.hash_outputs(d)?,
+            None => Default::default(),
+        };
+        for (name, sha) in &outputs {
+            log.line(&format!("output {name} sha256 {sha}"))?;
+        }
+        log.line(&format!("== {stage}: done in {elapsed:.1}s"))?;
+        let detail = redact(&detail, &attempt.secrets);
+        self.state.get_mut(stage).outputs = outputs;
+        self.end(stage, Status::Done, attempt.started, detail.clone())?;
+        self.report(stage, "ran", format!("{reason}; {detail}"));
+        Ok(())
+    }
+
+    /// Records the stage failed with `e`: the whole error in its log and the report, its first
+    /// line in state.json.
+    fn failed(
+        &mut self,
+        stage: Stage,
+        attempt: &Attempt,
+        log: &mut StageLog,
+        e: anyhow::Error,
+    ) -> Result<Ending> {
+        let elapsed = attempt.started.elapsed().as_secs_f64();
+        let full = redact(&format!("{e:#}"), &attempt.secrets);
+        let first = redact(&e.to_string(), &attempt.secrets);
+        log.line(&format!("error: {full}"))?;
+        log.line(&format!("== {stage}: failed after {elapsed:.1}s"))?;
+        let first = first.lines().next().unwrap_or_default().to_string();
+        self.end(stage, Status::Failed, attempt.started, first)?;
+        self.report(stage, "failed", full);
+        Ok(Ending::Failed {
+            stage,
+            log: attempt.log_name.clone(),
+        })
+    }
+
+    /// Records the stage interrupted by `signal`; nothing it made is published.
+    fn interrupted(&mut self, stage: Stage, attempt: &Attempt, signal: Signal) -> Result<Ending> {
+        let detail = format!("interrupted by {signal}; run again to continue");
+        self.end(stage, Status::Interrupted, attempt.started, detail)?;
+        // The stage's thread only ever writes under .staging, which the next run clears.
+        let mut log = StageLog::open(&self.dir.join(&attempt.log_name), Vec::new())?;
+        log.line(&format!("== {stage}: interrupted by {signal}"))?;
+        self.report(stage, "interrupted", signal.to_string());
+        Ok(Ending::Interrupted {
+            stage: Some(stage),
+            signal,
+        })
+    }
+
+    /// A stage whose inputs cannot be read fails with that error: hashing fewer of them could
+    /// take a changed stage for an unchanged one.
+    fn unreadable_inputs(
+        &mut self,
+        stage: Stage,
+        work: &dyn StageWork,
+        e: anyhow::Error,
+    ) -> Result<Ending> {
+        let (attempt, mut log) =
+            self.begin(stage, work, Inputs::default(), "reading its inputs")?;
+        self.failed(stage, &attempt, &mut log, e)
+    }
+}
+
+/// One attempt at a stage: its log and when it started.
+struct Attempt {
+    log_name: String,
+    secrets: Vec<String>,
+    started: Instant,
+}
+
+/// How a stage's work ended: its result and log, or a signal first.
+enum Worked {
+    Finished(Result<String>, StageLog),
+    Interrupted(Signal),
 }
 
 /// SIGINT and SIGTERM, watched from the start of the run: the first one received is kept, and

@@ -1,6 +1,6 @@
 //! `bootstrap install status --run DIR`: the stages as `state.json` records them, read without
 //! the lock (a run may be going on). A stage recorded `running` whose process is gone is shown
-//! as interrupted, as the next run will treat it; a stage not built yet says so.
+//! as interrupted, as the next run will treat it.
 
 use super::lock::read_holder;
 use super::rundir::RunDir;
@@ -17,7 +17,7 @@ use std::path::Path;
 pub struct StageStatus {
     /// The stage.
     pub stage: Stage,
-    /// pending, running, done, failed, interrupted, or `not built`.
+    /// pending, running, done, failed or interrupted.
     pub status: String,
     /// When its last attempt started.
     pub started: Option<String>,
@@ -63,24 +63,19 @@ pub fn status(run: &Path) -> Result<StatusReport> {
         .stages
         .iter()
         .map(|rec| {
-            let status = match (rec.status, &holder) {
-                (_, _) if rec.stage.work().is_none() && rec.status == Status::Pending => {
-                    "not built".to_string()
-                }
-                (Status::Running, None) => Status::Interrupted.name().to_string(),
-                (s, _) => s.name().to_string(),
+            let gone = rec.status == Status::Running && holder.is_none();
+            let status = match gone {
+                true => Status::Interrupted,
+                false => rec.status,
             };
-            let detail = match (&rec.detail, rec.stage.work()) {
-                (Some(d), _) => d.clone(),
-                (None, None) => "not built yet".to_string(),
-                (None, Some(_)) if rec.status == Status::Running && holder.is_none() => {
-                    "its process ended while it ran".to_string()
-                }
-                (None, Some(_)) => String::new(),
+            let detail = match &rec.detail {
+                Some(d) => d.clone(),
+                None if gone => "its process ended while it ran".to_string(),
+                None => String::new(),
             };
             StageStatus {
                 stage: rec.stage,
-                status,
+                status: status.name().to_string(),
                 started: rec.started.clone(),
                 ended: rec.ended.clone(),
                 seconds: rec.seconds,

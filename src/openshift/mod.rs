@@ -10,8 +10,9 @@
 //! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image;
 //! - [`helm`]: Helm charts, the images they reference and their OCI form; [`graph_data`]: the
 //!   update graph data image and its UpdateService;
-//! - [`assisted`]: the watcher's client of the rendezvous host's assisted-service API, and
-//!   [`readiness`]: bootstrap and install complete, read from the new cluster's API.
+//! - [`assisted`]: the watcher's client of the rendezvous host's assisted-service API,
+//!   [`readiness`]: bootstrap and install complete, read from the new cluster's API, and
+//!   [`watch`]: the wait for an install through both, as `openshift-install agent wait-for`.
 
 pub mod assisted;
 pub mod cluster;
@@ -25,3 +26,4 @@ pub mod readiness;
 pub mod rebuild;
 pub mod record;
 pub mod release;
+pub mod watch;

@@ -4,14 +4,16 @@
 //! for, If-Match only on PATCH, the boot override on `@Redfish.Settings` or through Dell's OEM
 //! import when the standard PATCH is refused, resets only from the advertised values, task
 //! monitors followed. Every call is recorded (method, path, status) and logged; passwords and
-//! session tokens never appear in a log, an error or a record. `docs/redfish.md` tells the
-//! whole sequence.
+//! session tokens never appear in a log, an error or a record. `sequence.rs` puts the calls in
+//! the order that boots a node once it is known to be the one meant; `docs/redfish.md` tells
+//! the whole sequence.
 
 mod boot;
 mod error;
 mod http;
 mod media;
 mod power;
+mod sequence;
 mod session;
 mod tls;
 
@@ -22,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::RedfishError;
+pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};
 
 use http::{Auth, Transport};

@@ -482,6 +482,42 @@ fn a_failing_stage_names_its_log() {
     assert_eq!(stage_status(&run, "render"), "done");
 }
 
+/// A stage whose inputs cannot be read (here boot's: a BMC credentials file that is a
+/// folder) fails with that error, recorded like any failure: in state.json, its log and
+/// status. It used to end the run with an error before the stage, which state.json never
+/// showed.
+#[test]
+fn a_stage_whose_inputs_cannot_be_read_fails_with_that_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = lab_copy(tmp.path());
+    let credentials = inv.join("secrets/bmc.example");
+    fs_err::remove_file(&credentials).unwrap();
+    fs_err::create_dir(&credentials).unwrap();
+    let run = tmp.path().join("run");
+    fs_err::create_dir_all(&run).unwrap();
+    let done: Vec<serde_json::Value> = ["validate", "render", "tools", "iso"]
+        .iter()
+        .map(|s| serde_json::json!({"stage": s, "status": "done", "detail": "done earlier"}))
+        .collect();
+    let state =
+        serde_json::json!({"version": 1, "inventory": inv.display().to_string(), "stages": done});
+    fs_err::write(run.join("state.json"), state.to_string()).unwrap();
+    let o = install(&inv, &run, &["--from", "boot", "--until", "boot"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("boot      failed"), "{stdout}");
+    assert_eq!(stage_status(&run, "boot"), "failed");
+    let hashing = format!("hashing {}", credentials.display());
+    let log = fs_err::read_to_string(run.join("logs/boot.log")).unwrap();
+    assert!(log.contains(&format!("error: {hashing}")), "{log}");
+    let shown = status(&run, "text");
+    let line = shown.lines().find(|l| l.starts_with("boot")).unwrap();
+    assert!(
+        line.contains("failed") && line.contains(&hashing),
+        "{shown}"
+    );
+}
+
 /// Paths replaced, and each duration's digits (`0.0s` -> `N.Ns`): the column keeps its width.
 fn filter_text(text: &str, run: &Path, inv: &Path) -> String {
     let text = text

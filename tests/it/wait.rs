@@ -4,9 +4,9 @@
 //! ISO as a BMC would), and the watcher follows the install through the rendezvous stand-in and
 //! then the cluster API stand-in, as `openshift-install agent wait-for` would.
 
-use bootstrap::install::stage::wait::{WaitFailure, WaitResult, WaitView, Watch};
 use bootstrap::install::WaitLimits;
 use bootstrap::openshift::assisted::{self, ApiError};
+use bootstrap::openshift::watch::{watcher_token, WaitFailure, WaitResult, WaitView, Watch};
 use bootstrap_lab::site::simulator::{Observation, Simulator, SimulatorConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -106,21 +106,18 @@ impl LabInstall {
     }
 
     fn watch(&self, limits: WaitLimits, seen: Option<PathBuf>) -> Watch {
-        let w = Watch::from_iso_work(&self.work, limits).unwrap();
+        let kubeconfig = self.work.join("auth/kubeconfig");
         Watch {
             rendezvous: self.rendezvous.to_string(),
             api_address: Some(self.api),
             poll: Duration::from_millis(50),
             seen_file: seen,
-            ..w
+            ..Watch::new(self.rendezvous.ip(), self.token(), kubeconfig, limits)
         }
     }
 
     fn token(&self) -> String {
-        bootstrap::install::stage::wait::watcher_token(
-            &self.work.join(".openshift_install_state.json"),
-        )
-        .unwrap()
+        watcher_token(&self.work.join(".openshift_install_state.json")).unwrap()
     }
 }
 
@@ -443,7 +440,7 @@ async fn kubectl_reads_the_cluster_api_stand_in() {
 async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
     use bootstrap::install::log::StageLog;
     use bootstrap::install::rundir::RunDir;
-    use bootstrap::install::stage::{Stage, StageContext};
+    use bootstrap::install::stage::{IsoServer, Stage, StageContext};
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let work = run.join("iso/work");
@@ -456,9 +453,7 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         kubeconfig.replace("https://192.168.111.5:6443", &format!("https://{ip}:6443"));
     assert!(kubeconfig.contains(&ip), "{kubeconfig}");
     fs_err::write(work.join("auth/kubeconfig"), &kubeconfig).unwrap();
-    let token =
-        bootstrap::install::stage::wait::watcher_token(&work.join(".openshift_install_state.json"))
-            .unwrap();
+    let token = watcher_token(&work.join(".openshift_install_state.json")).unwrap();
     let admin = kubeconfig
         .lines()
         .find_map(|l| l.trim().strip_prefix("token: "))
@@ -497,20 +492,20 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         reboot: Vec::new(),
         wait_limits: limits(120, 120),
         progress: bootstrap::output::Progress::lines("install"),
-        iso_server: Default::default(),
     };
-    let work_ = Stage::Wait.work().expect("the wait stage is built");
+    let work_ = Stage::Wait.work();
     assert_eq!(work_.output_dir(), Some("wait"));
     let secrets = work_.secrets(&cx);
     assert!(secrets.contains(&token) && secrets.contains(&admin));
     let log_path = run.join("logs/wait.log");
     let out = run.join(".staging/wait");
+    let mut iso = IsoServer::new(run.join("logs/iso-access.log"));
     let detail = tokio::task::spawn_blocking({
         let out = out.clone();
         let log_path = log_path.clone();
         move || {
             let mut log = StageLog::open(&log_path, secrets).unwrap();
-            work_.run(&cx, &out, &mut log)
+            work_.run(&cx, &mut iso, &out, &mut log)
         }
     })
     .await

@@ -5,26 +5,32 @@
 //! The BMCs fetch the ISO themselves, so first the ISO is made reachable ([`super::served`]:
 //! served by bootstrap, or the site's URL checked byte for byte) before any BMC is touched.
 //!
-//! Before it changes anything on a node, the stage checks the node is the one the inventory
-//! means: every MAC address the inventory gives it must be among those its BMC's
-//! `EthernetInterfaces` report, and its `UUID` must be `bmc.systemUUID` when that is given. A
-//! mismatch (the classic wrong cable, wrong server) stops that node, naming both sides.
+//! The Redfish sequence is the client's ([`crate::redfish::Client::identify`],
+//! [`crate::redfish::NodeIdentity::check`], [`crate::redfish::Client::boot_from_cd`]); this
+//! stage gives it each node and keeps the record. Before it changes anything on a node, the
+//! node is checked to be the one the inventory means: every MAC address the inventory gives it
+//! must be among those its BMC's `EthernetInterfaces` report, and its `UUID` must be
+//! `bmc.systemUUID` when that is given. A mismatch (the classic wrong cable, wrong server) stops
+//! that node, naming both sides.
 //!
 //! A node is reset at most once: the reset is entered in `RUN/ledger/boot/NODE.json` *before*
 //! it is sent, and a later run (a rerun after a failure or a kill) only reads such a node's
-//! state and leaves it alone, unless `--reboot NODE` asks for it again. A failed node does not
-//! stop the others; the stage fails naming every failed node with its BMC's own message. Each
+//! state and leaves it alone, unless `--reboot NODE` asks for it again; a ledger that cannot be
+//! read fails its node rather than be taken for "never reset". A failed node does not stop the
+//! others; the stage fails naming every failed node with its BMC's own message. Each
 //! node's result (what was checked and done, the BMC calls as method, path and status) is
 //! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
 
 use super::served::{iso_source, IsoSource, BOOT_FILE, ISO_PATH};
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{BOOT_DIR, ISO_DIR, LEDGER_DIR};
 use crate::inventory::model::Node;
 use crate::inventory::{self, Inventory};
 use crate::output::NodeLines;
-use crate::redfish::{self, Client, Credentials, Endpoint, Trust};
+use crate::redfish::{
+    self, BootStep, BootSteps, Client, Credentials, Endpoint, NodeIdentity, SystemInfo, Trust,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -41,42 +47,41 @@ impl StageWork for Boot {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
         inputs.run_files(&cx.run, ISO_DIR)?;
-        if let Ok(inv) = inventory::load(&cx.inventory) {
-            for (i, node) in inv.nodes.nodes.iter().enumerate() {
-                let b = &node.bmc;
-                let at = format!("nodes[{i}]");
-                inputs.setting(&format!("{at}.hostname"), &node.hostname);
-                inputs.setting(&format!("{at}.bmc.address"), &b.address);
-                inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
-                inputs.setting(
-                    &format!("{at}.bmc.systemUUID"),
-                    b.system_uuid.as_deref().unwrap_or(""),
-                );
-                inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
-                if let Some(c) = &b.credentials {
-                    inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
-                }
-                if let Some(ca) = &b.ca {
-                    inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
-                }
-            }
-            let boot = &inv.site.boot;
-            inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
-            let server = boot.iso_server.as_ref();
+        let inv = cx.inventory()?;
+        for (i, node) in inv.nodes.nodes.iter().enumerate() {
+            let b = &node.bmc;
+            let at = format!("nodes[{i}]");
+            inputs.setting(&format!("{at}.hostname"), &node.hostname);
+            inputs.setting(&format!("{at}.bmc.address"), &b.address);
+            inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
             inputs.setting(
-                "boot.isoServer.listen",
-                server.map_or("", |s| s.listen.as_str()),
+                &format!("{at}.bmc.systemUUID"),
+                b.system_uuid.as_deref().unwrap_or(""),
             );
-            inputs.setting(
-                "boot.isoServer.advertise",
-                server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
-            );
-            if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
-                inputs.file(
-                    format!("inventory:{}", tls.certificate.file),
-                    &inv.resolve(&tls.certificate.file),
-                )?;
+            inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+            if let Some(c) = &b.credentials {
+                inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
             }
+            if let Some(ca) = &b.ca {
+                inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+            }
+        }
+        let boot = &inv.site.boot;
+        inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
+        let server = boot.iso_server.as_ref();
+        inputs.setting(
+            "boot.isoServer.listen",
+            server.map_or("", |s| s.listen.as_str()),
+        );
+        inputs.setting(
+            "boot.isoServer.advertise",
+            server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
+        );
+        if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
+            inputs.file(
+                format!("inventory:{}", tls.certificate.file),
+                &inv.resolve(&tls.certificate.file),
+            )?;
         }
         Ok(inputs)
     }
@@ -89,16 +94,19 @@ impl StageWork for Boot {
         (!cx.reboot.is_empty()).then(|| format!("--reboot {}", cx.reboot.join(", ")))
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow!("{e}"))
-            .context("loading the inventory")?;
+    fn run(
+        &self,
+        cx: &StageContext,
+        iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
+        let inv = cx.inventory()?;
         check_reboot_names(&inv, &cx.reboot)?;
         fs_err::create_dir_all(out)?;
         let plans = plan(&inv, &cx.reboot)?;
         let handle = tokio::runtime::Handle::current();
-        let iso = cx.run.join(ISO_PATH);
-        let source = handle.block_on(iso_source(cx, &inv, &iso))?;
+        let source = handle.block_on(iso_source(cx, iso, &inv, &cx.run.join(ISO_PATH)))?;
         log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
         let lines = NodeLines::new("boot", &names);
@@ -222,8 +230,7 @@ fn trust_label(node: &Node) -> String {
 struct NodePlan {
     name: String,
     endpoint: Endpoint,
-    macs: Vec<(String, String)>,
-    uuid: Option<String>,
+    identity: NodeIdentity,
     reboot: bool,
     trust: String,
 }
@@ -262,12 +269,14 @@ fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
                     credentials,
                     trust,
                 },
-                macs: node
-                    .nics
-                    .iter()
-                    .map(|n| (n.name.clone(), n.mac.to_ascii_lowercase()))
-                    .collect(),
-                uuid: b.system_uuid.clone(),
+                identity: NodeIdentity {
+                    macs: node
+                        .nics
+                        .iter()
+                        .map(|n| (n.name.clone(), n.mac.to_ascii_lowercase()))
+                        .collect(),
+                    uuid: b.system_uuid.clone(),
+                },
                 reboot: reboot.contains(&node.hostname),
                 trust: trust_label(node),
             })
@@ -393,15 +402,12 @@ async fn boot_node(
     result: &mut NodeResult,
 ) -> Result<()> {
     let name = &plan.name;
-    let mut ledger: Ledger = fs_err::read(ledger_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
+    result.outcome = "reading its ledger".to_string();
+    let mut ledger = read_ledger(ledger_path)?;
     result.resets = ledger.resets;
-    result.outcome = "connecting".to_string();
-    lines.set(name, "connecting");
+    step(result, lines, name, "connecting");
     let client = Client::connect(&plan.endpoint, redfish::Options::default()).await?;
-    let outcome = steps(
+    let outcome = on_node(
         plan,
         source,
         ledger_path,
@@ -416,7 +422,10 @@ async fn boot_node(
     outcome
 }
 
-async fn steps(
+/// A connected node: checked to be the one meant, then left alone when an earlier run reset
+/// it (unless `--reboot` names it), else booted from the ISO with its reset in the ledger
+/// before it is sent.
+async fn on_node(
     plan: &NodePlan,
     source: &IsoSource,
     ledger_path: &Path,
@@ -428,64 +437,95 @@ async fn steps(
     let name = &plan.name;
     result.auth = Some(client.auth_kind().to_string());
     step(result, lines, name, "connected");
-    let system = client.system().await?;
-    let reported = client.ethernet_macs(&system).await?;
-    result.bmc_macs = reported.clone();
-    result.system = Some(system.clone());
-    check_identity(plan, &system, &reported)?;
+    let found = client.identify().await?;
+    result.bmc_macs = found.macs.clone();
+    result.system = Some(found.system.clone());
+    plan.identity.check(&found)?;
     step(result, lines, name, "checked");
     if ledger.reset_requested_at.is_some() && !plan.reboot {
-        let power = system
-            .power_state
-            .clone()
-            .unwrap_or_else(|| "unknown".to_string());
-        let when = ledger
-            .reset_at
-            .clone()
-            .or_else(|| ledger.reset_requested_at.clone())
-            .unwrap_or_default();
-        let older = ledger
-            .iso_sha256
-            .as_deref()
-            .is_some_and(|s| s != source.sha256);
-        let mut outcome = format!("booted earlier (reset {when}), power {power}: left alone");
-        if older {
-            outcome.push_str(&format!(
-                "; it booted an older ISO: --reboot {name} boots it from this one"
-            ));
-        } else if ledger.reset.is_none() {
-            outcome.push_str(&format!(
-                "; the reset was sent but not confirmed: check the node, --reboot {name} resets it again"
-            ));
-        }
+        let outcome = left_alone(ledger, &found.system, source, name);
         step(result, lines, name, &outcome);
         return Ok(());
     }
-    let vm = client.virtual_cd(&system).await?;
-    client.insert_media(&vm, &source.url).await?;
-    result.media = Some(source.url.clone());
-    step(result, lines, name, "media inserted");
-    client.set_boot_once_cd(&system).await?;
-    step(result, lines, name, "boot set");
-    // Entered before it is sent: a run killed in between never resets the node again unasked.
-    ledger.reset_requested_at = Some(crate::install::state::now());
-    ledger.reset = None;
-    ledger.iso_sha256 = Some(source.sha256.clone());
-    write_ledger(ledger_path, ledger)?;
-    let kind = client.reset_for_boot(&system).await?;
-    ledger.reset = Some(kind.to_string());
-    ledger.reset_at = Some(crate::install::state::now());
-    ledger.resets += 1;
-    write_ledger(ledger_path, ledger)?;
-    result.reset = Some(kind.to_string());
-    result.resets = ledger.resets;
-    step(result, lines, name, &format!("reset ({kind})"));
-    client.wait_power_on(&system).await?;
-    if let Ok(now) = client.refresh(&system).await {
+    let mut steps = NodeSteps {
+        name,
+        source,
+        ledger_path,
+        ledger,
+        lines,
+        result,
+    };
+    if let Some(now) = client
+        .boot_from_cd(&found.system, &source.url, &mut steps)
+        .await?
+    {
         result.system = Some(now);
     }
-    step(result, lines, name, "powered on");
     Ok(())
+}
+
+/// What is said of a node an earlier run reset, which this run leaves alone.
+fn left_alone(ledger: &Ledger, system: &SystemInfo, source: &IsoSource, name: &str) -> String {
+    let power = system.power_state.as_deref().unwrap_or("unknown");
+    let when = ledger
+        .reset_at
+        .as_deref()
+        .or(ledger.reset_requested_at.as_deref())
+        .unwrap_or_default();
+    let older = ledger
+        .iso_sha256
+        .as_deref()
+        .is_some_and(|s| s != source.sha256);
+    let mut outcome = format!("booted earlier (reset {when}), power {power}: left alone");
+    if older {
+        outcome.push_str(&format!(
+            "; it booted an older ISO: --reboot {name} boots it from this one"
+        ));
+    } else if ledger.reset.is_none() {
+        outcome.push_str(&format!(
+            "; the reset was sent but not confirmed: check the node, --reboot {name} resets it again"
+        ));
+    }
+    outcome
+}
+
+/// The boot's steps as the stage records them: the node's live line and result, and its
+/// ledger around the reset.
+struct NodeSteps<'a> {
+    name: &'a str,
+    source: &'a IsoSource,
+    ledger_path: &'a Path,
+    ledger: &'a mut Ledger,
+    lines: &'a NodeLines,
+    result: &'a mut NodeResult,
+}
+
+impl BootSteps for NodeSteps<'_> {
+    fn resetting(&mut self) -> Result<(), String> {
+        // Entered before it is sent: a run killed in between never resets the node again
+        // unasked.
+        self.ledger.reset_requested_at = Some(crate::install::state::now());
+        self.ledger.reset = None;
+        self.ledger.iso_sha256 = Some(self.source.sha256.clone());
+        write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))
+    }
+
+    fn reached(&mut self, step: BootStep) -> Result<(), String> {
+        match step {
+            BootStep::MediaInserted => self.result.media = Some(self.source.url.clone()),
+            BootStep::Reset(kind) => {
+                self.ledger.reset = Some(kind.to_string());
+                self.ledger.reset_at = Some(crate::install::state::now());
+                self.ledger.resets += 1;
+                write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))?;
+                self.result.reset = Some(kind.to_string());
+                self.result.resets = self.ledger.resets;
+            }
+            BootStep::BootSet | BootStep::PoweredOn => {}
+        }
+        self::step(self.result, self.lines, self.name, &step.to_string());
+        Ok(())
+    }
 }
 
 fn step(result: &mut NodeResult, lines: &NodeLines, name: &str, what: &str) {
@@ -493,36 +533,20 @@ fn step(result: &mut NodeResult, lines: &NodeLines, name: &str, what: &str) {
     lines.set(name, what);
 }
 
-/// The system behind the BMC is the inventory's node: its MACs and, when given, its UUID.
-fn check_identity(
-    plan: &NodePlan,
-    system: &redfish::SystemInfo,
-    reported: &[String],
-) -> Result<()> {
-    let missing: Vec<String> = plan
-        .macs
-        .iter()
-        .filter(|(_, mac)| !reported.iter().any(|r| r.eq_ignore_ascii_case(mac)))
-        .map(|(nic, mac)| format!("{mac} ({nic})"))
-        .collect();
-    if !missing.is_empty() {
-        bail!(
-            "the BMC reports MAC {} but the inventory gives {} for this node: wrong cable or wrong server? Nothing was changed on this node; fix nodes.yaml or the cabling",
-            if reported.is_empty() { "none".to_string() } else { reported.join(", ") },
-            missing.join(", ")
-        );
-    }
-    if let (Some(want), Some(got)) = (&plan.uuid, &system.uuid) {
-        if !want.eq_ignore_ascii_case(got) {
-            bail!(
-                "the BMC's system has UUID {got} but the inventory's bmc.systemUUID is {want}: another server answers at this BMC address. Nothing was changed on this node"
-            );
-        }
-    }
-    if plan.uuid.is_some() && system.uuid.is_none() {
-        bail!("the inventory gives bmc.systemUUID but the BMC reports no UUID for {}: remove systemUUID or check the address", system.path);
-    }
-    Ok(())
+/// A node's ledger entry, empty when there is none yet. One that cannot be read fails the
+/// node: taking it for "never reset" would reset the node again.
+fn read_ledger(path: &Path) -> Result<Ledger> {
+    let bytes = match fs_err::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ledger::default()),
+        Err(e) => return Err(e).context("reading the boot ledger"),
+    };
+    serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "the boot ledger {} is not what bootstrap writes: check whether the node was reset, then remove the file (or give --reboot)",
+            path.display()
+        )
+    })
 }
 
 fn write_ledger(path: &Path, ledger: &Ledger) -> Result<()> {
@@ -530,4 +554,34 @@ fn write_ledger(path: &Path, ledger: &Ledger) -> Result<()> {
         fs_err::create_dir_all(dir)?;
     }
     crate::fs::write_atomic(path, &serde_json::to_vec_pretty(ledger)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ledger that is there but unreadable fails the node instead of being taken for "never
+    /// reset", which would reset the node a second time; a missing one is an empty ledger.
+    #[test]
+    fn an_unreadable_ledger_fails_the_node_rather_than_resetting_it_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("master-0.json");
+        assert_eq!(read_ledger(&path).unwrap().resets, 0);
+        fs_err::write(&path, "{\"resets\": 1, \"resetRequestedAt\": \"2026-01").unwrap();
+        let e = read_ledger(&path).unwrap_err();
+        assert!(
+            e.to_string().contains("is not what bootstrap writes"),
+            "{e:#}"
+        );
+        fs_err::write(
+            &path,
+            "{\"resets\": 1, \"resetRequestedAt\": \"2026-01-01T00:00:00Z\"}",
+        )
+        .unwrap();
+        let read = read_ledger(&path).unwrap();
+        assert_eq!(
+            (read.resets, read.reset_requested_at.as_deref()),
+            (1, Some("2026-01-01T00:00:00Z"))
+        );
+    }
 }

@@ -9,12 +9,12 @@
 //! Application's sync and health). Neither holds a secret: the repository password and key
 //! live only in the Secret object.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::gitops::handoff::{self, Event, Handoff, Options};
 use crate::gitops::scaffold;
 use crate::install::log::StageLog;
 use crate::install::rundir::ISO_DIR;
-use crate::inventory::{self, Inventory};
+use crate::inventory::Inventory;
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -63,28 +63,26 @@ impl StageWork for HandoffStage {
             inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
         }
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
-        if let Ok(inv) = inventory::load(&cx.inventory) {
-            if let Some(g) = &inv.site.gitops {
-                let repo = &g.repository;
-                if let Some(p) = &repo.password {
-                    inputs.secret("gitops.repository.password", &inv, p)?;
-                }
-                if let Some(k) = &repo.ssh_private_key {
-                    inputs.secret("gitops.repository.sshPrivateKey", &inv, k)?;
-                }
-                if let Some(ca) = &repo.ca {
-                    inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
-                }
+        let inv = cx.inventory()?;
+        if let Some(g) = &inv.site.gitops {
+            let repo = &g.repository;
+            if let Some(p) = &repo.password {
+                inputs.secret("gitops.repository.password", &inv, p)?;
             }
-            if let Ok(dir) = cluster_resources(&inv) {
-                for e in fs_err::read_dir(&dir)?.filter_map(|e| e.ok()) {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    inputs.file(
-                        format!("mirror:{}/{name}", crate::openshift::cluster::DIR),
-                        &e.path(),
-                    )?;
-                }
+            if let Some(k) = &repo.ssh_private_key {
+                inputs.secret("gitops.repository.sshPrivateKey", &inv, k)?;
             }
+            if let Some(ca) = &repo.ca {
+                inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+            }
+        }
+        for e in fs_err::read_dir(cluster_resources(&inv)?)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            inputs.file(
+                format!("mirror:{}/{name}", crate::openshift::cluster::DIR),
+                &e.path(),
+            )?;
         }
         Ok(inputs)
     }
@@ -93,10 +91,14 @@ impl StageWork for HandoffStage {
         Some(HANDOFF_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow!("{e}"))
-            .context("loading the inventory")?;
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
+        let inv = cx.inventory()?;
         let h = prepare(&inv)?;
         let kubeconfig = kubeconfig(cx);
         if !kubeconfig.is_file() {

@@ -8,11 +8,11 @@
 //! `rendezvousIP`, `auth/kubeconfig` made 0600, `.openshift_install_state.json` whose watcher
 //! token the wait stage needs) are checked and described in `RUN/iso/iso.json`.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{CACHE_DIR, CONFIG_DIR, ISO_DIR, TOOLS_DIR};
 use crate::inventory::model::MachineRole;
-use crate::inventory::{self, Inventory};
+use crate::inventory::Inventory;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -36,9 +36,7 @@ impl StageWork for Iso {
         for (name, path) in manifest_files(&cx.inventory)? {
             inputs.file(format!("inventory:{MANIFESTS_DIR}/{name}"), &path)?;
         }
-        let roles = inventory::load(&cx.inventory)
-            .map(|inv| irdma_roles(&inv).join(","))
-            .unwrap_or_default();
+        let roles = irdma_roles(&cx.inventory()?).join(",");
         inputs.setting("day1.blacklistIrdma", &roles);
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
         Ok(inputs)
@@ -48,10 +46,14 @@ impl StageWork for Iso {
         Some(ISO_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("loading the inventory")?;
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
+        let inv = cx.inventory()?;
         let work = out.join("work");
         let extra = work.join("openshift");
         fs_err::create_dir_all(&extra)?;

@@ -1,9 +1,8 @@
-//! The pipeline's stages, in their fixed order, and what each one is: an enum (the order, the
-//! names) and one match ([`Stage::work`]) from a stage to its adapter. A stage that has no
-//! adapter yet is listed and stops the run before it. An adapter declares its inputs (files and
-//! the settings that matter, each hashed; secrets hashed and never stored), the run-directory
-//! folder its outputs go to, and does its work into a staging folder that the runner publishes
-//! whole only when the stage succeeded.
+//! The pipeline's stages, in their fixed order, and what each one is: one table (`stages!`)
+//! makes the enum (the order), the names and the one match ([`Stage::work`]) from a stage to its
+//! adapter. An adapter declares its inputs (files and the settings that matter, each hashed;
+//! secrets hashed and never stored), the run-directory folder its outputs go to, and does its
+//! work into a staging folder that the runner publishes whole only when the stage succeeded.
 
 mod boot;
 pub mod handoff;
@@ -16,75 +15,72 @@ mod tools;
 mod validate;
 pub mod wait;
 
+pub use crate::openshift::watch::WaitLimits;
 pub use inputs::Inputs;
+pub use served::IsoServer;
 
 use super::log::StageLog;
 use super::rundir::RunDir;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// One stage of `bootstrap install`, in pipeline order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// The inventory and the installer's rules on what it becomes; writes nothing.
-    Validate,
-    /// install-config.yaml and agent-config.yaml under `RUN/config/`.
-    Render,
-    /// openshift-install and oc from the mirrored release, pinned to it, under `RUN/tools/`.
-    Tools,
-    /// The agent ISO and the files the later stages read, under `RUN/iso/`.
-    Iso,
-    /// Nodes booted from the ISO through their BMCs; per node results under `RUN/boot/`.
-    Boot,
-    /// Waiting for the installation to complete, under `RUN/wait/`.
-    Wait,
-    /// Host preparation over SSH: facts, checks, playbooks.
-    Prep,
-    /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
-    Handoff,
+/// The stage table: each stage's variant, name and adapter, in the order the stages run. The
+/// enum (whose order is the pipeline's), [`Stage::ALL`], [`Stage::NAMES`], [`Stage::name`],
+/// [`Stage::work`] and the names in `state.json` are all made from this one list, so there is
+/// nothing to keep in step by hand.
+macro_rules! stages {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $work:expr;)+) => {
+        /// One stage of `bootstrap install`, in pipeline order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Stage {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)+
+        }
+
+        impl Stage {
+            /// Every stage, in the order they run.
+            pub const ALL: [Stage; [$($name),+].len()] = [$(Stage::$variant),+];
+
+            /// Every stage's name, in order (what `--from` and `--until` accept).
+            pub const NAMES: [&'static str; [$($name),+].len()] = [$($name),+];
+
+            /// The stage's name (`render`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Stage::$variant => $name,)+
+                }
+            }
+
+            /// The stage's adapter: the one match of the pipeline.
+            pub fn work(self) -> &'static dyn StageWork {
+                match self {
+                    $(Stage::$variant => &$work,)+
+                }
+            }
+        }
+    };
 }
 
-impl Stage {
-    /// Every stage, in the order they run.
-    pub const ALL: [Stage; 8] = [
-        Stage::Validate,
-        Stage::Render,
-        Stage::Tools,
-        Stage::Iso,
-        Stage::Boot,
-        Stage::Wait,
-        Stage::Prep,
-        Stage::Handoff,
-    ];
-
-    /// Every stage's name, in order (what `--from` and `--until` accept).
-    pub const NAMES: [&'static str; 8] = [
-        "validate", "render", "tools", "iso", "boot", "wait", "prep", "handoff",
-    ];
-
-    /// The stage's name (`render`).
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The stage's adapter, or `None` when it is not built yet: the one match of the pipeline.
-    pub fn work(self) -> Option<&'static dyn StageWork> {
-        match self {
-            Stage::Validate => Some(&validate::Validate),
-            Stage::Render => Some(&render::Render),
-            Stage::Tools => Some(&tools::Tools),
-            Stage::Iso => Some(&iso::Iso),
-            Stage::Boot => Some(&boot::Boot),
-            Stage::Wait => Some(&wait::Wait),
-            Stage::Prep => Some(&prep::Prep),
-            Stage::Handoff => Some(&handoff::HandoffStage),
-        }
-    }
+stages! {
+    /// The inventory and the installer's rules on what it becomes; writes nothing.
+    Validate = "validate" => validate::Validate;
+    /// install-config.yaml and agent-config.yaml under `RUN/config/`.
+    Render = "render" => render::Render;
+    /// openshift-install and oc from the mirrored release, pinned to it, under `RUN/tools/`.
+    Tools = "tools" => tools::Tools;
+    /// The agent ISO and the files the later stages read, under `RUN/iso/`.
+    Iso = "iso" => iso::Iso;
+    /// Nodes booted from the ISO through their BMCs; per node results under `RUN/boot/`.
+    Boot = "boot" => boot::Boot;
+    /// Waiting for the installation to complete, under `RUN/wait/`.
+    Wait = "wait" => wait::Wait;
+    /// Host preparation over SSH: facts, checks, playbooks.
+    Prep = "prep" => prep::Prep;
+    /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
+    Handoff = "handoff" => handoff::HandoffStage;
 }
 
 impl fmt::Display for Stage {
@@ -128,44 +124,21 @@ pub struct StageContext {
     /// The run's progress (stderr): stages that work on every node at once make their live
     /// lines with [`crate::output::NodeLines`].
     pub progress: crate::output::Progress,
-    /// The ISO server the boot stage started, kept for the rest of the run (the BMCs read the
-    /// ISO while their nodes boot and install).
-    pub iso_server: Arc<tokio::sync::Mutex<Option<ServedIso>>>,
-}
-
-/// The ISO being served by this process.
-#[derive(Debug)]
-pub struct ServedIso {
-    /// The ISO's sha256.
-    pub sha256: String,
-    /// What the boot stage recorded about it.
-    pub source: served::IsoSource,
-    /// The server.
-    pub running: crate::serve::Running,
-}
-
-/// How long the wait stage waits, as `openshift-install agent wait-for` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitLimits {
-    /// For bootstrap to complete (default 60 minutes).
-    pub bootstrap: std::time::Duration,
-    /// Then for the install to complete (default 90 minutes).
-    pub install: std::time::Duration,
-}
-
-impl Default for WaitLimits {
-    fn default() -> Self {
-        WaitLimits {
-            bootstrap: std::time::Duration::from_secs(60 * 60),
-            install: std::time::Duration::from_secs(90 * 60),
-        }
-    }
 }
 
 impl StageContext {
     /// Whether the run was interrupted (the stage's result will not be used).
     pub fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// The inventory, loaded; an error (its problems) when it does not load. A stage's inputs
+    /// read it with this too: one that cannot be read fails the stage rather than leaving its
+    /// settings out of the hash.
+    pub fn inventory(&self) -> Result<crate::inventory::Inventory> {
+        crate::inventory::load(&self.inventory)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("loading the inventory")
     }
 }
 
@@ -183,8 +156,16 @@ pub trait StageWork: Sync {
 
     /// Does the stage's work, writing its outputs under `out` (a staging folder that becomes
     /// [`StageWork::output_dir`]); returns a one-line detail for the status table. An error's
-    /// first line becomes the failure's detail; the log holds the rest.
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String>;
+    /// first line becomes the failure's detail; the log holds the rest. `iso` is the run's ISO
+    /// server, which the runner holds from the stage that starts it to the end of the run and
+    /// lends to each stage for its run; only the stages that serve the ISO (boot, wait) use it.
+    fn run(
+        &self,
+        cx: &StageContext,
+        iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String>;
 
     /// Why the stage must run although its inputs and outputs are unchanged (the boot stage
     /// with `--reboot NODE`), or `None`.
@@ -196,5 +177,44 @@ pub trait StageWork: Sync {
     /// show them even if a message quoted one.
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         inputs::inventory_secrets(&cx.inventory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stages after render read the inventory for their inputs (boot: every node's BMC,
+    /// prep: the SSH key and playbooks, ...). One that does not load used to leave those out
+    /// of the hash, so the stage could be taken for unchanged; now reading the inputs fails,
+    /// naming the inventory.
+    #[test]
+    fn a_stage_whose_inventory_does_not_load_fails_reading_its_inputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inventory = tmp.path().join("inv");
+        fs_err::create_dir_all(&inventory).unwrap();
+        fs_err::write(inventory.join("site.yaml"), "cluster: [not a site\n").unwrap();
+        fs_err::write(inventory.join("nodes.yaml"), "nodes: []\n").unwrap();
+        let cx = StageContext {
+            inventory,
+            run: RunDir::new(tmp.path().join("run")),
+            cancel: Arc::new(AtomicBool::new(false)),
+            installer: None,
+            reboot: Vec::new(),
+            wait_limits: WaitLimits::default(),
+            progress: crate::output::Progress::lines("install"),
+        };
+        for stage in [
+            Stage::Tools,
+            Stage::Iso,
+            Stage::Boot,
+            Stage::Prep,
+            Stage::Handoff,
+        ] {
+            match stage.work().inputs(&cx) {
+                Ok(inputs) => panic!("{stage}: inputs read without the inventory: {inputs:?}"),
+                Err(e) => assert_eq!(e.to_string(), "loading the inventory", "{stage}: {e:#}"),
+            }
+        }
     }
 }

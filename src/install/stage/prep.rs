@@ -9,14 +9,13 @@
 //! unreachable, has a hardware problem or fails a playbook, naming each such node.
 
 use super::wait::WAIT_DIR;
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::hostprep::hosts;
 use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::install::log::StageLog;
 use crate::install::rundir::PREP_DIR;
-use crate::inventory;
 use crate::output::NodeLines;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,13 +33,12 @@ impl StageWork for Prep {
         for file in ["site.yaml", "nodes.yaml"] {
             inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
         }
-        if let Ok(inv) = inventory::load(&cx.inventory) {
-            if let Some(key) = &inv.site.prep.ssh.private_key {
-                inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
-            }
-            for p in &inv.site.prep.playbooks {
-                inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
-            }
+        let inv = cx.inventory()?;
+        if let Some(key) = &inv.site.prep.ssh.private_key {
+            inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
+        }
+        for p in &inv.site.prep.playbooks {
+            inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
         }
         Ok(inputs)
     }
@@ -49,10 +47,14 @@ impl StageWork for Prep {
         Some(PREP_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow!("{e}"))
-            .context("loading the inventory")?;
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
+        let inv = cx.inventory()?;
         let paths: Vec<_> = inv
             .site
             .prep

@@ -1,7 +1,7 @@
 //! The render stage: `bootstrap render` into `RUN/config/` (install-config.yaml mode 0600,
 //! agent-config.yaml), through the same [`render::run`].
 
-use super::{inputs, Inputs, StageContext, StageWork};
+use super::{inputs, Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::CONFIG_DIR;
 use crate::render::{self, RenderOutcome, RenderSettings};
@@ -20,7 +20,13 @@ impl StageWork for Render {
         Some(CONFIG_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         let settings = RenderSettings {
             inventory: cx.inventory.clone(),
             out: out.to_path_buf(),

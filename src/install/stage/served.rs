@@ -1,8 +1,10 @@
 //! The ISO within the BMCs' reach, for the boot stage (and the wait stage after it): served by
-//! bootstrap on the inventory's `boot.isoServer` address, kept serving for the rest of the run
-//! and served again at the recorded address when a later run resumes, every answer appended to
-//! `RUN/logs/iso-access.log`; or the site's own `boot.isoURL`, checked to serve the very bytes
-//! the iso stage made (size, then sha256 of a whole fetch) before any BMC is touched.
+//! bootstrap on the inventory's `boot.isoServer` address through the run's [`IsoServer`], which
+//! the runner holds for the rest of the run and lends to these two stages, served again at the
+//! recorded address when a later run resumes, every answer appended to the access log the
+//! runner names (`RUN/logs/iso-access.log`); or the site's own `boot.isoURL`, checked to serve
+//! the very bytes the iso stage made (size, then sha256 of a whole fetch) before any BMC is
+//! touched.
 
 use super::StageContext;
 use crate::install::rundir::BOOT_DIR;
@@ -12,15 +14,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The ISO the iso stage made, relative to the run directory.
 pub const ISO_PATH: &str = "iso/work/agent.x86_64.iso";
 /// Where the boot stage says how the ISO was served.
 pub const BOOT_FILE: &str = "boot.json";
-/// The ISO server's access log, relative to the run directory (appended across runs).
-pub const ACCESS_LOG: &str = "logs/iso-access.log";
 
 /// Where the BMCs fetch the ISO, as recorded in `RUN/boot/boot.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -40,10 +40,78 @@ pub struct IsoSource {
     pub listen: Option<SocketAddr>,
 }
 
-/// Makes the ISO reachable for the BMCs: serves it (or finds it already served by this
-/// process), or checks the site's URL serves the same bytes.
+/// The run's ISO server. The runner holds it from the stage that starts it to the end of the
+/// run (the BMCs read the ISO while their nodes boot and install) and lends it to the stages
+/// that serve the ISO: boot starts it, and the wait of a resumed run starts it again at the
+/// address boot recorded. Dropping it stops the server.
+#[derive(Debug)]
+pub struct IsoServer {
+    /// Where every answer is appended.
+    access_log: PathBuf,
+    serving: Option<ServedIso>,
+}
+
+/// The ISO being served by this process.
+#[derive(Debug)]
+struct ServedIso {
+    /// What the boot stage records about it.
+    source: IsoSource,
+    /// The server.
+    _running: crate::serve::Running,
+}
+
+impl IsoServer {
+    /// A server not yet serving, whose answers will be appended to `access_log`.
+    pub fn new(access_log: impl Into<PathBuf>) -> Self {
+        IsoServer {
+            access_log: access_log.into(),
+            serving: None,
+        }
+    }
+
+    /// Serves `file` unless these very bytes are served already; a resumed run (port 0 in the
+    /// inventory) binds the port `earlier` recorded, so the URL the BMCs hold stays good.
+    async fn serve(
+        &mut self,
+        file: ServedFile,
+        listen: SocketAddr,
+        advertise: Option<&str>,
+        tls: Option<TlsFiles>,
+        earlier: Option<IsoSource>,
+    ) -> Result<IsoSource> {
+        if let Some(serving) = &self.serving {
+            if serving.source.sha256 == file.sha256 {
+                return Ok(serving.source.clone());
+            }
+        }
+        self.serving = None;
+        let addr = match earlier.and_then(|s| s.listen) {
+            Some(a) if listen.port() == 0 && a.ip() == listen.ip() => a,
+            _ => listen,
+        };
+        let access = access_sink(&self.access_log)?;
+        let (size, sha256) = (file.size, file.sha256.clone());
+        let running = serve::start(file, addr, advertise, tls, Some(access)).await?;
+        let source = IsoSource {
+            url: running.url.clone(),
+            size,
+            sha256,
+            by: "served".to_string(),
+            listen: Some(running.addr),
+        };
+        self.serving = Some(ServedIso {
+            source: source.clone(),
+            _running: running,
+        });
+        Ok(source)
+    }
+}
+
+/// Makes the ISO reachable for the BMCs: serves it through `server` (or finds it served there
+/// already), or checks the site's URL serves the same bytes.
 pub(super) async fn iso_source(
     cx: &StageContext,
+    server: &mut IsoServer,
     inv: &Inventory,
     iso: &Path,
 ) -> Result<IsoSource> {
@@ -65,65 +133,29 @@ pub(super) async fn iso_source(
             listen: None,
         });
     }
-    let server = boot.iso_server.as_ref().ok_or_else(|| {
+    let site = boot.iso_server.as_ref().ok_or_else(|| {
         anyhow!("site.yaml boot: give isoServer {{listen: ADDRESS:PORT}} (this machine's address on the BMC network) or isoURL")
     })?;
-    let listen: SocketAddr = server.listen.parse().with_context(|| {
+    let listen: SocketAddr = site.listen.parse().with_context(|| {
         format!(
             "site.yaml boot.isoServer.listen {:?} is not ADDRESS:PORT",
-            server.listen
+            site.listen
         )
     })?;
-    let tls = server.tls.as_ref().map(|t| TlsFiles {
+    let tls = site.tls.as_ref().map(|t| TlsFiles {
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
-    ensure_served(cx, file, listen, server.advertise.as_deref(), tls).await
-}
-
-/// Serves `file` unless this process already serves it; a resumed run (port 0 in the
-/// inventory) binds the port recorded by the run that gave the BMCs their URL.
-async fn ensure_served(
-    cx: &StageContext,
-    file: ServedFile,
-    listen: SocketAddr,
-    advertise: Option<&str>,
-    tls: Option<TlsFiles>,
-) -> Result<IsoSource> {
-    let mut slot = cx.iso_server.lock().await;
-    if let Some(running) = slot.as_ref() {
-        if running.sha256 == file.sha256 {
-            return Ok(running.source.clone());
-        }
-    }
-    *slot = None;
     let earlier = recorded_source(&cx.run.join(&format!("{BOOT_DIR}/{BOOT_FILE}")));
-    let addr = match earlier.as_ref().and_then(|s| s.listen) {
-        Some(a) if listen.port() == 0 && a.ip() == listen.ip() => a,
-        _ => listen,
-    };
-    let access = access_sink(&cx.run.join(ACCESS_LOG))?;
-    let (size, sha256) = (file.size, file.sha256.clone());
-    let running = serve::start(file, addr, advertise, tls, Some(access)).await?;
-    let source = IsoSource {
-        url: running.url.clone(),
-        size,
-        sha256: sha256.clone(),
-        by: "served".to_string(),
-        listen: Some(running.addr),
-    };
-    *slot = Some(super::ServedIso {
-        sha256,
-        source: source.clone(),
-        running,
-    });
-    Ok(source)
+    server
+        .serve(file, listen, site.advertise.as_deref(), tls, earlier)
+        .await
 }
 
 /// Serves the ISO again for a stage after boot (the wait), at the address the boot stage
-/// recorded, when bootstrap served it and this process does not serve it yet: the BMCs keep
+/// recorded, when bootstrap served it and `server` does not serve it yet: the BMCs keep
 /// reading the ISO while the nodes boot. `None` when the site serves it.
-pub async fn serve_again(cx: &StageContext) -> Result<Option<String>> {
+pub async fn serve_again(cx: &StageContext, server: &mut IsoServer) -> Result<Option<String>> {
     let Some(source) = recorded_source(&cx.run.join(&format!("{BOOT_DIR}/{BOOT_FILE}"))) else {
         return Ok(None);
     };
@@ -131,8 +163,8 @@ pub async fn serve_again(cx: &StageContext) -> Result<Option<String>> {
         return Ok(None);
     };
     let inv = inventory::load(&cx.inventory).map_err(|e| anyhow!("{e}"))?;
-    let server = inv.site.boot.iso_server.as_ref();
-    let tls = server.and_then(|s| s.tls.as_ref()).map(|t| TlsFiles {
+    let site = inv.site.boot.iso_server.as_ref();
+    let tls = site.and_then(|s| s.tls.as_ref()).map(|t| TlsFiles {
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
@@ -140,8 +172,10 @@ pub async fn serve_again(cx: &StageContext) -> Result<Option<String>> {
     let file = tokio::task::spawn_blocking(move || ServedFile::open(&iso))
         .await
         .context("hashing the ISO")??;
-    let advertise = server.and_then(|s| s.advertise.clone());
-    let got = ensure_served(cx, file, listen, advertise.as_deref(), tls).await?;
+    let advertise = site.and_then(|s| s.advertise.as_deref());
+    let got = server
+        .serve(file, listen, advertise, tls, Some(source))
+        .await?;
     Ok(Some(got.url))
 }
 

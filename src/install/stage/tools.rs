@@ -6,7 +6,7 @@
 //! a binary whose release placeholder was never rewritten is refused (it would install its
 //! compiled-in release). `RUN/tools/tools.json` says what each binary is.
 
-use super::{Inputs, StageContext, StageWork};
+use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::TOOLS_DIR;
 use crate::inventory::model::InstallerBinary;
@@ -33,24 +33,16 @@ impl StageWork for Tools {
         // the pull secret and the CA; a node's MAC changes nothing here.
         let mut inputs = Inputs::default();
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
-        match inventory::load(&cx.inventory) {
-            Ok(inv) => {
-                let release = &inv.site.cluster.release;
-                inputs.setting("cluster.release", &format!("{release:?}"));
-                let refs = &inv.site.references;
-                inputs.secret("references.pullSecret", &inv, &refs.pull_secret)?;
-                for f in [refs.registry_ca.as_ref(), refs.mirror_record.as_ref()]
-                    .into_iter()
-                    .flatten()
-                {
-                    inputs.file(format!("inventory:{}", f.file), &inv.resolve(&f.file))?;
-                }
-            }
-            // The stage runs and says why the inventory does not load.
-            Err(_) => inputs.file(
-                format!("inventory:{}", inventory::model::SITE_FILE),
-                &cx.inventory.join(inventory::model::SITE_FILE),
-            )?,
+        let inv = cx.inventory()?;
+        let release = &inv.site.cluster.release;
+        inputs.setting("cluster.release", &format!("{release:?}"));
+        let refs = &inv.site.references;
+        inputs.secret("references.pullSecret", &inv, &refs.pull_secret)?;
+        for f in [refs.registry_ca.as_ref(), refs.mirror_record.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            inputs.file(format!("inventory:{}", f.file), &inv.resolve(&f.file))?;
         }
         inputs.setting("arch", ARCH);
         match &cx.installer {
@@ -64,10 +56,14 @@ impl StageWork for Tools {
         Some(TOOLS_DIR)
     }
 
-    fn run(&self, cx: &StageContext, out: &Path, log: &mut StageLog) -> Result<String> {
-        let inv = inventory::load(&cx.inventory)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("loading the inventory")?;
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
+        let inv = cx.inventory()?;
         let release = site_release(&inv)?;
         log.line(&format!("release in the site registry: {release}"))?;
         let registries = Arc::new(site_registries(&inv)?);

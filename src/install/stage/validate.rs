@@ -2,7 +2,7 @@
 //! the inventory's rules, what it references, both files built in memory and passed through
 //! `bootstrap validate`'s rules); it writes nothing. Warnings go to its log; problems fail it.
 
-use super::{inputs, Inputs, StageContext, StageWork};
+use super::{inputs, Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::render::{self, Checked};
 use anyhow::Result;
@@ -20,7 +20,13 @@ impl StageWork for Validate {
         None
     }
 
-    fn run(&self, cx: &StageContext, _out: &Path, log: &mut StageLog) -> Result<String> {
+    fn run(
+        &self,
+        cx: &StageContext,
+        _iso: &mut IsoServer,
+        _out: &Path,
+        log: &mut StageLog,
+    ) -> Result<String> {
         log.line(&format!(
             "checking the inventory {}",
             cx.inventory.display()
