@@ -119,7 +119,7 @@ pub async fn copy(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
         (Some(c), _) => (c.as_bytes().to_vec(), None),
         (None, Some(src)) => {
             let path = local_file(ctx, "files", src)?;
-            let bytes = fs_err::read(&path).map_err(|e| Fault::Failed(e.to_string()))?;
+            let bytes = fs_err::read(&path).map_err(Fault::failed)?;
             (bytes, Some(path))
         }
         (None, None) => return Err(Fault::Failed("one of `src`, `content` is required".into())),
@@ -130,7 +130,7 @@ pub async fn copy(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
 /// `template`: the local template rendered with the task's variables, then as `copy`.
 pub async fn template(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
     let path = local_file(ctx, "templates", a.str("src").unwrap_or_default())?;
-    let text = fs_err::read_to_string(&path).map_err(|e| Fault::Failed(e.to_string()))?;
+    let text = fs_err::read_to_string(&path).map_err(Fault::failed)?;
     let rendered = (ctx.render)(&text)
         .map_err(|e| Fault::Failed(format!("rendering {}: {e}", path.display())))?;
     put(ctx, a, rendered.as_bytes(), Some(&path)).await
