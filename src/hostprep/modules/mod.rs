@@ -6,13 +6,14 @@
 //!
 //! A module that ran and failed on the host (a command that exited non-zero, a file that is a
 //! directory) returns a result with `failed: true`, as Ansible reports it; a call that could
-//! not be made is a [`ModuleError`]: bad input ([`ArgError`]) or the host not reached
-//! ([`super::RemoteError`]).
+//! not be made is a [`ModuleError`]: bad input ([`ArgError`], a template that does not render)
+//! or the host not reached ([`super::RemoteError`]).
 
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::playbook::expr::ExprError;
 use super::Remote;
 
 pub mod args;
@@ -73,7 +74,7 @@ pub struct ModuleCtx<'a> {
     /// `DIR/files/` and `DIR/templates/` first, then `DIR/`, as Ansible does.
     pub playbook_dir: &'a Path,
     /// Renders a template's text with the task's variables (the `template` module).
-    pub render: &'a (dyn Fn(&str) -> Result<String, String> + Sync),
+    pub render: &'a (dyn Fn(&str) -> Result<String, ExprError> + Sync),
     /// Each command's timeout.
     pub timeout: std::time::Duration,
 }
@@ -97,14 +98,23 @@ pub struct ModuleResult {
 }
 
 /// Why a module call could not be made at all; a module that ran and failed returns `Ok` with
-/// `failed: true`. Callers branch on it: bad input ([`ModuleError::Args`]) is the playbook's to
-/// fix, [`ModuleError::Remote`] the host's or the connection's (see
-/// [`super::RemoteError::is_unreachable`]).
+/// `failed: true`. Callers branch on it: bad input ([`ModuleError::Args`],
+/// [`ModuleError::Template`]) is the playbook's to fix, [`ModuleError::Remote`] the host's or
+/// the connection's (see [`super::RemoteError::is_unreachable`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ModuleError {
     /// The arguments do not fit the module: names the argument and what it expects.
     #[error(transparent)]
     Args(#[from] ArgError),
+    /// The `template` module's file does not render with the task's variables.
+    #[error("rendering {}: {source}", path.display())]
+    Template {
+        /// The template file on this machine.
+        path: std::path::PathBuf,
+        /// Why, typed (a syntax error, an undefined variable, a filter's error).
+        #[source]
+        source: ExprError,
+    },
     /// The host could not run the command.
     #[error(transparent)]
     Remote(#[from] super::RemoteError),
@@ -210,6 +220,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hostprep::playbook::expr;
     use crate::hostprep::{BoxFuture, Exec, Local, Output, RemoteError};
     use serde_json::json;
 
@@ -237,7 +248,7 @@ mod tests {
         module: &str,
         args: Value,
     ) -> Result<ModuleResult, ModuleError> {
-        let render = |text: &str| Ok(text.to_string());
+        let render = |text: &str| expr::render(text, &expr::context(&Map::new()));
         let ctx = ModuleCtx {
             remote,
             user: "root",
@@ -283,5 +294,29 @@ mod tests {
             matches!(&e, ModuleError::Args(a) if a.argument() == Some("colour")),
             "{e:?}"
         );
+        // Bad input: a template that does not parse, named by its file.
+        let templates = dir.path().join("templates");
+        fs_err::create_dir_all(&templates).unwrap();
+        fs_err::write(templates.join("motd.j2"), "hello {{ name\n").unwrap();
+        let e = call(
+            &Down,
+            dir.path(),
+            "template",
+            json!({"src": "motd.j2", "dest": "/etc/motd"}),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ModuleError::Template {
+                    source: ExprError::Syntax { .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("rendering "), "{e}");
+        assert!(e.to_string().contains("motd.j2: syntax error"), "{e}");
     }
 }

@@ -779,7 +779,7 @@ impl Loader {
 const DEBUG_ARGS: &[&str] = &["msg", "var", "verbosity"];
 
 /// The arguments `assert` takes.
-const ASSERT_ARGS: &[&str] = &["that", "fail_msg", "msg", "success_msg", "quiet"];
+pub(super) const ASSERT_ARGS: &[&str] = &["that", "fail_msg", "msg", "success_msg", "quiet"];
 
 fn set_fact_args(args: &Map<String, Value>) -> Result<(), ArgError> {
     let module = "set_fact";
