@@ -2,7 +2,8 @@
 //! with their `/dev/disk/by-path` names, time sync, kernel and host name. Read natively: one
 //! POSIX `sh` script ([`SCRIPT`], one round trip, no bash, no python on the node) prints
 //! tab-separated records that [`parse`] reads; [`gather`] runs it over any [`Remote`] and
-//! measures the node's clock against this machine's.
+//! measures the node's clock against this machine's. Its error ([`FactsError`]) tells a node
+//! lost on the way from a script that failed or printed something [`parse`] refuses.
 //!
 //! Record lines are `KIND<TAB>ID<TAB>KEY<TAB>VALUE` (`pci`, `0000:18:00.0`, `vendor`, `0x10de`), the
 //! last line `end` (a cut-off output is refused, not read as a node with fewer devices).
@@ -200,33 +201,90 @@ printf 'host\t-\tclock\t%s\n' "$(date +%s%N)"
 echo end
 "#;
 
+/// Why a node's facts could not be had. Callers branch on it: a node lost on the way
+/// ([`FactsError::is_unreachable`]) is unreachable, anything else is a problem of a node that
+/// answered. Every message names the node.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    /// The script could not be run: the node unreachable, its login or host key refused.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The script did not finish within its time (a hung NFS mount, a stuck `chronyc`).
+    #[error("{host}: reading hardware facts timed out after {after:?}")]
+    TimedOut {
+        /// The node.
+        host: String,
+        /// The script's timeout.
+        after: Duration,
+    },
+    /// The script ran and failed, or its output went past the cap.
+    #[error(
+        "{host}: reading hardware facts failed (exit status {status:?}{}): {stderr}",
+        if *.truncated { ", output cut off" } else { "" }
+    )]
+    Script {
+        /// The node.
+        host: String,
+        /// Its exit status (`None`: killed by a signal).
+        status: Option<i32>,
+        /// Whether the output went past the cap.
+        truncated: bool,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+    /// The script succeeded but its output is not what it prints.
+    #[error("{host}: reading hardware facts failed: {source}")]
+    Unreadable {
+        /// The node.
+        host: String,
+        /// Where and what.
+        source: ParseError,
+    },
+}
+
+impl FactsError {
+    /// Whether the node could not be reached (or refused us): it counts as unreachable, not
+    /// as a node with a hardware problem.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, FactsError::Remote(e) if e.is_unreachable())
+    }
+}
+
+/// How long [`SCRIPT`] may run.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Runs [`SCRIPT`] on `remote` (one command) and reads its output; the clock's skew is the
 /// node's clock halfway through the script against this machine's halfway through the round
-/// trip. A script that fails or whose output cannot be read is [`RemoteError::Other`] naming
-/// the node.
-pub async fn gather(remote: &dyn Remote) -> Result<Facts, RemoteError> {
-    let mut exec = Exec::new(SCRIPT).with_timeout(Duration::from_secs(60));
+/// trip.
+pub async fn gather(remote: &dyn Remote) -> Result<Facts, FactsError> {
+    let mut exec = Exec::new(SCRIPT).with_timeout(SCRIPT_TIMEOUT);
     exec.output_cap = 16 << 20;
     let before = now_ns();
-    let out = remote.exec(exec).await?;
-    let after = now_ns();
-    let other = |detail: String| RemoteError::Other {
-        host: remote.name().to_string(),
-        detail,
+    let out = match remote.exec(exec).await {
+        Ok(out) => out,
+        // The command of a timeout is the whole script: name what it was doing instead.
+        Err(RemoteError::Timeout { after, .. }) => {
+            return Err(FactsError::TimedOut {
+                host: remote.name().to_string(),
+                after,
+            })
+        }
+        Err(e) => return Err(e.into()),
     };
+    let after = now_ns();
+    let host = || remote.name().to_string();
     if !out.success() || out.truncated {
-        return Err(other(format!(
-            "reading hardware facts failed (exit status {:?}{}): {}",
-            out.status,
-            if out.truncated {
-                ", output cut off"
-            } else {
-                ""
-            },
-            out.stderr_text()
-        )));
+        return Err(FactsError::Script {
+            host: host(),
+            status: out.status,
+            truncated: out.truncated,
+            stderr: out.stderr_text(),
+        });
     }
-    let mut facts = parse(&out.stdout_text()).map_err(|e| other(format!("hardware facts: {e}")))?;
+    let mut facts = parse(&out.stdout_text()).map_err(|source| FactsError::Unreadable {
+        host: host(),
+        source,
+    })?;
     if let Some(clock) = &mut facts.clock {
         let local = (before + after) / 2;
         clock.skew_ms = i64::try_from((clock.node_ns - local) / 1_000_000).ok();
@@ -241,13 +299,83 @@ fn now_ns() -> i128 {
         .unwrap_or(0)
 }
 
+/// Why [`SCRIPT`]'s output could not be read: the node printed something that is not the
+/// script's records (a cut-off stream, a login banner, another script). Lines are the
+/// output's, from 1.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// A line that is not `KIND<TAB>ID<TAB>KEY<TAB>VALUE`.
+    #[error("line {line}: not a record (KIND, ID, KEY, VALUE separated by tabs): {text:?}")]
+    NotARecord {
+        /// Where.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+    /// A record kind the script does not print.
+    #[error("line {line}: unknown record kind {kind:?}")]
+    UnknownKind {
+        /// Where.
+        line: usize,
+        /// The kind.
+        kind: String,
+    },
+    /// A field the script does not print for that kind of record.
+    #[error("line {line}: unknown {record} field {key:?}")]
+    UnknownField {
+        /// Where.
+        line: usize,
+        /// The record, as messages name it (`PCI`, `NIC`, `block device`, `host`, `time`).
+        record: &'static str,
+        /// The field.
+        key: String,
+    },
+    /// A block device's size that is not a number.
+    #[error("line {line}: size {value:?} is not a number of sectors")]
+    BadSize {
+        /// Where.
+        line: usize,
+        /// The value.
+        value: String,
+    },
+    /// A line after the `end` line.
+    #[error("line {line}: output after `end`")]
+    AfterEnd {
+        /// Where.
+        line: usize,
+    },
+    /// No `end` line: the output was cut off.
+    #[error("the output ends before its `end` line (cut off?)")]
+    CutOff,
+    /// No `hostname` record.
+    #[error("no host name in the output")]
+    NoHostName,
+}
+
+/// A record's problem, before [`parse`] gives it its line.
+enum Unread {
+    Kind(String),
+    Field(&'static str, String),
+    Size(String),
+}
+
+impl Unread {
+    fn at(self, line: usize) -> ParseError {
+        match self {
+            Unread::Kind(kind) => ParseError::UnknownKind { line, kind },
+            Unread::Field(record, key) => ParseError::UnknownField { line, record, key },
+            Unread::Size(value) => ParseError::BadSize { line, value },
+        }
+    }
+}
+
 /// Reads [`SCRIPT`]'s output: every record known, the `end` line present.
-pub fn parse(text: &str) -> Result<Facts, String> {
+pub fn parse(text: &str) -> Result<Facts, ParseError> {
     let mut p = Parsed::default();
     let mut ended = false;
     for (i, line) in text.lines().enumerate() {
         if ended {
-            return Err(format!("line {}: output after `end`", i + 1));
+            return Err(ParseError::AfterEnd { line: i + 1 });
         }
         if line == "end" {
             ended = true;
@@ -255,16 +383,15 @@ pub fn parse(text: &str) -> Result<Facts, String> {
         }
         let f: Vec<&str> = line.splitn(4, '\t').collect();
         let [kind, id, key, value] = f[..] else {
-            return Err(format!(
-                "line {}: not a record (KIND, ID, KEY, VALUE separated by tabs): {line:?}",
-                i + 1
-            ));
+            return Err(ParseError::NotARecord {
+                line: i + 1,
+                text: line.to_string(),
+            });
         };
-        p.record(kind, id, key, value)
-            .map_err(|e| format!("line {}: {e}", i + 1))?;
+        p.record(kind, id, key, value).map_err(|e| e.at(i + 1))?;
     }
     if !ended {
-        return Err("the output ends before its `end` line (cut off?)".into());
+        return Err(ParseError::CutOff);
     }
     p.finish()
 }
@@ -281,7 +408,7 @@ struct Parsed {
 }
 
 impl Parsed {
-    fn record(&mut self, kind: &str, id: &str, key: &str, value: &str) -> Result<(), String> {
+    fn record(&mut self, kind: &str, id: &str, key: &str, value: &str) -> Result<(), Unread> {
         match kind {
             "host" => self.host(key, value),
             "pci" => pci_field(
@@ -324,22 +451,22 @@ impl Parsed {
                 Ok(())
             }
             "time" => self.time(key, value),
-            _ => Err(format!("unknown record kind {kind:?}")),
+            _ => Err(Unread::Kind(kind.to_string())),
         }
     }
 
-    fn host(&mut self, key: &str, value: &str) -> Result<(), String> {
+    fn host(&mut self, key: &str, value: &str) -> Result<(), Unread> {
         match key {
             "hostname" => self.facts.hostname = value.trim().to_string(),
             "kernel" => self.facts.kernel = value.trim().to_string(),
             // `date +%N` is not supported everywhere (busybox prints `N`): no clock then.
             "clock" => self.clocks.extend(value.trim().parse::<i128>().ok()),
-            _ => return Err(format!("unknown host field {key:?}")),
+            _ => return Err(Unread::Field("host", key.to_string())),
         }
         Ok(())
     }
 
-    fn time(&mut self, key: &str, value: &str) -> Result<(), String> {
+    fn time(&mut self, key: &str, value: &str) -> Result<(), Unread> {
         let t = &mut self.facts.time;
         match key {
             "tool" => t.tool = Some(value.to_string()),
@@ -367,14 +494,14 @@ impl Parsed {
                     _ => None,
                 }
             }
-            _ => return Err(format!("unknown time field {key:?}")),
+            _ => return Err(Unread::Field("time", key.to_string())),
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Facts, String> {
+    fn finish(mut self) -> Result<Facts, ParseError> {
         if self.facts.hostname.is_empty() {
-            return Err("no host name in the output".into());
+            return Err(ParseError::NoHostName);
         }
         let f = &mut self.facts;
         f.pci = self.pci.into_values().collect();
@@ -405,7 +532,7 @@ fn hex_id(value: &str) -> String {
     v.strip_prefix("0x").unwrap_or(v).to_ascii_lowercase()
 }
 
-fn pci_field(d: &mut PciDevice, key: &str, value: &str) -> Result<(), String> {
+fn pci_field(d: &mut PciDevice, key: &str, value: &str) -> Result<(), Unread> {
     match key {
         "-" => {}
         "vendor" => d.vendor = hex_id(value),
@@ -413,12 +540,12 @@ fn pci_field(d: &mut PciDevice, key: &str, value: &str) -> Result<(), String> {
         "class" => d.class = hex_id(value),
         "numa_node" => d.numa_node = value.trim().parse().ok(),
         "driver" => d.driver = Some(value.to_string()),
-        _ => return Err(format!("unknown PCI field {key:?}")),
+        _ => return Err(Unread::Field("PCI", key.to_string())),
     }
     Ok(())
 }
 
-fn net_field(n: &mut NetInterface, key: &str, value: &str) -> Result<(), String> {
+fn net_field(n: &mut NetInterface, key: &str, value: &str) -> Result<(), Unread> {
     let v = value.trim();
     match key {
         "-" => {}
@@ -434,12 +561,12 @@ fn net_field(n: &mut NetInterface, key: &str, value: &str) -> Result<(), String>
         "device" => {
             n.pci_address = crate::inventory::model::is_pci_address(v).then(|| v.to_string())
         }
-        _ => return Err(format!("unknown NIC field {key:?}")),
+        _ => return Err(Unread::Field("NIC", key.to_string())),
     }
     Ok(())
 }
 
-fn block_field(d: &mut BlockDevice, key: &str, value: &str) -> Result<(), String> {
+fn block_field(d: &mut BlockDevice, key: &str, value: &str) -> Result<(), Unread> {
     let v = value.trim();
     let text = || (!v.is_empty()).then(|| v.to_string());
     match key {
@@ -447,13 +574,136 @@ fn block_field(d: &mut BlockDevice, key: &str, value: &str) -> Result<(), String
         "size" => {
             d.size_bytes = v
                 .parse::<u64>()
-                .map_err(|_| format!("size {v:?} is not a number of sectors"))?
+                .map_err(|_| Unread::Size(v.to_string()))?
                 .saturating_mul(512)
         }
         "rotational" => d.rotational = Some(v == "1"),
         "model" => d.model = text(),
         "serial" => d.serial = text(),
-        _ => return Err(format!("unknown block device field {key:?}")),
+        _ => return Err(Unread::Field("block device", key.to_string())),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostprep::{BoxFuture, Output};
+
+    /// A node that answers the facts script with what `answer` makes.
+    struct Canned(fn() -> Result<Output, RemoteError>);
+
+    impl Remote for Canned {
+        fn name(&self) -> &str {
+            "gpu-00"
+        }
+
+        fn exec<'a>(&'a self, _: Exec<'a>) -> BoxFuture<'a, Result<Output, RemoteError>> {
+            let answer = (self.0)();
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn answered(status: i32, stdout: &str, stderr: &str) -> Result<Output, RemoteError> {
+        Ok(Output {
+            status: Some(status),
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            truncated: false,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_caller_tells_a_lost_node_from_a_failed_script_and_unreadable_output() {
+        let lost = gather(&Canned(|| {
+            Err(RemoteError::Unreachable {
+                host: "gpu-00 (10.0.0.1:22)".into(),
+                detail: "connection lost".into(),
+            })
+        }))
+        .await
+        .unwrap_err();
+        assert!(lost.is_unreachable(), "{lost:?}");
+
+        let failed = gather(&Canned(|| answered(2, "", "sh: syntax error\n")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                failed,
+                FactsError::Script {
+                    status: Some(2),
+                    truncated: false,
+                    ..
+                }
+            ),
+            "{failed:?}"
+        );
+        assert!(!failed.is_unreachable());
+        assert_eq!(
+            failed.to_string(),
+            "gpu-00: reading hardware facts failed (exit status Some(2)): sh: syntax error"
+        );
+
+        let cut = gather(&Canned(|| answered(0, "host\t-\thostname\tgpu-00\n", "")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                cut,
+                FactsError::Unreadable {
+                    source: ParseError::CutOff,
+                    ..
+                }
+            ),
+            "{cut:?}"
+        );
+        assert!(!cut.is_unreachable());
+    }
+
+    /// A timed-out script was reported with the whole script as its command: pinned so the
+    /// message names what was being done instead.
+    #[tokio::test]
+    async fn a_timed_out_script_is_named_not_quoted() {
+        let slow = gather(&Canned(|| {
+            Err(RemoteError::Timeout {
+                host: "gpu-00 (10.0.0.1:22)".into(),
+                after: SCRIPT_TIMEOUT,
+                command: SCRIPT.into(),
+            })
+        }))
+        .await
+        .unwrap_err();
+        assert!(matches!(slow, FactsError::TimedOut { .. }), "{slow:?}");
+        assert!(!slow.is_unreachable());
+        assert_eq!(
+            slow.to_string(),
+            "gpu-00: reading hardware facts timed out after 60s"
+        );
+    }
+
+    #[test]
+    fn parse_errors_carry_their_line() {
+        assert_eq!(
+            parse("host\t-\thostname\tx\nbogus\t-\t-\t-\nend\n"),
+            Err(ParseError::UnknownKind {
+                line: 2,
+                kind: "bogus".into()
+            })
+        );
+        let bad_size = parse("host\t-\thostname\tx\nblock\tsda\tsize\tlots\nend\n").unwrap_err();
+        assert_eq!(
+            bad_size.to_string(),
+            "line 2: size \"lots\" is not a number of sectors"
+        );
+        assert_eq!(
+            parse("pci\t0000:00:01.0\tcolour\tred\nend\n"),
+            Err(ParseError::UnknownField {
+                line: 1,
+                record: "PCI",
+                key: "colour".into()
+            })
+        );
+        assert_eq!(parse("end\n"), Err(ParseError::NoHostName));
+    }
 }

@@ -46,15 +46,41 @@ pub enum KnownHostsError {
         file.display()
     )]
     Changed {
+        /// The host field (`10.0.0.1`, `[10.0.0.1]:2222`).
         host: String,
+        /// The presented key's fingerprint.
         presented: String,
+        /// The known key's fingerprint.
         known: String,
+        /// The known_hosts file.
         file: PathBuf,
+        /// The known key's line in it.
         line: usize,
     },
-    /// Reading or writing the file failed.
-    #[error("{0}")]
-    Io(String),
+    /// The file could not be read (it not existing is no error: nothing is known yet).
+    #[error("reading known hosts: {source}")]
+    Read {
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The learned key could not be written to the file.
+    #[error("writing known hosts: {source:#}")]
+    Write {
+        /// Why.
+        #[source]
+        source: anyhow::Error,
+    },
+    /// The presented key could not be written as an OpenSSH line (an algorithm the encoder
+    /// does not know).
+    #[error("host key {fingerprint} cannot be written as a known_hosts line: {source}")]
+    Encode {
+        /// The key's fingerprint.
+        fingerprint: String,
+        /// Why.
+        #[source]
+        source: russh::keys::ssh_key::Error,
+    },
 }
 
 /// A known_hosts file shared by every connection of a run.
@@ -118,7 +144,7 @@ impl KnownHosts {
         match fs_err::read_to_string(&self.path) {
             Ok(text) => Ok(text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-            Err(e) => Err(KnownHostsError::Io(format!("reading known hosts: {e}"))),
+            Err(source) => Err(KnownHostsError::Read { source }),
         }
     }
 
@@ -129,13 +155,19 @@ impl KnownHosts {
         if !new.is_empty() && !new.ends_with('\n') {
             new.push('\n');
         }
-        new.push_str(&entry_line(host, key).map_err(|e| KnownHostsError::Io(e.to_string()))?);
+        let line = entry_line(host, key).map_err(|source| KnownHostsError::Encode {
+            fingerprint: fingerprint(key),
+            source,
+        })?;
+        new.push_str(&line);
         new.push('\n');
-        if let Some(dir) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs_err::create_dir_all(dir).map_err(|e| KnownHostsError::Io(e.to_string()))?;
-        }
-        crate::fs::write_atomic(&self.path, new.as_bytes())
-            .map_err(|e| KnownHostsError::Io(format!("writing known hosts: {e:#}")))?;
+        let write = || -> anyhow::Result<()> {
+            if let Some(dir) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                fs_err::create_dir_all(dir)?;
+            }
+            crate::fs::write_atomic(&self.path, new.as_bytes())
+        };
+        write().map_err(|source| KnownHostsError::Write { source })?;
         Ok(new.lines().count())
     }
 }

@@ -102,39 +102,79 @@ fn trim_newline(mut s: String) -> String {
 }
 
 /// Why a command could not be run on a host. A command that ran and failed is an [`Output`]
-/// with a non-zero status, not an error.
+/// with a non-zero status, not an error. Callers branch on the kind: a connection that may come
+/// back is retried ([`RemoteError::Unreachable`]); a refusal ([`RemoteError::HostKey`],
+/// [`RemoteError::Auth`]) or a login key that cannot be used ([`RemoteError::LoginKey`]) is
+/// not, and [`RemoteError::is_unreachable`] counts all of those as Ansible's UNREACHABLE.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     /// The host could not be reached or its connection dropped (Ansible's UNREACHABLE).
     #[error("{host}: unreachable: {detail}")]
-    Unreachable { host: String, detail: String },
-    /// The host presented a key that is not the one pinned or learned for it.
-    #[error("{host}: {detail}")]
-    HostKey { host: String, detail: String },
+    Unreachable {
+        /// The host (`name (address:port)` over SSH).
+        host: String,
+        /// What failed, and what to check.
+        detail: String,
+    },
+    /// The host's key was not trusted: not the one pinned or learned for it, or what decides
+    /// (a pin, the run's known_hosts) could not be read.
+    #[error("{host}: {refusal}")]
+    HostKey {
+        /// The host.
+        host: String,
+        /// Why, typed: a changed key, a bad pin, an unreadable known_hosts (boxed: every
+        /// command's result carries this error type).
+        #[source]
+        refusal: Box<ssh::HostKeyRefusal>,
+    },
     /// The host refused our key or user.
     #[error("{host}: authentication failed: {detail}")]
-    Auth { host: String, detail: String },
+    Auth {
+        /// The host.
+        host: String,
+        /// Which user and keys were refused, and the fix.
+        detail: String,
+    },
+    /// The login key on this machine cannot be used (the key file, the ssh-agent); the host
+    /// was not asked.
+    #[error("{host}: authentication failed: {source}")]
+    LoginKey {
+        /// The host.
+        host: String,
+        /// Why, naming the file or socket and the fix (boxed, as `refusal`).
+        #[source]
+        source: Box<ssh::LoginKeyError>,
+    },
     /// The command ran longer than its timeout.
     #[error("{host}: command timed out after {after:?}: {command}")]
     Timeout {
+        /// The host.
         host: String,
+        /// The command's timeout.
         after: Duration,
+        /// The command line.
         command: String,
     },
     /// Anything else (a local I/O error, a protocol error).
     #[error("{host}: {detail}")]
-    Other { host: String, detail: String },
+    Other {
+        /// The host.
+        host: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
 impl RemoteError {
     /// Whether the host counts as unreachable in a recap (no connection, a refused host key or
-    /// login), rather than as a failed task.
+    /// login, a login key that cannot be used), rather than as a failed task.
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
             RemoteError::Unreachable { .. }
                 | RemoteError::HostKey { .. }
                 | RemoteError::Auth { .. }
+                | RemoteError::LoginKey { .. }
         )
     }
 }

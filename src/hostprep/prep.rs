@@ -7,10 +7,11 @@
 //! `pinned_known_hosts` (the same hosts for ansible-playbook). Host keys learned on first
 //! contact go to `RUN/known_hosts`.
 
-use super::checks::{self, Finding};
-use super::facts;
+use super::checks;
+use super::facts::{self, Facts, FactsError};
 use super::hosts::{self, PrepHost};
 use super::playbook::{self, Event, Playbook, Recap, Report as PlaybookReport, RunOptions};
+use crate::inventory::model::Node;
 use crate::inventory::Inventory;
 use crate::yaml::Severity;
 use anyhow::Result;
@@ -225,7 +226,9 @@ async fn reach_all(
         .await
 }
 
-/// Reads every reachable node's facts, saves them, and checks them against the inventory.
+/// Reads every reachable node's facts, saves them, and checks them against the inventory. A
+/// node lost while its facts are read is unreachable from then on (no playbook runs on it);
+/// facts it answered but that could not be read are a problem of that node.
 async fn check_all(
     inv: &Inventory,
     hosts: &[PrepHost],
@@ -235,7 +238,7 @@ async fn check_all(
     events: &(dyn Fn(PrepEvent) + Sync),
 ) -> Result<()> {
     use futures_util::StreamExt;
-    let results: Vec<Option<Result<Vec<Finding>>>> =
+    let results: Vec<Option<(&Node, Result<Facts, FactsError>)>> =
         futures_util::stream::iter(hosts.iter().zip(verdicts.iter()))
             .map(|(h, v)| async move {
                 if !v.reachable {
@@ -246,54 +249,66 @@ async fn check_all(
                     node: h.name.clone(),
                     step: "reading facts".into(),
                 });
-                Some(check_one(inv, node, h, out).await)
+                Some((node, facts::gather(h.ssh.as_ref()).await))
             })
             .buffered(forks.max(1))
             .collect()
             .await;
     for (v, r) in verdicts.iter_mut().zip(results) {
-        match r {
-            Some(Ok(findings)) => {
-                let errors = findings
-                    .iter()
-                    .filter(|f| f.severity != Severity::Warning)
-                    .count();
-                let step = match errors {
-                    0 => "hardware as the inventory says".to_string(),
-                    n => format!("{n} hardware problem{}", if n == 1 { "" } else { "s" }),
-                };
-                events(PrepEvent::Node {
-                    node: v.node.clone(),
-                    step,
-                });
-                v.findings = findings.iter().map(ToString::to_string).collect();
-                v.problems = errors;
-            }
-            Some(Err(e)) => {
-                v.findings
-                    .push(format!("{}: reading hardware facts failed: {e:#}", v.node));
-                v.problems += 1;
-            }
-            None => {}
-        }
+        let Some((node, facts)) = r else { continue };
+        let step = judge(inv, node, facts, v, out)?;
+        events(PrepEvent::Node {
+            node: v.node.clone(),
+            step,
+        });
     }
     Ok(())
 }
 
-async fn check_one(
+/// One node's facts into its verdict (the facts saved, the findings, or why there are none);
+/// returns the node's step for its live line.
+fn judge(
     inv: &Inventory,
-    node: &crate::inventory::model::Node,
-    h: &PrepHost,
+    node: &Node,
+    facts: Result<Facts, FactsError>,
+    v: &mut NodeVerdict,
     out: &Path,
-) -> Result<Vec<Finding>> {
-    let facts = facts::gather(h.ssh.as_ref()).await?;
-    let file = out.join("facts").join(format!("{}.json", node.hostname));
-    crate::fs::write_atomic(&file, facts.to_json().as_bytes())?;
-    Ok(checks::check(
-        node,
-        &checks::expectations(inv, node),
-        &facts,
-    ))
+) -> Result<String> {
+    Ok(match facts {
+        Ok(facts) => {
+            let file = out.join("facts").join(format!("{}.json", node.hostname));
+            crate::fs::write_atomic(&file, facts.to_json().as_bytes())?;
+            let findings = checks::check(node, &checks::expectations(inv, node), &facts);
+            v.problems = findings
+                .iter()
+                .filter(|f| f.severity != Severity::Warning)
+                .count();
+            v.findings = findings.iter().map(ToString::to_string).collect();
+            match v.problems {
+                0 => "hardware as the inventory says".to_string(),
+                n => format!("{n} hardware problem{}", if n == 1 { "" } else { "s" }),
+            }
+        }
+        Err(e) if e.is_unreachable() => {
+            v.reachable = false;
+            v.error = Some(e.to_string());
+            format!("unreachable: {e}")
+        }
+        Err(e) => {
+            v.findings.push(facts_failure(&v.node, &e));
+            v.problems += 1;
+            "reading hardware facts failed".to_string()
+        }
+    })
+}
+
+/// The finding for facts a node answered but that could not be read: one line naming the
+/// node once.
+fn facts_failure(node: &str, e: &FactsError) -> String {
+    match e {
+        FactsError::Remote(e) => format!("{node}: reading hardware facts failed: {e}"),
+        other => other.to_string(),
+    }
 }
 
 /// Loads and checks every playbook before any host is touched; every problem of every one,
@@ -382,5 +397,57 @@ impl std::fmt::Display for PrepReport {
             write!(f, "{}", report.recap_text())?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hostprep::RemoteError;
+
+    /// A node that answered the connection but was lost while its facts were read (a reboot)
+    /// was counted as one with a hardware problem, and playbooks still ran on it: it is
+    /// unreachable. Facts it answered but that cannot be read stay a problem of the node.
+    #[test]
+    fn a_node_lost_while_its_facts_are_read_is_unreachable_not_a_hardware_problem() {
+        let site = Path::new(env!("CARGO_MANIFEST_DIR")).join("inventory/example-site");
+        let inv = crate::inventory::load(&site).unwrap_or_else(|e| panic!("{e}"));
+        let node = &inv.nodes.nodes[0];
+        let out = tempfile::tempdir().unwrap();
+        let verdict = || NodeVerdict {
+            node: node.hostname.clone(),
+            reachable: true,
+            ..NodeVerdict::default()
+        };
+
+        let mut lost = verdict();
+        let gone = FactsError::Remote(RemoteError::Unreachable {
+            host: format!("{} (10.0.0.9:22)", node.hostname),
+            detail: "connection lost".into(),
+        });
+        let step = judge(&inv, node, Err(gone), &mut lost, out.path()).unwrap();
+        assert!(step.starts_with("unreachable: "), "{step}");
+        assert!(!lost.reachable && lost.problems == 0 && lost.findings.is_empty());
+        assert!(
+            lost.error.as_deref().unwrap().contains("connection lost"),
+            "{lost:?}"
+        );
+
+        let mut failed = verdict();
+        let script = FactsError::Script {
+            host: node.hostname.clone(),
+            status: Some(1),
+            truncated: false,
+            stderr: "boom".into(),
+        };
+        judge(&inv, node, Err(script), &mut failed, out.path()).unwrap();
+        assert!(failed.reachable && failed.error.is_none() && failed.problems == 1);
+        assert_eq!(
+            failed.findings,
+            [format!(
+                "{}: reading hardware facts failed (exit status Some(1)): boom",
+                node.hostname
+            )]
+        );
     }
 }

@@ -6,9 +6,11 @@
 //! Host keys are never taken on trust: a key pinned in the inventory must match; otherwise the
 //! run's known_hosts decides (learned on first contact, refused when changed). A connection lost
 //! while a node reboots is re-made at the next command, retried with backoff for
-//! [`SshConfig::reconnect_for`]; a command cut off mid-way is not run again.
+//! [`SshConfig::reconnect_for`]; a command cut off mid-way is not run again. A refusal is
+//! never retried, and says why in its type: a host key not trusted ([`HostKeyRefusal`]), a
+//! login key that cannot be used here ([`LoginKeyError`]), or the node refusing our login.
 
-use super::known_hosts::{fingerprint, same_key, KnownHosts, Verdict};
+use super::known_hosts::{fingerprint, same_key, KnownHosts, KnownHostsError, Verdict};
 use super::{BoxFuture, Exec, Output, Remote, RemoteError};
 use russh::client::{self, Handle, Msg};
 use russh::keys::agent::client::AgentClient;
@@ -129,7 +131,7 @@ struct Connection {
 #[derive(Default)]
 struct Seen {
     fingerprint: Option<String>,
-    refused: Option<String>,
+    refused: Option<HostKeyRefusal>,
 }
 
 impl SshHost {
@@ -397,7 +399,10 @@ where
         Err(e) => {
             let host = ep.label();
             return Err(match lock(&seen).refused.take() {
-                Some(detail) => RemoteError::HostKey { host, detail },
+                Some(refusal) => RemoteError::HostKey {
+                    host,
+                    refusal: Box::new(refusal),
+                },
                 None => RemoteError::Unreachable {
                     host,
                     detail: format!("SSH handshake failed: {e}"),
@@ -431,6 +436,13 @@ fn auth(ep: &Endpoint, detail: String) -> RemoteError {
     }
 }
 
+fn login_key(ep: &Endpoint, source: LoginKeyError) -> RemoteError {
+    RemoteError::LoginKey {
+        host: ep.label(),
+        source: Box::new(source),
+    }
+}
+
 fn lost(ep: &Endpoint, e: impl std::fmt::Display) -> RemoteError {
     RemoteError::Unreachable {
         host: ep.label(),
@@ -444,7 +456,7 @@ async fn login_with_file(
     path: &std::path::Path,
     tried: &mut Vec<String>,
 ) -> Result<bool, RemoteError> {
-    let key = load_key(path).map_err(|detail| auth(ep, detail))?;
+    let key = load_key(path).map_err(|source| login_key(ep, source))?;
     tried.push(fingerprint(key.public_key()));
     let hash = rsa_hash(handle, key.algorithm()).await;
     let result = handle
@@ -463,17 +475,16 @@ async fn login_with_agent(
     tried: &mut Vec<String>,
 ) -> Result<bool, RemoteError> {
     let Some(socket) = std::env::var_os("SSH_AUTH_SOCK") else {
-        return Err(auth(ep, "the key is to come from ssh-agent but SSH_AUTH_SOCK is not set; start ssh-agent and ssh-add the node key".into()));
+        return Err(login_key(ep, LoginKeyError::NoAgent));
     };
-    let where_ = PathBuf::from(&socket).display().to_string();
-    let mut agent = AgentClient::connect_uds(&socket)
-        .await
-        .map_err(|e| auth(ep, format!("cannot reach ssh-agent at {where_}: {e}")))?;
-    let identities = agent.request_identities().await.map_err(|e| {
-        auth(
-            ep,
-            format!("ssh-agent at {where_} did not list its keys: {e}"),
-        )
+    let socket = PathBuf::from(socket);
+    let mut agent = AgentClient::connect_uds(&socket).await.map_err(|source| {
+        let socket = socket.clone();
+        login_key(ep, LoginKeyError::AgentUnreachable { socket, source })
+    })?;
+    let identities = agent.request_identities().await.map_err(|source| {
+        let socket = socket.clone();
+        login_key(ep, LoginKeyError::AgentListing { socket, source })
     })?;
     for identity in identities {
         let AgentIdentity::PublicKey { key, .. } = identity else {
@@ -491,10 +502,7 @@ async fn login_with_agent(
         }
     }
     if tried.is_empty() {
-        return Err(auth(
-            ep,
-            format!("ssh-agent at {where_} holds no keys; ssh-add the node key"),
-        ));
+        return Err(login_key(ep, LoginKeyError::AgentEmpty { socket }));
     }
     Ok(false)
 }
@@ -511,27 +519,127 @@ async fn rsa_hash(handle: &Handle<HostKeyCheck>, algorithm: Algorithm) -> Option
     }
 }
 
+/// Why the login key on this machine cannot be used: bad input or setup here, found before
+/// any node is asked. Each message names the file or socket and the fix, never the key.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginKeyError {
+    /// The key file could not be read.
+    #[error("reading the SSH key: {source}")]
+    Read {
+        /// Why (the error names the path).
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file is readable by others, which OpenSSH refuses too.
+    #[error("SSH key {} is readable by others (mode {mode:o}); fix: chmod 600 {}", path.display(), path.display())]
+    Exposed {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file is not an OpenSSH private key.
+    #[error("SSH key {} is not an OpenSSH private key: {source}", path.display())]
+    NotOpenSsh {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        #[source]
+        source: russh::keys::ssh_key::Error,
+    },
+    /// The key is encrypted: we never ask for a passphrase.
+    #[error("SSH key {} is encrypted; load it into ssh-agent and set prep.ssh.agent: true", path.display())]
+    Encrypted {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The key is to come from ssh-agent and none runs.
+    #[error("the key is to come from ssh-agent but SSH_AUTH_SOCK is not set; start ssh-agent and ssh-add the node key")]
+    NoAgent,
+    /// The ssh-agent could not be reached.
+    #[error("cannot reach ssh-agent at {}: {source}", socket.display())]
+    AgentUnreachable {
+        /// `$SSH_AUTH_SOCK`.
+        socket: PathBuf,
+        /// Why.
+        #[source]
+        source: russh::keys::Error,
+    },
+    /// The ssh-agent did not list its keys.
+    #[error("ssh-agent at {} did not list its keys: {source}", socket.display())]
+    AgentListing {
+        /// `$SSH_AUTH_SOCK`.
+        socket: PathBuf,
+        /// Why.
+        #[source]
+        source: russh::keys::Error,
+    },
+    /// The ssh-agent holds no key.
+    #[error("ssh-agent at {} holds no keys; ssh-add the node key", socket.display())]
+    AgentEmpty {
+        /// `$SSH_AUTH_SOCK`.
+        socket: PathBuf,
+    },
+}
+
 /// The private key in `path`, refused as OpenSSH refuses it (readable by others) or when it is
 /// encrypted (we never ask for a passphrase). The message never quotes the key.
-pub fn load_key(path: &std::path::Path) -> Result<PrivateKey, String> {
+pub fn load_key(path: &std::path::Path) -> Result<PrivateKey, LoginKeyError> {
     use std::os::unix::fs::PermissionsExt;
-    let shown = path.display();
-    let meta = fs_err::metadata(path).map_err(|e| format!("reading the SSH key: {e}"))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "SSH key {shown} is readable by others (mode {:o}); fix: chmod 600 {shown}",
-            meta.permissions().mode() & 0o777
-        ));
+    let meta = fs_err::metadata(path).map_err(|source| LoginKeyError::Read { source })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(LoginKeyError::Exposed {
+            path: path.to_path_buf(),
+            mode,
+        });
     }
-    let text = fs_err::read(path).map_err(|e| format!("reading the SSH key: {e}"))?;
-    let key = PrivateKey::from_openssh(&text)
-        .map_err(|e| format!("SSH key {shown} is not an OpenSSH private key: {e}"))?;
+    let text = fs_err::read(path).map_err(|source| LoginKeyError::Read { source })?;
+    let key = PrivateKey::from_openssh(&text).map_err(|source| LoginKeyError::NotOpenSsh {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if key.is_encrypted() {
-        return Err(format!(
-            "SSH key {shown} is encrypted; load it into ssh-agent and set prep.ssh.agent: true"
-        ));
+        return Err(LoginKeyError::Encrypted {
+            path: path.to_path_buf(),
+        });
     }
     Ok(key)
+}
+
+/// Why a node's host key was not trusted: the node's key is not the one pinned or known (a
+/// reinstalled node, or another machine at its address), or what should decide could not be
+/// read (a pin that is no key, the known_hosts file). No login was attempted.
+#[derive(Debug, thiserror::Error)]
+pub enum HostKeyRefusal {
+    /// A `hostKeys` entry is not an OpenSSH public key: bad input, fixed in the inventory.
+    #[error(
+        "hostKeys entry {entry} is not an OpenSSH public key ({source}); fix it in nodes.yaml"
+    )]
+    BadPin {
+        /// Its position, from 1.
+        entry: usize,
+        /// What the parser said.
+        #[source]
+        source: russh::keys::ssh_key::Error,
+    },
+    /// The key presented is none of the pinned ones.
+    #[error(
+        "host key {presented} is not the one pinned in nodes.yaml hostKeys ({}); if the node was reinstalled, update hostKeys",
+        pinned.join(", ")
+    )]
+    NotPinned {
+        /// The presented key's fingerprint.
+        presented: String,
+        /// The pinned keys' fingerprints.
+        pinned: Vec<String>,
+    },
+    /// The run's known_hosts knows another key for the host, or could not be read or written.
+    #[error(transparent)]
+    KnownHosts(#[from] KnownHostsError),
+    /// The host presented a certificate rather than a plain key.
+    #[error("presented a host certificate; pin the host's plain key in hostKeys instead")]
+    Certificate,
 }
 
 /// The handshake's host-key decision for one endpoint.
@@ -563,15 +671,12 @@ impl client::Handler for HostKeyCheck {
                 lock(&self.seen).fingerprint = Some(fingerprint(key));
                 decide(&self.endpoint, &self.known_hosts, key)
             }
-            PublicKeyOrCertificate::Certificate(_) => Err(
-                "presented a host certificate; pin the host's plain key in hostKeys instead"
-                    .to_string(),
-            ),
+            PublicKeyOrCertificate::Certificate(_) => Err(HostKeyRefusal::Certificate),
         };
         match decision {
             Ok(()) => Ok(true),
-            Err(detail) => {
-                lock(&self.seen).refused = Some(detail);
+            Err(refusal) => {
+                lock(&self.seen).refused = Some(refusal);
                 Ok(false)
             }
         }
@@ -579,31 +684,26 @@ impl client::Handler for HostKeyCheck {
 }
 
 /// Pinned keys decide when there are any; else the known_hosts file (learning a new host).
-fn decide(ep: &Endpoint, known_hosts: &KnownHosts, key: &PublicKey) -> Result<(), String> {
+fn decide(ep: &Endpoint, known_hosts: &KnownHosts, key: &PublicKey) -> Result<(), HostKeyRefusal> {
     if !ep.pinned.is_empty() {
         let mut pinned = Vec::new();
         for (i, line) in ep.pinned.iter().enumerate() {
-            pinned.push(PublicKey::from_openssh(line.trim()).map_err(|e| {
-                format!(
-                    "hostKeys entry {} is not an OpenSSH public key ({e}); fix it in nodes.yaml",
-                    i + 1
-                )
+            pinned.push(PublicKey::from_openssh(line.trim()).map_err(|source| {
+                HostKeyRefusal::BadPin {
+                    entry: i + 1,
+                    source,
+                }
             })?);
         }
         if pinned.iter().any(|p| same_key(p, key)) {
             return Ok(());
         }
-        let fps: Vec<String> = pinned.iter().map(fingerprint).collect();
-        return Err(format!(
-            "host key {} is not the one pinned in nodes.yaml hostKeys ({}); if the node was reinstalled, update hostKeys",
-            fingerprint(key),
-            fps.join(", ")
-        ));
+        return Err(HostKeyRefusal::NotPinned {
+            presented: fingerprint(key),
+            pinned: pinned.iter().map(fingerprint).collect(),
+        });
     }
-    match known_hosts
-        .check_or_learn(&ep.address, ep.port, key)
-        .map_err(|e| e.to_string())?
-    {
+    match known_hosts.check_or_learn(&ep.address, ep.port, key)? {
         Verdict::Known => {}
         Verdict::Learned { line } => tracing::info!(
             host = %ep.label(),
@@ -718,6 +818,11 @@ mod tests {
         fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let err = load_key(&path).unwrap_err();
         assert!(
+            matches!(err, LoginKeyError::Exposed { mode: 0o644, .. }),
+            "{err:?}"
+        );
+        let err = err.to_string();
+        assert!(
             err.contains(&format!("chmod 600 {}", path.display())),
             "{err}"
         );
@@ -728,11 +833,56 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = keygen(dir.path(), "id", "a passphrase");
         let err = load_key(&path).unwrap_err();
+        assert!(matches!(err, LoginKeyError::Encrypted { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(
             err.contains("encrypted") && err.contains("prep.ssh.agent: true"),
             "{err}"
         );
         assert!(!err.contains("OPENSSH PRIVATE KEY"), "{err}");
+    }
+
+    const A: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH/+MoIdkoSEpGBf2Ugp7fXoPU1EW6vaw0qu2BawEgWk";
+    const B: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAINgYZ7SjOz4kOUi6l3OzJEuRvZmD/XCkso7hnBFw2oFy";
+
+    #[test]
+    fn a_caller_tells_a_bad_pin_from_a_key_that_is_not_the_pinned_or_known_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let known = KnownHosts::new(dir.path().join("known_hosts"));
+        let presented = PublicKey::from_openssh(A).unwrap();
+        let mut ep = Endpoint {
+            name: "m1".into(),
+            address: "10.0.0.1".into(),
+            port: 22,
+            user: "core".into(),
+            pinned: vec![B.into(), "ssh-ed25519 not-base64".into()],
+        };
+        // Bad input: the inventory's second pin is no key (fixed in nodes.yaml, not on the node).
+        let bad = decide(&ep, &known, &presented).unwrap_err();
+        assert!(
+            matches!(bad, HostKeyRefusal::BadPin { entry: 2, .. }),
+            "{bad:?}"
+        );
+        // Refused: the node's key is not the pinned one.
+        ep.pinned = vec![B.into()];
+        let other = decide(&ep, &known, &presented).unwrap_err();
+        assert!(
+            matches!(other, HostKeyRefusal::NotPinned { ref pinned, .. } if pinned.len() == 1),
+            "{other:?}"
+        );
+        // Unpinned: learned once, then a different key is a changed host.
+        ep.pinned.clear();
+        decide(&ep, &known, &presented).unwrap();
+        let changed = decide(&ep, &known, &PublicKey::from_openssh(B).unwrap()).unwrap_err();
+        assert!(
+            matches!(
+                changed,
+                HostKeyRefusal::KnownHosts(KnownHostsError::Changed { line: 1, .. })
+            ),
+            "{changed:?}"
+        );
     }
 
     #[test]

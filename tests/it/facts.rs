@@ -103,12 +103,11 @@ fn parse_reads_each_record_and_refuses_cut_off_output() {
     );
     let text = fs_err::read_to_string(testdata("gpu-00.txt")).unwrap();
     let cut = text.trim_end().strip_suffix("end").unwrap();
-    assert!(facts::parse(cut)
-        .unwrap_err()
-        .contains("before its `end` line"));
-    assert!(facts::parse("host\t-\thostname\tx\nbogus\t-\t-\t-\nend\n")
-        .unwrap_err()
-        .contains("line 2: unknown record kind"));
+    let e = facts::parse(cut).unwrap_err();
+    assert_eq!(e, facts::ParseError::CutOff);
+    assert!(e.to_string().contains("before its `end` line"), "{e}");
+    let e = facts::parse("host\t-\thostname\tx\nbogus\t-\t-\t-\nend\n").unwrap_err();
+    assert!(e.to_string().contains("line 2: unknown record kind"), "{e}");
 }
 
 /// The example site, each GPU worker of class `xe9680` (8 H200 at known addresses) with its

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use bootstrap::hostprep::modules;
+use bootstrap::hostprep::modules::{self, ArgError};
 use bootstrap::hostprep::Local;
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -122,20 +122,35 @@ async fn wait_for_paths_ports_and_timeouts() {
 fn arguments_are_checked_before_any_host_is_touched() {
     let args = |v: serde_json::Value| v.as_object().unwrap().clone();
     let e = modules::check_args("copy", &args(json!({"dest": "/x", "conten": "a"}))).unwrap_err();
+    assert_eq!(e.argument(), Some("conten"));
+    let e = e.to_string();
     assert!(
         e.contains("`conten`") && e.contains("accepted: src, content, dest"),
         "{e}"
     );
     let e = modules::check_args("file", &args(json!({"path": "/x", "state": "hard"}))).unwrap_err();
+    assert!(matches!(e, ArgError::NotAChoice { .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("`hard`") && e.contains("`directory`"), "{e}");
     let e = modules::check_args("command", &args(json!({"chdir": "/"}))).unwrap_err();
-    assert!(e.contains("one of `_raw_params`, `cmd`, `argv`"), "{e}");
+    assert!(matches!(e, ArgError::OneRequired { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("one of `_raw_params`, `cmd`, `argv`"),
+        "{e}"
+    );
     let e = modules::check_args("wait_for", &args(json!({"port": "twenty"}))).unwrap_err();
-    assert!(e.contains("`port` must be a whole number"), "{e}");
+    assert!(
+        e.to_string().contains("`port` must be a whole number"),
+        "{e}"
+    );
     assert!(modules::check_args(
         "service",
         &args(json!({"name": "x", "enabled": "{{ on }}"}))
     )
     .is_ok());
-    assert!(modules::check_args("debug", &args(json!({}))).is_err());
+    assert!(matches!(
+        modules::check_args("debug", &args(json!({}))),
+        Err(ArgError::NotRemote { .. })
+    ));
 }

@@ -388,6 +388,11 @@ fn refusals_name_file_line_and_column_before_any_host_is_touched() {
       when: x ==
     - name: bad template
       command: echo {{ x
+    - name: bad argument under args
+      copy:
+        dest: /tmp/x
+      args:
+        conten: hi
   handlers: []
   serial: 1
 "#,
@@ -401,10 +406,11 @@ fn refusals_name_file_line_and_column_before_any_host_is_touched() {
         format!("{f}:3:17: plays[0].gather_facts: set gather_facts: false; bootstrap prep reads hardware facts itself"),
         format!("{f}:9:7: plays[0].tasks[1]: unknown task keyword 'registr'; did you mean 'register'?"),
         format!("{f}:11:7: plays[0].tasks[2]: unknown module 'yum'; bootstrap prep runs: {modules}"),
-        format!("{f}:13:7: plays[0].tasks[3]: debug takes no argument 'msgg'; it takes: msg, var, verbosity"),
+        format!("{f}:14:9: plays[0].tasks[3].debug.msgg: debug: unsupported argument `msgg` (accepted: msg, var, verbosity)"),
         format!("{f}:17:13: plays[0].tasks[4].when: bad Jinja expression \"x ==\": syntax error: unexpected end of input, expected expression"),
         format!("{f}:19:16: plays[0].tasks[5].command: bad Jinja in \"echo {{{{ x\": syntax error: unexpected end of input, expected end of variable block"),
-        format!("{f}:21:3: plays[0]: unknown play key 'serial'; bootstrap prep takes: name, hosts, vars, tasks, handlers, become, gather_facts, check_mode, ignore_errors, tags"),
+        format!("{f}:24:9: plays[0].tasks[6].args.conten: copy: unsupported argument `conten` (accepted: src, content, dest, mode, owner, group, force, backup)"),
+        format!("{f}:26:3: plays[0]: unknown play key 'serial'; bootstrap prep takes: name, hosts, vars, tasks, handlers, become, gather_facts, check_mode, ignore_errors, tags"),
     ];
     assert_eq!(text, expected.join("\n"));
 }

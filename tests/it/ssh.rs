@@ -8,8 +8,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bootstrap::hostprep::known_hosts::KnownHosts;
-use bootstrap::hostprep::ssh::{Endpoint, KeySource, SshConfig, SshHost};
+use bootstrap::hostprep::known_hosts::{KnownHosts, KnownHostsError};
+use bootstrap::hostprep::ssh::{Endpoint, HostKeyRefusal, KeySource, SshConfig, SshHost};
 use bootstrap::hostprep::{Exec, Remote, RemoteError};
 use bootstrap_lab::site::sshd::{Sshd, SshdSpec};
 
@@ -259,7 +259,14 @@ async fn a_changed_host_key_is_refused_naming_both_fingerprints() {
         config(n.dir.path(), KeySource::File(n.key.clone())),
     );
     let err = fresh.exec(Exec::new("true")).await.unwrap_err();
-    assert!(matches!(err, RemoteError::HostKey { .. }), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            RemoteError::HostKey { refusal, .. }
+                if matches!(**refusal, HostKeyRefusal::KnownHosts(KnownHostsError::Changed { line: 1, .. }))
+        ),
+        "{err:?}"
+    );
     let text = err.to_string();
     let old = keygen_fingerprint(&n.sshd.host_key, n.dir.path());
     let new = keygen_fingerprint(&reinstalled.host_key, n.dir.path());
@@ -287,7 +294,14 @@ async fn a_pinned_key_decides_and_a_mismatch_is_refused() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, RemoteError::HostKey { .. }), "{err:?}");
+    assert!(
+        matches!(
+            &err,
+            RemoteError::HostKey { refusal, .. }
+                if matches!(**refusal, HostKeyRefusal::NotPinned { .. })
+        ),
+        "{err:?}"
+    );
     let presented = keygen_fingerprint(&n.sshd.host_key, n.dir.path());
     assert!(
         text.contains(&presented) && text.contains(&keygen_fingerprint(&other, n.dir.path())),

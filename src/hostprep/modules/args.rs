@@ -1,6 +1,8 @@
 //! A module's arguments checked against its table (names, aliases, types, required ones,
 //! choices), once before any host is touched ([`super::check_args`]) and again, typed, when the
-//! module runs: one table per module, so the static check and the run cannot disagree.
+//! module runs: one table per module, so the static check and the run cannot disagree. A
+//! problem is an [`ArgError`] naming the module, the argument and what it accepts; the engine's
+//! own modules (`debug`, `assert`, `fail`, `set_fact`) report theirs with it too.
 
 use serde_json::{Map, Value};
 
@@ -79,6 +81,141 @@ pub struct Spec {
     pub exclusive: &'static [&'static [&'static str]],
 }
 
+/// Why a module's arguments do not fit it: bad input in the playbook, refused before any host is
+/// touched (or, for a value that was still a template then, when the task runs). Each names the
+/// module and the argument, and what it accepts.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ArgError {
+    /// The module is not one run on a host.
+    #[error("`{module}` is not a module run on a host (those are: {})", super::REMOTE.join(", "))]
+    NotRemote {
+        /// The module as named.
+        module: String,
+    },
+    /// An argument the module does not take.
+    #[error("{module}: unsupported argument `{key}` (accepted: {})", accepted.join(", "))]
+    Unsupported {
+        /// The module.
+        module: &'static str,
+        /// The argument as written.
+        key: String,
+        /// The arguments it takes.
+        accepted: Vec<&'static str>,
+    },
+    /// The same argument under two of its names.
+    #[error("{module}: `{key}` and another spelling of `{name}` both given; keep one")]
+    Duplicate {
+        /// The module.
+        module: &'static str,
+        /// The second spelling.
+        key: String,
+        /// The argument's name.
+        name: &'static str,
+    },
+    /// A required argument is missing.
+    #[error("{module}: missing required argument `{name}` (accepted: {})", accepted.join(", "))]
+    Missing {
+        /// The module.
+        module: &'static str,
+        /// The argument.
+        name: &'static str,
+        /// The arguments it takes.
+        accepted: Vec<&'static str>,
+    },
+    /// None of a group of which one is required.
+    #[error("{module}: one of {} is required", list(group))]
+    OneRequired {
+        /// The module.
+        module: &'static str,
+        /// The group.
+        group: &'static [&'static str],
+    },
+    /// More than one of a group that exclude each other.
+    #[error("{module}: {} exclude each other; give one", list(group))]
+    Exclusive {
+        /// The module.
+        module: &'static str,
+        /// The group.
+        group: &'static [&'static str],
+    },
+    /// A value of the wrong type.
+    #[error("{module}: argument `{key}` must be {expected}, not {value}")]
+    WrongType {
+        /// The module.
+        module: &'static str,
+        /// The argument as written.
+        key: String,
+        /// What it takes (`a boolean (true/false)`).
+        expected: &'static str,
+        /// The value given.
+        value: Value,
+    },
+    /// A value that is not one of the argument's choices.
+    #[error(
+        "{module}: argument `{key}` is `{value}`; choose one of {}",
+        list(choices)
+    )]
+    NotAChoice {
+        /// The module.
+        module: &'static str,
+        /// The argument as written.
+        key: String,
+        /// The value given.
+        value: String,
+        /// The values it takes.
+        choices: &'static [&'static str],
+    },
+    /// A value that is not a regular expression.
+    #[error("{module}: `{key}` is not a valid regular expression: {source}")]
+    BadRegex {
+        /// The module.
+        module: &'static str,
+        /// The argument.
+        key: String,
+        /// What the regex parser said.
+        #[source]
+        source: regex::Error,
+    },
+    /// Arguments that do not go together, by a rule of the module's own.
+    #[error("{module}: {rule}")]
+    Rule {
+        /// The module.
+        module: &'static str,
+        /// The rule broken (`state=present needs \`line\``).
+        rule: &'static str,
+    },
+    /// A name `set_fact` cannot set.
+    #[error("{module}: '{key}' is not a variable name (letters, digits, _)")]
+    NotAName {
+        /// The module.
+        module: &'static str,
+        /// The name as written.
+        key: String,
+    },
+    /// `set_fact` without a fact.
+    #[error("{module} needs at least one name: value")]
+    Empty {
+        /// The module.
+        module: &'static str,
+    },
+}
+
+impl ArgError {
+    /// The argument the problem is about, as written, when it is about one: where a playbook
+    /// loader places the problem.
+    pub fn argument(&self) -> Option<&str> {
+        match self {
+            ArgError::Unsupported { key, .. }
+            | ArgError::Duplicate { key, .. }
+            | ArgError::WrongType { key, .. }
+            | ArgError::NotAChoice { key, .. }
+            | ArgError::BadRegex { key, .. }
+            | ArgError::NotAName { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
 /// Arguments resolved against a [`Spec`]: aliases replaced by the argument's name, types
 /// checked. Getters take the name from the table.
 #[derive(Clone, Debug)]
@@ -95,15 +232,17 @@ fn is_template(v: &Value) -> bool {
 impl Spec {
     /// Checks `given` against the table. `statically`: before templating, so a value that is
     /// still a template passes the type and choice checks.
-    pub fn resolve(&self, given: &Map<String, Value>, statically: bool) -> Result<Args, String> {
+    pub fn resolve(&self, given: &Map<String, Value>, statically: bool) -> Result<Args, ArgError> {
+        let module = self.module;
         let mut values = Map::new();
         for (key, value) in given {
             let arg = self.find(key)?;
             if values.contains_key(arg.name) {
-                return Err(format!(
-                    "{}: `{key}` and another spelling of `{}` both given; keep one",
-                    self.module, arg.name
-                ));
+                return Err(ArgError::Duplicate {
+                    module,
+                    key: key.clone(),
+                    name: arg.name,
+                });
             }
             let value = if statically && is_template(value) {
                 value.clone()
@@ -112,66 +251,60 @@ impl Spec {
             };
             values.insert(arg.name.to_string(), value);
         }
-        for arg in self.args.iter().filter(|a| a.required) {
-            if !values.contains_key(arg.name) {
-                return Err(format!(
-                    "{}: missing required argument `{}` (accepted: {})",
-                    self.module,
-                    arg.name,
-                    self.names()
-                ));
-            }
+        if let Some(arg) = self
+            .args
+            .iter()
+            .find(|a| a.required && !values.contains_key(a.name))
+        {
+            return Err(ArgError::Missing {
+                module,
+                name: arg.name,
+                accepted: self.names(),
+            });
         }
-        for group in self.one_required {
-            if !group.iter().any(|n| values.contains_key(*n)) {
-                return Err(format!(
-                    "{}: one of {} is required",
-                    self.module,
-                    list(group)
-                ));
-            }
+        if let Some(group) = self
+            .one_required
+            .iter()
+            .find(|g| !g.iter().any(|n| values.contains_key(*n)))
+        {
+            return Err(ArgError::OneRequired { module, group });
         }
-        for group in self.exclusive {
-            if group.iter().filter(|n| values.contains_key(**n)).count() > 1 {
-                return Err(format!(
-                    "{}: {} exclude each other; give one",
-                    self.module,
-                    list(group)
-                ));
-            }
+        if let Some(group) = self
+            .exclusive
+            .iter()
+            .find(|g| g.iter().filter(|n| values.contains_key(**n)).count() > 1)
+        {
+            return Err(ArgError::Exclusive { module, group });
         }
         Ok(Args { values })
     }
 
-    fn find(&self, key: &str) -> Result<&Arg, String> {
+    fn find(&self, key: &str) -> Result<&Arg, ArgError> {
         self.args
             .iter()
             .find(|a| a.name == key || a.aliases.contains(&key))
-            .ok_or_else(|| {
-                format!(
-                    "{}: unsupported argument `{key}` (accepted: {})",
-                    self.module,
-                    self.names()
-                )
+            .ok_or_else(|| ArgError::Unsupported {
+                module: self.module,
+                key: key.to_string(),
+                accepted: self.names(),
             })
     }
 
-    fn names(&self) -> String {
-        let names: Vec<&str> = self
-            .args
+    /// The arguments a playbook may write (not the internal `_raw_params`).
+    fn names(&self) -> Vec<&'static str> {
+        self.args
             .iter()
             .map(|a| a.name)
             .filter(|n| !n.starts_with('_'))
-            .collect();
-        names.join(", ")
+            .collect()
     }
 
-    fn typed(&self, arg: &Arg, key: &str, value: &Value) -> Result<Value, String> {
-        let wrong = |what: &str| {
-            format!(
-                "{}: argument `{key}` must be {what}, not {value}",
-                self.module
-            )
+    fn typed(&self, arg: &Arg, key: &str, value: &Value) -> Result<Value, ArgError> {
+        let wrong = |expected| ArgError::WrongType {
+            module: self.module,
+            key: key.to_string(),
+            expected,
+            value: value.clone(),
         };
         let typed = match arg.kind {
             Kind::Str => Value::String(text(value).ok_or_else(|| wrong("a string"))?),
@@ -186,11 +319,12 @@ impl Spec {
         };
         if let (false, Some(s)) = (arg.choices.is_empty(), typed.as_str()) {
             if !arg.choices.contains(&s) {
-                return Err(format!(
-                    "{}: argument `{key}` is `{s}`; choose one of {}",
-                    self.module,
-                    list(arg.choices)
-                ));
+                return Err(ArgError::NotAChoice {
+                    module: self.module,
+                    key: key.to_string(),
+                    value: s.to_string(),
+                    choices: arg.choices,
+                });
             }
         }
         Ok(typed)
@@ -346,39 +480,43 @@ mod tests {
 
     #[test]
     fn errors_name_the_argument_and_the_accepted_ones() {
-        let e = SPEC
-            .resolve(&map(json!({"path": "/x", "colour": 1})), false)
-            .unwrap_err();
+        let err = |given: Value| SPEC.resolve(&map(given), false).unwrap_err();
+        let e = err(json!({"path": "/x", "colour": 1}));
+        assert_eq!(e.argument(), Some("colour"));
+        assert_eq!(
+            e.to_string(),
+            "demo: unsupported argument `colour` (accepted: path, state, force, mode, src, content)"
+        );
+        let e = err(json!({"state": "present"}));
+        assert!(matches!(e, ArgError::Missing { name: "path", .. }), "{e:?}");
         assert!(
-            e.contains("`colour`") && e.contains("accepted: path, state, force"),
+            e.to_string().contains("missing required argument `path`"),
             "{e}"
         );
-        let e = SPEC
-            .resolve(&map(json!({"state": "present"})), false)
-            .unwrap_err();
-        assert!(e.contains("missing required argument `path`"), "{e}");
-        let e = SPEC
-            .resolve(&map(json!({"path": "/x", "state": "gone"})), false)
-            .unwrap_err();
-        assert!(
-            e.contains("`gone`") && e.contains("`present`, `absent`"),
-            "{e}"
+        let e = err(json!({"path": "/x", "state": "gone"}));
+        assert_eq!(
+            e.to_string(),
+            "demo: argument `state` is `gone`; choose one of `present`, `absent`"
         );
-        let e = SPEC
-            .resolve(&map(json!({"path": "/x", "force": "maybe"})), false)
-            .unwrap_err();
-        assert!(e.contains("`force` must be a boolean"), "{e}");
-        let e = SPEC
-            .resolve(
-                &map(json!({"path": "/x", "src": "a", "content": "b"})),
-                false,
-            )
-            .unwrap_err();
-        assert!(e.contains("exclude each other"), "{e}");
-        let e = SPEC
-            .resolve(&map(json!({"path": "/x", "mode": "u+rw"})), false)
-            .unwrap_err();
-        assert!(e.contains("octal mode"), "{e}");
+        let e = err(json!({"path": "/x", "force": "maybe"}));
+        assert!(
+            matches!(e, ArgError::WrongType { ref key, .. } if key == "force"),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("`force` must be a boolean"), "{e}");
+        let e = err(json!({"path": "/x", "src": "a", "content": "b"}));
+        assert_eq!(e.argument(), None);
+        assert_eq!(
+            e.to_string(),
+            "demo: `src`, `content` exclude each other; give one"
+        );
+        let e = err(json!({"path": "/x", "mode": "u+rw"}));
+        assert!(e.to_string().contains("octal mode"), "{e}");
+        let e = err(json!({"path": "/x", "dest": "/y"}));
+        assert!(
+            matches!(e, ArgError::Duplicate { name: "path", .. }),
+            "{e:?}"
+        );
     }
 
     #[test]

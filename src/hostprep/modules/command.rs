@@ -115,7 +115,7 @@ fn command_line(
     }
     let argv = match (a.list("argv"), line) {
         (Some(argv), _) => argv,
-        (None, line) => split_words(&line.unwrap_or_default()).map_err(Fault::Failed)?,
+        (None, line) => split_words(&line.unwrap_or_default()).map_err(Fault::failed)?,
     };
     let Some(program) = argv.first() else {
         return Err(Fault::Failed("no command given".into()));
@@ -233,7 +233,7 @@ fn free_form(raw: &str, opts: &mut Map<String, Value>) -> Result<String, Fault> 
     for token in &tokens {
         match token.split_once('=') {
             Some((key, value)) if FREE_FORM_OPTIONS.contains(&key) => {
-                let value = split_words(value).map_err(Fault::Failed)?.join(" ");
+                let value = split_words(value).map_err(Fault::failed)?.join(" ");
                 opts.insert(key.to_string(), Value::from(value));
             }
             _ => rest.push(token.as_str()),
@@ -272,9 +272,23 @@ fn raw_tokens(s: &str) -> Vec<String> {
     tokens
 }
 
+/// A command line with a quote that is never closed: the task fails with it, as Ansible's does.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unclosed {quote} in command: {line}")]
+pub struct UnclosedQuote {
+    /// `'` or `"`.
+    pub quote: char,
+    /// The line as given.
+    pub line: String,
+}
+
 /// Splits a command line into words as a POSIX shell would (quotes and backslashes), without
 /// expanding anything (Python's `shlex.split`, which Ansible's `command` uses).
-pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+pub fn split_words(s: &str) -> Result<Vec<String>, UnclosedQuote> {
+    let unclosed = |quote| UnclosedQuote {
+        quote,
+        line: s.to_string(),
+    };
     let (mut words, mut cur, mut in_word) = (Vec::new(), String::new(), false);
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -285,7 +299,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(x) => cur.push(x),
-                        None => return Err(format!("unclosed ' in command: {s}")),
+                        None => return Err(unclosed('\'')),
                     }
                 }
             }
@@ -297,10 +311,10 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                         Some('\\') => match chars.next() {
                             Some(x) if "\\\"$`".contains(x) => cur.push(x),
                             Some(x) => cur.extend(['\\', x]),
-                            None => return Err(format!("unclosed \" in command: {s}")),
+                            None => return Err(unclosed('"')),
                         },
                         Some(x) => cur.push(x),
-                        None => return Err(format!("unclosed \" in command: {s}")),
+                        None => return Err(unclosed('"')),
                     }
                 }
             }
@@ -353,7 +367,10 @@ mod tests {
             ["echo", "a b", "c \"d\"", "e f"]
         );
         assert_eq!(split_words("  ''  x ").unwrap(), ["", "x"]);
-        assert!(split_words("echo 'oops").is_err());
+        assert_eq!(
+            split_words("echo 'oops").unwrap_err().to_string(),
+            "unclosed ' in command: echo 'oops"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::args::{Arg, Args, Kind, Spec};
 use super::hostfs::{self, failed_cmd, fix_attrs, sh, Attrs, FileInfo, FileKind};
-use super::{Fault, ModuleCtx, ModuleResult};
+use super::{Fault, ModuleCtx, ModuleError, ModuleResult};
 use crate::hostprep::sh_quote;
 
 const MODE: Arg = Arg::opt("mode", Kind::Mode);
@@ -119,7 +119,7 @@ pub async fn copy(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
         (Some(c), _) => (c.as_bytes().to_vec(), None),
         (None, Some(src)) => {
             let path = local_file(ctx, "files", src)?;
-            let bytes = fs_err::read(&path).map_err(|e| Fault::Failed(e.to_string()))?;
+            let bytes = fs_err::read(&path).map_err(Fault::failed)?;
             (bytes, Some(path))
         }
         (None, None) => return Err(Fault::Failed("one of `src`, `content` is required".into())),
@@ -130,9 +130,11 @@ pub async fn copy(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> 
 /// `template`: the local template rendered with the task's variables, then as `copy`.
 pub async fn template(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fault> {
     let path = local_file(ctx, "templates", a.str("src").unwrap_or_default())?;
-    let text = fs_err::read_to_string(&path).map_err(|e| Fault::Failed(e.to_string()))?;
-    let rendered = (ctx.render)(&text)
-        .map_err(|e| Fault::Failed(format!("rendering {}: {e}", path.display())))?;
+    let text = fs_err::read_to_string(&path).map_err(Fault::failed)?;
+    let rendered = (ctx.render)(&text).map_err(|source| ModuleError::Template {
+        path: path.clone(),
+        source,
+    })?;
     put(ctx, a, rendered.as_bytes(), Some(&path)).await
 }
 

@@ -227,7 +227,7 @@ pub async fn modprobe(a: &Args, ctx: &ModuleCtx<'_>) -> Result<ModuleResult, Fau
     let cmd = match (present, state) {
         (true, None) => {
             let words: Vec<String> = split_words(params)
-                .map_err(Fault::Failed)?
+                .map_err(Fault::failed)?
                 .iter()
                 .map(|w| sh_quote(w))
                 .collect();

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::args::{Arg, Args, Kind, Spec};
 use super::hostfs::{self, fix_attrs, Attrs, FileKind};
-use super::{Fault, ModuleCtx, ModuleResult};
+use super::{ArgError, Fault, ModuleCtx, ModuleError, ModuleResult};
 
 /// `lineinfile`'s arguments.
 pub const SPEC: Spec = Spec {
@@ -56,10 +56,12 @@ pub struct LineEdit {
 }
 
 fn compile(what: &str, re: &str) -> Result<Regex, Fault> {
-    Regex::new(re).map_err(|e| {
-        Fault::Error(super::ModuleError::Args(format!(
-            "lineinfile: `{what}` is not a valid regular expression: {e}"
-        )))
+    Regex::new(re).map_err(|source| {
+        Fault::from(ModuleError::Args(ArgError::BadRegex {
+            module: "lineinfile",
+            key: what.to_string(),
+            source,
+        }))
     })
 }
 
@@ -69,10 +71,11 @@ impl LineEdit {
         let present = a.str("state") != Some("absent");
         let regexp = a.str("regexp").map(|r| compile("regexp", r)).transpose()?;
         let line = a.str("line").map(str::to_string);
-        let bad = |m: &str| {
-            Err(Fault::Error(super::ModuleError::Args(format!(
-                "lineinfile: {m}"
-            ))))
+        let bad = |rule| {
+            Err(Fault::from(ModuleError::Args(ArgError::Rule {
+                module: "lineinfile",
+                rule,
+            })))
         };
         if present && line.is_none() {
             return bad("state=present needs `line`");

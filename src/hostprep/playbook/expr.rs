@@ -1,6 +1,8 @@
 //! Ansible's Jinja2 in minijinja: the filters and tests playbooks use, Python's string and dict
 //! methods (`x.split(':')[0]`, `d.get('k')`), and how Ansible templates a value (a string that
-//! is exactly `{{ expr }}` keeps the expression's type).
+//! is exactly `{{ expr }}` keeps the expression's type). What goes wrong is an [`ExprError`]:
+//! a syntax error (bad input, refused when the playbook loads), an undefined variable, or an
+//! evaluation error.
 
 use std::sync::OnceLock;
 
@@ -280,8 +282,56 @@ pub fn is_template(s: &str) -> bool {
     s.contains("{{") || s.contains("{%") || s.contains("{#")
 }
 
+/// Why an expression or a template gave no value. Callers branch on the kind: a syntax error
+/// is bad input the loader refuses before any host is touched, an undefined variable is what
+/// `debug: var=` reports as not defined, the rest fail the task. The message is minijinja's,
+/// one line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// The text does not parse as Jinja.
+    #[error("{detail}")]
+    Syntax {
+        /// What and where in the text.
+        detail: String,
+    },
+    /// It uses a variable or attribute that is not defined.
+    #[error("{detail}")]
+    Undefined {
+        /// Which.
+        detail: String,
+    },
+    /// Evaluating it failed (a filter's error, a type mismatch, a value that is not data).
+    #[error("{detail}")]
+    Eval {
+        /// Why.
+        detail: String,
+    },
+}
+
+impl From<Error> for ExprError {
+    fn from(e: Error) -> Self {
+        let detail = describe(&e);
+        match e.kind() {
+            ErrorKind::SyntaxError => ExprError::Syntax { detail },
+            ErrorKind::UndefinedError => ExprError::Undefined { detail },
+            _ => ExprError::Eval { detail },
+        }
+    }
+}
+
+/// One of a task's conditionals that did not evaluate, quoted in the message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{expr:?}: {source}")]
+pub struct ConditionError {
+    /// The conditional as written.
+    pub expr: String,
+    /// Why.
+    #[source]
+    pub source: ExprError,
+}
+
 /// Compiles `s` (a conditional's expression or a template string) to check its syntax.
-pub fn check_syntax(s: &str, conditional: bool) -> Result<(), String> {
+pub fn check_syntax(s: &str, conditional: bool) -> Result<(), ExprError> {
     let env = env();
     let result = if conditional {
         env.compile_expression(whole_expression(s).unwrap_or(s))
@@ -293,7 +343,7 @@ pub fn check_syntax(s: &str, conditional: bool) -> Result<(), String> {
     } else {
         env.template_from_str(s).map(drop)
     };
-    result.map_err(|e| describe(&e))
+    result.map_err(ExprError::from)
 }
 
 /// One line for a minijinja error.
@@ -319,20 +369,23 @@ pub fn context(vars: &Map<String, Value>) -> J {
 
 /// A conditional (`when`, `changed_when`, `failed_when`, `until`, `assert`'s `that`), as
 /// Ansible evaluates it: an expression (`{{ }}` around it is tolerated), true or false.
-pub fn truth(expr: &str, ctx: &J) -> Result<bool, String> {
+pub fn truth(expr: &str, ctx: &J) -> Result<bool, ExprError> {
     let inner = whole_expression(expr).unwrap_or(expr);
-    let compiled = env().compile_expression(inner).map_err(|e| describe(&e))?;
-    let value = compiled.eval(ctx.clone()).map_err(|e| describe(&e))?;
+    let value = env().compile_expression(inner)?.eval(ctx.clone())?;
     Ok(match value.as_str() {
         Some(s) => ansible_bool(&J::from(s)),
         None => value.is_true(),
     })
 }
 
-/// Every expression true.
-pub fn all_true(exprs: &[String], ctx: &J) -> Result<bool, String> {
+/// Every expression true; the first that does not evaluate is the error.
+pub fn all_true(exprs: &[String], ctx: &J) -> Result<bool, ConditionError> {
     for e in exprs {
-        if !truth(e, ctx).map_err(|m| format!("{e:?}: {m}"))? {
+        let holds = truth(e, ctx).map_err(|source| ConditionError {
+            expr: e.clone(),
+            source,
+        })?;
+        if !holds {
             return Ok(false);
         }
     }
@@ -341,7 +394,7 @@ pub fn all_true(exprs: &[String], ctx: &J) -> Result<bool, String> {
 
 /// Templates a value the way Ansible does: every string rendered, recursively; a string that
 /// is exactly `{{ expr }}` becomes the expression's value with its type.
-pub fn template(value: &Value, ctx: &J) -> Result<Value, String> {
+pub fn template(value: &Value, ctx: &J) -> Result<Value, ExprError> {
     Ok(match value {
         Value::String(s) => template_str(s, ctx)?,
         Value::Array(items) => Value::Array(
@@ -353,20 +406,23 @@ pub fn template(value: &Value, ctx: &J) -> Result<Value, String> {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| Ok((k.clone(), template(v, ctx)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, ExprError>>()?,
         ),
         other => other.clone(),
     })
 }
 
-fn template_str(s: &str, ctx: &J) -> Result<Value, String> {
+fn template_str(s: &str, ctx: &J) -> Result<Value, ExprError> {
     if let Some(inner) = whole_expression(s) {
-        let compiled = env().compile_expression(inner).map_err(|e| describe(&e))?;
-        let value = compiled.eval(ctx.clone()).map_err(|e| describe(&e))?;
+        let value = env().compile_expression(inner)?.eval(ctx.clone())?;
         if value.is_undefined() {
-            return Err(format!("'{inner}' is undefined"));
+            return Err(ExprError::Undefined {
+                detail: format!("'{inner}' is undefined"),
+            });
         }
-        return serde_json::to_value(&value).map_err(|e| e.to_string());
+        return serde_json::to_value(&value).map_err(|e| ExprError::Eval {
+            detail: e.to_string(),
+        });
     }
     if !is_template(s) {
         return Ok(Value::String(s.to_string()));
@@ -375,10 +431,8 @@ fn template_str(s: &str, ctx: &J) -> Result<Value, String> {
 }
 
 /// Renders a template's text (the `template` module; strings in arguments).
-pub fn render(text: &str, ctx: &J) -> Result<String, String> {
-    env()
-        .render_str(text, ctx.clone())
-        .map_err(|e| describe(&e))
+pub fn render(text: &str, ctx: &J) -> Result<String, ExprError> {
+    Ok(env().render_str(text, ctx.clone())?)
 }
 
 /// A string for a message: the value's text when it is a string, else its JSON.
@@ -472,9 +526,43 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_tells_bad_syntax_from_an_undefined_variable_from_a_failed_evaluation() {
+        let c = ctx(json!({"n": 3, "s": "x"}));
+        assert!(
+            matches!(truth("n ==", &c), Err(ExprError::Syntax { .. })),
+            "{:?}",
+            truth("n ==", &c)
+        );
+        assert!(matches!(
+            template(&json!("{{ missing }}"), &c),
+            Err(ExprError::Undefined { .. })
+        ));
+        assert!(matches!(
+            render("{{ missing.part }}", &c),
+            Err(ExprError::Undefined { .. })
+        ));
+        let bad_regex = template(&json!("{{ s | regex_search('(') }}"), &c).unwrap_err();
+        assert!(matches!(bad_regex, ExprError::Eval { .. }), "{bad_regex:?}");
+        assert!(
+            bad_regex.to_string().contains("bad regular expression"),
+            "{bad_regex}"
+        );
+        let e = all_true(&["n == 3".into(), "n > missing".into()], &c).unwrap_err();
+        assert_eq!(e.expr, "n > missing");
+        assert!(matches!(e.source, ExprError::Undefined { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("\"n > missing\": "), "{e}");
+    }
+
+    #[test]
     fn bad_syntax_is_found_without_variables() {
-        assert!(check_syntax("x ==", true).is_err());
-        assert!(check_syntax("a {{ b", false).is_err());
+        assert!(matches!(
+            check_syntax("x ==", true),
+            Err(ExprError::Syntax { .. })
+        ));
+        assert!(matches!(
+            check_syntax("a {{ b", false),
+            Err(ExprError::Syntax { .. })
+        ));
         assert!(check_syntax("x == 1", true).is_ok());
         assert!(check_syntax("{{ x }}", false).is_ok());
         assert!(check_syntax("plain", false).is_ok());

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::expr;
 use super::model::{Play, Playbook, Task};
-use crate::hostprep::modules;
+use crate::hostprep::modules::{self, ArgError};
 use crate::yaml::{did_you_mean, index_text, Index, Location, Problem};
 
 /// The largest `retries` or `delay` (seconds) a task may give.
@@ -708,37 +708,50 @@ impl Loader {
         Some(())
     }
 
-    fn check_args(&mut self, at: &At, here: &At, module: &str, args: &Map<String, Value>) {
+    fn check_args(&mut self, at: &At, here: &At, module: &'static str, args: &Map<String, Value>) {
         let checked = match module {
             "debug" | "assert" | "fail" | "set_fact" => self.engine_args(here, module, args),
             _ => modules::check_args(module, args),
         };
-        if let Err(e) = checked {
-            self.at_key(here, at, e);
+        let Err(e) = checked else { return };
+        // An argument's problem goes where the argument is written (in the module's mapping or
+        // under `args:`); the others at the module's key.
+        let written = e.argument().and_then(|arg| {
+            [here.child(arg), at.child("args").child(arg)]
+                .into_iter()
+                .find(|a| self.index.get(&a.index).is_some())
+        });
+        match written {
+            Some(arg) => self.at_key(&arg, &arg, e.to_string()),
+            None => self.at_key(here, at, e.to_string()),
         }
     }
 
     fn engine_args(
         &mut self,
         at: &At,
-        module: &str,
+        module: &'static str,
         args: &Map<String, Value>,
-    ) -> Result<(), String> {
-        let accepted: &[&str] = match module {
-            "debug" => &["msg", "var", "verbosity"],
-            "assert" => &["that", "fail_msg", "msg", "success_msg", "quiet"],
+    ) -> Result<(), ArgError> {
+        let accepted: &[&'static str] = match module {
+            "debug" => DEBUG_ARGS,
+            "assert" => ASSERT_ARGS,
             "fail" => &["msg"],
             _ => return set_fact_args(args),
         };
         if let Some(k) = args.keys().find(|k| !accepted.contains(&k.as_str())) {
-            return Err(format!(
-                "{module} takes no argument '{k}'; it takes: {}",
-                accepted.join(", ")
-            ));
+            return Err(ArgError::Unsupported {
+                module,
+                key: k.clone(),
+                accepted: accepted.to_vec(),
+            });
         }
         match module {
             "debug" if args.contains_key("msg") && args.contains_key("var") => {
-                Err("debug takes msg or var, not both".into())
+                Err(ArgError::Exclusive {
+                    module,
+                    group: &["msg", "var"],
+                })
             }
             "debug" => {
                 if let Some(var) = args.get("var").and_then(Value::as_str) {
@@ -751,22 +764,34 @@ impl Loader {
                     self.conditionals(&at.child("that"), that);
                     Ok(())
                 }
-                None => Err("assert needs that: (an expression or a list of them)".into()),
+                None => Err(ArgError::Missing {
+                    module,
+                    name: "that",
+                    accepted: accepted.to_vec(),
+                }),
             },
             _ => Ok(()),
         }
     }
 }
 
-fn set_fact_args(args: &Map<String, Value>) -> Result<(), String> {
+/// The arguments `debug` takes.
+const DEBUG_ARGS: &[&str] = &["msg", "var", "verbosity"];
+
+/// The arguments `assert` takes.
+pub(super) const ASSERT_ARGS: &[&str] = &["that", "fail_msg", "msg", "success_msg", "quiet"];
+
+fn set_fact_args(args: &Map<String, Value>) -> Result<(), ArgError> {
+    let module = "set_fact";
     match args
         .keys()
         .find(|k| !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || k.is_empty())
     {
-        Some(k) => Err(format!(
-            "set_fact: '{k}' is not a variable name (letters, digits, _)"
-        )),
-        None if args.is_empty() => Err("set_fact needs at least one name: value".into()),
+        Some(k) => Err(ArgError::NotAName {
+            module,
+            key: k.clone(),
+        }),
+        None if args.is_empty() => Err(ArgError::Empty { module }),
         None => Ok(()),
     }
 }

@@ -1,6 +1,8 @@
 //! The executor: plays in order; in each, tasks in order, run by the hosts still active in
 //! parallel (at most `forks` at once, Ansible's linear strategy); handlers once at the end of
-//! the play for the hosts that notified them.
+//! the play for the hosts that notified them. A task that gives no module result on a host
+//! (an expression that does not evaluate, a module that cannot be called) is a [`TaskError`]:
+//! the host is unreachable when the error says so, the task failed otherwise.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,7 +12,8 @@ use futures_util::StreamExt;
 use minijinja::Value as J;
 use serde_json::{json, Map, Value};
 
-use super::expr;
+use super::engine::EngineError;
+use super::expr::{self, ConditionError, ExprError};
 use super::model::{Play, Playbook, Task};
 use super::recap::{HostResult, ItemResult, PlayReport, Report, Status, TaskReport};
 use crate::hostprep::modules::{self, ModuleCtx, ModuleError, ModuleResult};
@@ -427,20 +430,25 @@ impl Step<'_, '_> {
         let items = match expr::template(looped, &expr::context(&vars)) {
             Ok(Value::Array(items)) => items,
             Ok(other) => {
-                return self.failed(format!(
-                    "loop must give a list, it gave {}",
-                    expr::display(&other)
-                ))
+                return self.failed(TaskError::LoopNotList {
+                    gave: expr::display(&other),
+                })
             }
-            Err(e) => return self.failed(format!("loop: {e}")),
+            Err(source) => {
+                return self.failed(TaskError::Template {
+                    during: "loop",
+                    source,
+                })
+            }
         };
         self.each(&vars, items).await
     }
 
-    fn failed(&self, msg: String) -> Outcome {
+    /// The task's outcome when it gave no module result: failed, or unreachable.
+    fn failed(&self, e: TaskError) -> Outcome {
         Outcome {
-            result: failure(msg),
-            unreachable: false,
+            result: failure(e.to_string()),
+            unreachable: e.is_unreachable(),
             diff: None,
             items: Vec::new(),
         }
@@ -524,7 +532,12 @@ impl Step<'_, '_> {
                     items: Vec::new(),
                 };
             }
-            Err(e) => return self.failed(format!("when: {e}")),
+            Err(source) => {
+                return self.failed(TaskError::Condition {
+                    keyword: "when",
+                    source,
+                })
+            }
         }
         self.attempts(vars).await
     }
@@ -557,7 +570,12 @@ impl Step<'_, '_> {
                     return out;
                 }
                 Ok(false) => tokio::time::sleep(delay).await,
-                Err(e) => return self.failed(format!("until: {e}")),
+                Err(source) => {
+                    return self.failed(TaskError::Condition {
+                        keyword: "until",
+                        source,
+                    })
+                }
             }
         }
     }
@@ -574,10 +592,11 @@ impl Step<'_, '_> {
 
     /// The module once, then `changed_when` and `failed_when`.
     async fn attempt(&self, vars: &Map<String, Value>) -> Outcome {
-        let (mut result, unreachable, diff) = match self.call(vars).await {
-            Ok(r) => (module_result(r.0), false, r.1),
-            Err(Call::Failed(msg)) => (failure(msg), false, None),
-            Err(Call::Unreachable(msg)) => (failure(msg), true, None),
+        let (mut result, diff) = match self.call(vars).await {
+            Ok((r, diff)) => (module_result(r), diff),
+            Err(e) if e.is_unreachable() => return self.failed(e),
+            // Judged by changed_when/failed_when like a module's own failure.
+            Err(e) => (failure(e.to_string()), None),
         };
         // A result the module skipped (a command in check mode) is not judged by
         // changed_when/failed_when, as in Ansible.
@@ -585,14 +604,14 @@ impl Step<'_, '_> {
             .get("skipped")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        if !unreachable && !skipped {
+        if !skipped {
             if let Err(e) = self.override_flags(vars, &mut result) {
-                result = failure(e);
+                result = failure(e.to_string());
             }
         }
         Outcome {
             result,
-            unreachable,
+            unreachable: false,
             diff,
             items: Vec::new(),
         }
@@ -602,15 +621,16 @@ impl Step<'_, '_> {
         &self,
         vars: &Map<String, Value>,
         result: &mut Map<String, Value>,
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskError> {
+        let condition = |keyword| move |source| TaskError::Condition { keyword, source };
         if let Some(c) = &self.task.changed_when {
             let changed = expr::all_true(c, &self.with_result(vars, result))
-                .map_err(|e| format!("changed_when: {e}"))?;
+                .map_err(condition("changed_when"))?;
             result.insert("changed".into(), json!(changed));
         }
         if let Some(f) = &self.task.failed_when {
             let failed = expr::all_true(f, &self.with_result(vars, result))
-                .map_err(|e| format!("failed_when: {e}"))?;
+                .map_err(condition("failed_when"))?;
             result.insert("failed".into(), json!(failed));
             result.insert("failed_when_result".into(), json!(failed));
         }
@@ -620,17 +640,21 @@ impl Step<'_, '_> {
     async fn call(
         &self,
         vars: &Map<String, Value>,
-    ) -> Result<(ModuleResult, Option<String>), Call> {
+    ) -> Result<(ModuleResult, Option<String>), TaskError> {
         let ctx = expr::context(vars);
         if modules::ENGINE.contains(&self.task.module) {
-            return super::engine::run(self.task.module, &self.task.args, &ctx)
-                .map(|r| (r, None))
-                .map_err(Call::Failed);
+            let r = super::engine::run(self.task.module, &self.task.args, &ctx)?;
+            return Ok((r, None));
         }
         let args = match expr::template(&Value::Object(self.task.args.clone()), &ctx) {
             Ok(Value::Object(a)) => a,
             Ok(_) => unreachable!("a mapping templates to a mapping"),
-            Err(e) => return Err(Call::Failed(format!("templating the arguments: {e}"))),
+            Err(source) => {
+                return Err(TaskError::Template {
+                    during: "templating the arguments",
+                    source,
+                })
+            }
         };
         let render = |text: &str| expr::render(text, &ctx);
         let host = self.state.host;
@@ -644,16 +668,9 @@ impl Step<'_, '_> {
             render: &render,
             timeout: self.shared.opts.timeout,
         };
-        match modules::run(self.task.module, &args, &mctx).await {
-            Ok(r) => {
-                let diff = r.diff.clone();
-                Ok((r, diff))
-            }
-            Err(ModuleError::Remote(e)) if e.is_unreachable() => {
-                Err(Call::Unreachable(e.to_string()))
-            }
-            Err(e) => Err(Call::Failed(e.to_string())),
-        }
+        let r = modules::run(self.task.module, &args, &mctx).await?;
+        let diff = r.diff.clone();
+        Ok((r, diff))
     }
 }
 
@@ -663,9 +680,47 @@ impl Outcome {
     }
 }
 
-enum Call {
-    Failed(String),
-    Unreachable(String),
+/// Why a task gave no module result on a host. The task fails with the message; the host is
+/// out of the play either way, and counted unreachable when [`TaskError::is_unreachable`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TaskError {
+    /// A conditional (`when`, `until`, `changed_when`, `failed_when`) did not evaluate.
+    #[error("{keyword}: {source}")]
+    Condition {
+        /// The keyword.
+        keyword: &'static str,
+        /// Which conditional, and why.
+        source: ConditionError,
+    },
+    /// A templated value (`loop`, the module's arguments) did not render.
+    #[error("{during}: {source}")]
+    Template {
+        /// What was being templated.
+        during: &'static str,
+        /// Why.
+        source: ExprError,
+    },
+    /// `loop` rendered to something that is not a list.
+    #[error("loop must give a list, it gave {gave}")]
+    LoopNotList {
+        /// What it gave.
+        gave: String,
+    },
+    /// An engine module (`assert`, `set_fact`, ...) could not evaluate its arguments.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// A module could not be called on the host: bad arguments or template, or the host not
+    /// reached.
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+}
+
+impl TaskError {
+    /// Whether the host was not reached (or refused us): Ansible's UNREACHABLE, not a failed
+    /// task.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        matches!(self, TaskError::Module(ModuleError::Remote(e)) if e.is_unreachable())
+    }
 }
 
 fn module_result(r: ModuleResult) -> Map<String, Value> {

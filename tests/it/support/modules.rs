@@ -10,6 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use bootstrap::hostprep::modules::{self, ModuleCtx, ModuleResult};
+use bootstrap::hostprep::playbook::expr::ExprError;
 use bootstrap::hostprep::{sh_quote, BoxFuture, Exec, Local, Output, Remote, RemoteError};
 use serde_json::{json, Map, Value};
 
@@ -90,10 +91,9 @@ impl Call<'_> {
     pub async fn run(&self, module: &str, args: Value) -> ModuleResult {
         let args: Map<String, Value> = args.as_object().expect("args are an object").clone();
         modules::check_args(module, &args).unwrap_or_else(|e| panic!("{module}: {e}"));
-        let render = |text: &str| -> Result<String, String> {
-            minijinja::Environment::new()
-                .render_str(text, minijinja::context! {port => 8080, name => "lab"})
-                .map_err(|e| e.to_string())
+        let render = |text: &str| -> Result<String, ExprError> {
+            Ok(minijinja::Environment::new()
+                .render_str(text, minijinja::context! {port => 8080, name => "lab"})?)
         };
         let ctx = ModuleCtx {
             remote: self.remote,
