@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod blob_read;
 pub mod digest;
+pub(crate) mod layer_walk;
 pub mod layerfile;
 pub mod layers;
 pub mod layout;
