@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod blob_read;
+pub mod checkpointed;
 pub mod digest;
 pub(crate) mod layer_walk;
 pub mod layerfile;
