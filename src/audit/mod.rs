@@ -540,78 +540,13 @@ fn describe(
     mut facts: RecordFacts,
     content: Option<&Content>,
 ) -> Result<AuditReport> {
-    let sizes: BTreeMap<&Digest, u64> = record.blobs.iter().map(|b| (&b.digest, b.size)).collect();
-    let mut cannot_show = Vec::new();
-    let mut releases = Releases::default();
-    let mut operators = Operators::default();
-    let mut models = Models::default();
-    let mut other_images = OtherImages::default();
-    let mut groups: [Vec<&ImageRecord>; 4] = Default::default();
-    let (mut components, mut operator_images) = (Vec::new(), Vec::new());
-    let mut unread_catalogs = 0;
+    let mut sections = Sections::default();
     for img in &record.images {
-        match img.category.as_deref() {
-            Some("release") if img.path.ends_with(RELEASE_IMAGES_REPO) => {
-                releases.images.push(release_image(img, content)?);
-                groups[0].push(img);
-            }
-            Some("release") => {
-                components.push(img);
-                groups[0].push(img);
-            }
-            Some("operator") => {
-                operator_images.push(img);
-                groups[1].push(img);
-            }
-            Some("catalog") => {
-                let packages = match content {
-                    Some(c) => c.catalog_packages(&img.digest, &img.media_type, &img.source)?,
-                    None => None,
-                };
-                unread_catalogs += usize::from(content.is_some() && packages.is_none());
-                operators.catalogs.push(CatalogFacts {
-                    image: image_facts(img),
-                    packages,
-                });
-                groups[1].push(img);
-            }
-            _ => match content
-                .map(|c| c.model_files(&img.digest, &img.media_type))
-                .transpose()?
-            {
-                Some(Some(files)) => {
-                    models.images.push(ModelImage {
-                        image: image_facts(img),
-                        files,
-                    });
-                    groups[2].push(img);
-                }
-                _ => {
-                    other_images.images.push(OtherImage {
-                        image: image_facts(img),
-                        platforms: img.platforms.clone(),
-                    });
-                    groups[3].push(img);
-                }
-            },
-        }
+        sections.add(img, content)?;
     }
-    if unread_catalogs > 0 {
-        cannot_show.push(format!(
-            "the packages of {unread_catalogs} catalog(s): their layers are not all here (a delta's base holds what it shares); report on the base"
-        ));
-    }
-    releases.components = unique(&components, &sizes);
-    releases.images.sort_by(|a, b| {
-        release_order(&a.version)
-            .cmp(&release_order(&b.version))
-            .then_with(|| a.arch.cmp(&b.arch))
-    });
-    operators.images = unique(&operator_images, &sizes);
-    releases.total = unique(&groups[0], &sizes);
-    operators.total = unique(&groups[1], &sizes);
-    models.total = unique(&groups[2], &sizes);
-    other_images.total = unique(&groups[3], &sizes);
+    let cannot_show = sections.cannot_show();
+    let sizes: BTreeMap<&Digest, u64> = record.blobs.iter().map(|b| (&b.digest, b.size)).collect();
+    let (releases, operators, models, other_images) = sections.counted(&sizes);
     facts.runs = record.runs.clone();
     Ok(AuditReport {
         source,
@@ -630,6 +565,115 @@ fn describe(
         },
         cannot_show,
     })
+}
+
+/// The report's sections as a record's images are sorted into them, and the images each
+/// counts (each manifest and blob once, however many images share it).
+#[derive(Default)]
+struct Sections<'r> {
+    releases: Releases,
+    operators: Operators,
+    models: Models,
+    other_images: OtherImages,
+    /// Every image of each section, for its total.
+    in_releases: Vec<&'r ImageRecord>,
+    in_operators: Vec<&'r ImageRecord>,
+    in_models: Vec<&'r ImageRecord>,
+    in_other_images: Vec<&'r ImageRecord>,
+    /// Release component images.
+    components: Vec<&'r ImageRecord>,
+    /// Bundle and related images of the operators.
+    operator_images: Vec<&'r ImageRecord>,
+    /// Catalogs whose packages could not be read from the content at hand.
+    unread_catalogs: usize,
+}
+
+impl<'r> Sections<'r> {
+    /// Sorts one image into its section by the category the record gives it (a model is
+    /// known by its manifest, when the content is at hand).
+    fn add(&mut self, img: &'r ImageRecord, content: Option<&Content>) -> Result<()> {
+        match img.category.as_deref() {
+            Some("release") if img.path.ends_with(RELEASE_IMAGES_REPO) => {
+                self.releases.images.push(release_image(img, content)?);
+                self.in_releases.push(img);
+            }
+            Some("release") => {
+                self.components.push(img);
+                self.in_releases.push(img);
+            }
+            Some("operator") => {
+                self.operator_images.push(img);
+                self.in_operators.push(img);
+            }
+            Some("catalog") => {
+                let packages = match content {
+                    Some(c) => c.catalog_packages(&img.digest, &img.media_type, &img.source)?,
+                    None => None,
+                };
+                self.unread_catalogs += usize::from(content.is_some() && packages.is_none());
+                self.operators.catalogs.push(CatalogFacts {
+                    image: image_facts(img),
+                    packages,
+                });
+                self.in_operators.push(img);
+            }
+            _ => match content
+                .map(|c| c.model_files(&img.digest, &img.media_type))
+                .transpose()?
+            {
+                Some(Some(files)) => {
+                    self.models.images.push(ModelImage {
+                        image: image_facts(img),
+                        files,
+                    });
+                    self.in_models.push(img);
+                }
+                _ => {
+                    self.other_images.images.push(OtherImage {
+                        image: image_facts(img),
+                        platforms: img.platforms.clone(),
+                    });
+                    self.in_other_images.push(img);
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// What the sorting could not show.
+    fn cannot_show(&self) -> Vec<String> {
+        let n = self.unread_catalogs;
+        if n == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "the packages of {n} catalog(s): their layers are not all here (a delta's base holds what it shares); report on the base"
+        )]
+    }
+
+    /// The sections with their counts, release images by version then architecture.
+    fn counted(
+        mut self,
+        sizes: &BTreeMap<&Digest, u64>,
+    ) -> (Releases, Operators, Models, OtherImages) {
+        self.releases.components = unique(&self.components, sizes);
+        self.releases.images.sort_by(|a, b| {
+            release_order(&a.version)
+                .cmp(&release_order(&b.version))
+                .then_with(|| a.arch.cmp(&b.arch))
+        });
+        self.operators.images = unique(&self.operator_images, sizes);
+        self.releases.total = unique(&self.in_releases, sizes);
+        self.operators.total = unique(&self.in_operators, sizes);
+        self.models.total = unique(&self.in_models, sizes);
+        self.other_images.total = unique(&self.in_other_images, sizes);
+        (
+            self.releases,
+            self.operators,
+            self.models,
+            self.other_images,
+        )
+    }
 }
 
 fn image_facts(img: &ImageRecord) -> ImageFacts {

@@ -2,8 +2,10 @@
 //! a change record. Both say the same things in the same order; JSON is the report serialised.
 
 use super::{
-    ArchiveFacts, AuditReport, CatalogFacts, ImageFacts, PackageFacts, RecordFacts, Signature,
+    ArchiveFacts, AuditReport, CatalogFacts, ImageFacts, Models, Operators, OtherImages,
+    PackageFacts, RecordFacts, Releases, Signature, Totals,
 };
+use crate::openshift::record::RunInfo;
 use std::fmt::{self, Display, Formatter};
 
 /// The report as Markdown (its JSON is the report's).
@@ -84,13 +86,8 @@ fn record_text(record: &RecordFacts) -> String {
     format!("{} (sha256 {})", record.file, record.sha256)
 }
 
-fn versions(report: &AuditReport) -> String {
-    let v: Vec<&str> = report
-        .releases
-        .images
-        .iter()
-        .map(|r| r.version.as_str())
-        .collect();
+fn versions(releases: &Releases) -> String {
+    let v: Vec<&str> = releases.images.iter().map(|r| r.version.as_str()).collect();
     let mut v = v;
     v.dedup();
     v.join(", ")
@@ -108,162 +105,26 @@ fn channel_line(p: &PackageFacts) -> Vec<String> {
 
 impl Display for AuditReport {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        writeln!(f, "Audit report of {}", self.source)?;
-        writeln!(f)?;
-        writeln!(f, "Signature: {}", signature_sentence(&self.signature))?;
-        if let Some(c) = covers(self) {
-            writeln!(f, "  {c}")?;
-        }
-        writeln!(f)?;
-        if let Some(a) = &self.archive {
-            writeln!(f, "Archive")?;
-            writeln!(f, "  written by     {} at {}", a.tool, a.created)?;
-            writeln!(f, "  content from   {}", a.content_from)?;
-            writeln!(f, "  configuration  {}", config_text(&a.config))?;
-            writeln!(
-                f,
-                "  manifest       {} (sha256 {})",
-                a.manifest, a.manifest_sha256
-            )?;
-            writeln!(f, "  mirror record  {}", record_text(&self.record))?;
-            writeln!(f, "  base           {}", base_text(a))?;
-            writeln!(
-                f,
-                "  blobs          {} (manifests included), {}",
-                count(a.blobs.count, "blob", "blobs"),
-                a.blobs.bytes
-            )?;
-            writeln!(
-                f,
-                "  chunks         {}, {} in all, each at most {}",
-                count(a.chunks.len(), "chunk", "chunks"),
-                a.bytes,
-                a.archive_size
-            )?;
-            for c in &a.chunks {
-                writeln!(
-                    f,
-                    "    {}  {}  sha256 {}  {}",
-                    c.name, c.size, c.sha256, c.on_disk
-                )?;
-            }
-        } else {
-            writeln!(f, "Mirror record")?;
-            writeln!(f, "  file  {}", record_text(&self.record))?;
-        }
-        writeln!(f)?;
-        writeln!(f, "Runs ({})", self.record.runs.len())?;
-        for (i, r) in self.record.runs.iter().enumerate() {
-            writeln!(
-                f,
-                "  {}. {}, started {}, finished {}",
-                i + 1,
-                r.tool,
-                r.started,
-                r.finished
-            )?;
-            writeln!(f, "     from           {}", r.source)?;
-            writeln!(f, "     to             {}", r.destination)?;
-            writeln!(f, "     configuration  {}", config_text(&r.config))?;
-            writeln!(
-                f,
-                "     mirrored       {}, {} moved",
-                count(r.images, "image", "images"),
-                super::Bytes(r.bytes_transferred)
-            )?;
-        }
-        writeln!(f)?;
-        let rel = &self.releases;
-        writeln!(
-            f,
-            "Releases: {}, {}; {}",
-            count(rel.images.len(), "release image", "release images"),
-            count(rel.components.count, "component image", "component images"),
-            rel.total.bytes
-        )?;
-        if !rel.images.is_empty() {
-            writeln!(f, "  OpenShift {}", versions(self))?;
-        }
-        for r in &rel.images {
-            let arch = if r.arch.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", r.arch)
-            };
-            writeln!(
-                f,
-                "  {}{arch} (version from its {})",
-                r.version,
-                if r.version_from == "label" {
-                    "io.openshift.release label"
-                } else {
-                    "tag"
-                }
-            )?;
-            image_lines(f, &r.image, true)?;
-        }
-        if rel.components.count > 0 {
-            writeln!(
-                f,
-                "  components: {}, {}",
-                count(rel.components.count, "image", "images"),
-                rel.components.bytes
-            )?;
-        }
-        writeln!(f)?;
-        let ops = &self.operators;
-        writeln!(
-            f,
-            "Operators: {}, {}; {}",
-            count(ops.catalogs.len(), "catalog", "catalogs"),
-            count(
-                ops.images.count,
-                "bundle or related image",
-                "bundle and related images"
-            ),
-            ops.total.bytes
-        )?;
-        for c in &ops.catalogs {
-            catalog_text(f, c)?;
-        }
-        writeln!(f)?;
-        writeln!(
-            f,
-            "Models: {}; {}",
-            count(self.models.images.len(), "image", "images"),
-            self.models.total.bytes
-        )?;
-        for m in &self.models.images {
-            writeln!(f, "  {}", m.image.source)?;
-            image_lines(f, &m.image, false)?;
-            if let Some(n) = m.files {
-                writeln!(f, "    files        {n}")?;
+        text_heading(f, self)?;
+        match &self.archive {
+            Some(a) => text_archive(f, a, &self.record)?,
+            None => {
+                writeln!(f, "Mirror record")?;
+                writeln!(f, "  file  {}", record_text(&self.record))?;
             }
         }
         writeln!(f)?;
-        writeln!(
-            f,
-            "Other images: {}; {}",
-            count(self.other_images.images.len(), "image", "images"),
-            self.other_images.total.bytes
-        )?;
-        for o in &self.other_images.images {
-            writeln!(f, "  {}", o.image.source)?;
-            image_lines(f, &o.image, false)?;
-            if !o.platforms.is_empty() {
-                writeln!(f, "    platforms    {}", o.platforms.join(", "))?;
-            }
-        }
+        text_runs(f, &self.record.runs)?;
         writeln!(f)?;
-        let t = &self.totals;
-        writeln!(
-            f,
-            "In all: {}, {}, {}; {} (each manifest and blob counted once)",
-            count(t.images, "image", "images"),
-            count(t.manifests, "manifest", "manifests"),
-            count(t.blobs, "blob", "blobs"),
-            t.bytes
-        )?;
+        text_releases(f, &self.releases)?;
+        writeln!(f)?;
+        text_operators(f, &self.operators)?;
+        writeln!(f)?;
+        text_models(f, &self.models)?;
+        writeln!(f)?;
+        text_other_images(f, &self.other_images)?;
+        writeln!(f)?;
+        text_totals(f, &self.totals)?;
         if !self.cannot_show.is_empty() {
             writeln!(f)?;
             writeln!(f, "What this report cannot show")?;
@@ -273,6 +134,186 @@ impl Display for AuditReport {
         }
         Ok(())
     }
+}
+
+/// The title and what the signature says, then a blank line.
+fn text_heading(f: &mut Formatter<'_>, r: &AuditReport) -> fmt::Result {
+    writeln!(f, "Audit report of {}", r.source)?;
+    writeln!(f)?;
+    writeln!(f, "Signature: {}", signature_sentence(&r.signature))?;
+    if let Some(c) = covers(r) {
+        writeln!(f, "  {c}")?;
+    }
+    writeln!(f)
+}
+
+/// The archive's manifest facts and its chunks.
+fn text_archive(f: &mut Formatter<'_>, a: &ArchiveFacts, record: &RecordFacts) -> fmt::Result {
+    writeln!(f, "Archive")?;
+    writeln!(f, "  written by     {} at {}", a.tool, a.created)?;
+    writeln!(f, "  content from   {}", a.content_from)?;
+    writeln!(f, "  configuration  {}", config_text(&a.config))?;
+    writeln!(
+        f,
+        "  manifest       {} (sha256 {})",
+        a.manifest, a.manifest_sha256
+    )?;
+    writeln!(f, "  mirror record  {}", record_text(record))?;
+    writeln!(f, "  base           {}", base_text(a))?;
+    writeln!(
+        f,
+        "  blobs          {} (manifests included), {}",
+        count(a.blobs.count, "blob", "blobs"),
+        a.blobs.bytes
+    )?;
+    writeln!(
+        f,
+        "  chunks         {}, {} in all, each at most {}",
+        count(a.chunks.len(), "chunk", "chunks"),
+        a.bytes,
+        a.archive_size
+    )?;
+    for c in &a.chunks {
+        writeln!(
+            f,
+            "    {}  {}  sha256 {}  {}",
+            c.name, c.size, c.sha256, c.on_disk
+        )?;
+    }
+    Ok(())
+}
+
+/// Every run that wrote the record, oldest first.
+fn text_runs(f: &mut Formatter<'_>, runs: &[RunInfo]) -> fmt::Result {
+    writeln!(f, "Runs ({})", runs.len())?;
+    for (i, r) in runs.iter().enumerate() {
+        writeln!(
+            f,
+            "  {}. {}, started {}, finished {}",
+            i + 1,
+            r.tool,
+            r.started,
+            r.finished
+        )?;
+        writeln!(f, "     from           {}", r.source)?;
+        writeln!(f, "     to             {}", r.destination)?;
+        writeln!(f, "     configuration  {}", config_text(&r.config))?;
+        writeln!(
+            f,
+            "     mirrored       {}, {} moved",
+            count(r.images, "image", "images"),
+            super::Bytes(r.bytes_transferred)
+        )?;
+    }
+    Ok(())
+}
+
+/// The release images with their versions, then their components' count.
+fn text_releases(f: &mut Formatter<'_>, rel: &Releases) -> fmt::Result {
+    writeln!(
+        f,
+        "Releases: {}, {}; {}",
+        count(rel.images.len(), "release image", "release images"),
+        count(rel.components.count, "component image", "component images"),
+        rel.total.bytes
+    )?;
+    if !rel.images.is_empty() {
+        writeln!(f, "  OpenShift {}", versions(rel))?;
+    }
+    for r in &rel.images {
+        let arch = if r.arch.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", r.arch)
+        };
+        writeln!(
+            f,
+            "  {}{arch} (version from its {})",
+            r.version,
+            if r.version_from == "label" {
+                "io.openshift.release label"
+            } else {
+                "tag"
+            }
+        )?;
+        image_lines(f, &r.image, true)?;
+    }
+    if rel.components.count > 0 {
+        writeln!(
+            f,
+            "  components: {}, {}",
+            count(rel.components.count, "image", "images"),
+            rel.components.bytes
+        )?;
+    }
+    Ok(())
+}
+
+/// The catalogs with their packages, channels and bundle versions.
+fn text_operators(f: &mut Formatter<'_>, ops: &Operators) -> fmt::Result {
+    writeln!(
+        f,
+        "Operators: {}, {}; {}",
+        count(ops.catalogs.len(), "catalog", "catalogs"),
+        count(
+            ops.images.count,
+            "bundle or related image",
+            "bundle and related images"
+        ),
+        ops.total.bytes
+    )?;
+    for c in &ops.catalogs {
+        text_catalog(f, c)?;
+    }
+    Ok(())
+}
+
+/// The model images, with the files each carries.
+fn text_models(f: &mut Formatter<'_>, models: &Models) -> fmt::Result {
+    writeln!(
+        f,
+        "Models: {}; {}",
+        count(models.images.len(), "image", "images"),
+        models.total.bytes
+    )?;
+    for m in &models.images {
+        writeln!(f, "  {}", m.image.source)?;
+        image_lines(f, &m.image, false)?;
+        if let Some(n) = m.files {
+            writeln!(f, "    files        {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Every other image, with the platforms kept.
+fn text_other_images(f: &mut Formatter<'_>, others: &OtherImages) -> fmt::Result {
+    writeln!(
+        f,
+        "Other images: {}; {}",
+        count(others.images.len(), "image", "images"),
+        others.total.bytes
+    )?;
+    for o in &others.images {
+        writeln!(f, "  {}", o.image.source)?;
+        image_lines(f, &o.image, false)?;
+        if !o.platforms.is_empty() {
+            writeln!(f, "    platforms    {}", o.platforms.join(", "))?;
+        }
+    }
+    Ok(())
+}
+
+/// The record's totals.
+fn text_totals(f: &mut Formatter<'_>, t: &Totals) -> fmt::Result {
+    writeln!(
+        f,
+        "In all: {}, {}, {}; {} (each manifest and blob counted once)",
+        count(t.images, "image", "images"),
+        count(t.manifests, "manifest", "manifests"),
+        count(t.blobs, "blob", "blobs"),
+        t.bytes
+    )
 }
 
 /// An image's lines under its title: its source (unless the title is the source), where it
@@ -286,7 +327,8 @@ fn image_lines(f: &mut Formatter<'_>, i: &ImageFacts, with_source: bool) -> fmt:
     writeln!(f, "    size         {}", i.bytes)
 }
 
-fn catalog_text(f: &mut Formatter<'_>, c: &CatalogFacts) -> fmt::Result {
+/// One catalog: its image, then its packages with each channel's bundle versions.
+fn text_catalog(f: &mut Formatter<'_>, c: &CatalogFacts) -> fmt::Result {
     writeln!(f, "  catalog {}", c.image.source)?;
     image_lines(f, &c.image, false)?;
     match &c.packages {
@@ -321,230 +363,26 @@ fn code(s: &str) -> String {
 impl Display for Markdown<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         let r = self.0;
-        writeln!(f, "# Audit report of {}", code(&r.source))?;
-        writeln!(f)?;
-        writeln!(
-            f,
-            "**Signature:** {}",
-            cell(&signature_sentence(&r.signature))
-        )?;
-        if let Some(c) = covers(r) {
-            writeln!(f, "{c}")?;
-        }
-        writeln!(f)?;
-        if let Some(a) = &r.archive {
-            writeln!(f, "## Archive")?;
-            writeln!(f)?;
-            writeln!(f, "| | |")?;
-            writeln!(f, "|---|---|")?;
-            writeln!(f, "| Written by | {} at {} |", cell(&a.tool), a.created)?;
-            writeln!(f, "| Content from | {} |", code(&a.content_from))?;
-            writeln!(f, "| Configuration | {} |", cell(&config_text(&a.config)))?;
-            writeln!(
-                f,
-                "| Manifest | {} (sha256 {}) |",
-                code(&a.manifest),
-                a.manifest_sha256
-            )?;
-            writeln!(f, "| Mirror record | {} |", cell(&record_text(&r.record)))?;
-            writeln!(f, "| Base | {} |", cell(&base_text(a)))?;
-            writeln!(
-                f,
-                "| Blobs | {} (manifests included), {} |",
-                count(a.blobs.count, "blob", "blobs"),
-                a.blobs.bytes
-            )?;
-            writeln!(
-                f,
-                "| Chunks | {}, {} in all, each at most {} |",
-                count(a.chunks.len(), "chunk", "chunks"),
-                a.bytes,
-                a.archive_size
-            )?;
-            writeln!(f)?;
-            writeln!(f, "| Chunk | Size | sha256 | On disk |")?;
-            writeln!(f, "|---|---|---|---|")?;
-            for c in &a.chunks {
-                writeln!(
-                    f,
-                    "| {} | {} | {} | {} |",
-                    c.name, c.size, c.sha256, c.on_disk
-                )?;
-            }
-        } else {
-            writeln!(f, "## Mirror record")?;
-            writeln!(f)?;
-            writeln!(f, "{}", cell(&record_text(&r.record)))?;
-        }
-        writeln!(f)?;
-        writeln!(f, "## Runs")?;
-        writeln!(f)?;
-        writeln!(
-            f,
-            "| # | Tool | Started | Finished | From | To | Configuration | Images | Moved |"
-        )?;
-        writeln!(f, "|---|---|---|---|---|---|---|---|---|")?;
-        for (i, run) in r.record.runs.iter().enumerate() {
-            writeln!(
-                f,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                i + 1,
-                cell(&run.tool),
-                run.started,
-                run.finished,
-                code(&run.source),
-                code(&run.destination),
-                cell(&config_text(&run.config)),
-                run.images,
-                super::Bytes(run.bytes_transferred)
-            )?;
-        }
-        writeln!(f)?;
-        let rel = &r.releases;
-        writeln!(f, "## Releases")?;
-        writeln!(f)?;
-        writeln!(
-            f,
-            "{}, {}; {}.",
-            count(rel.images.len(), "release image", "release images"),
-            count(rel.components.count, "component image", "component images"),
-            rel.total.bytes
-        )?;
-        if !rel.images.is_empty() {
-            writeln!(f)?;
-            writeln!(
-                f,
-                "| Version | Arch | Version from | Source | Destination | Digest | Size |"
-            )?;
-            writeln!(f, "|---|---|---|---|---|---|---|")?;
-            for i in &rel.images {
-                writeln!(
-                    f,
-                    "| {} | {} | {} | {} | {} | {} | {} |",
-                    cell(&i.version),
-                    i.arch,
-                    i.version_from,
-                    code(&i.image.source),
-                    code(&i.image.destination),
-                    i.image.digest,
-                    i.image.bytes
-                )?;
-            }
-        }
-        if rel.components.count > 0 {
-            writeln!(f)?;
-            writeln!(
-                f,
-                "Components: {}, {}.",
-                count(rel.components.count, "image", "images"),
-                rel.components.bytes
-            )?;
-        }
-        writeln!(f)?;
-        let ops = &r.operators;
-        writeln!(f, "## Operators")?;
-        writeln!(f)?;
-        writeln!(
-            f,
-            "{}, {}; {}.",
-            count(ops.catalogs.len(), "catalog", "catalogs"),
-            count(
-                ops.images.count,
-                "bundle or related image",
-                "bundle and related images"
-            ),
-            ops.total.bytes
-        )?;
-        for c in &ops.catalogs {
-            writeln!(f)?;
-            writeln!(f, "### Catalog {}", code(&c.image.source))?;
-            writeln!(f)?;
-            writeln!(
-                f,
-                "Destination {}, digest {}, {}.",
-                code(&c.image.destination),
-                c.image.digest,
-                c.image.bytes
-            )?;
-            writeln!(f)?;
-            match &c.packages {
-                None => writeln!(f, "Packages: not shown (see below).")?,
-                Some(packages) => {
-                    writeln!(
-                        f,
-                        "| Package | Default channel | Channel | Bundle versions |"
-                    )?;
-                    writeln!(f, "|---|---|---|---|")?;
-                    for p in packages {
-                        for ch in &p.channels {
-                            let v: Vec<&str> =
-                                ch.bundles.iter().map(|b| b.version.as_str()).collect();
-                            writeln!(
-                                f,
-                                "| {} | {} | {} | {} |",
-                                cell(&p.name),
-                                cell(&p.default_channel),
-                                cell(&ch.name),
-                                cell(&v.join(", "))
-                            )?;
-                        }
-                    }
-                }
+        md_heading(f, r)?;
+        match &r.archive {
+            Some(a) => md_archive(f, a, &r.record)?,
+            None => {
+                md_section(f, "Mirror record")?;
+                writeln!(f, "{}", cell(&record_text(&r.record)))?;
             }
         }
         writeln!(f)?;
-        writeln!(f, "## Models")?;
+        md_runs(f, &r.record.runs)?;
         writeln!(f)?;
-        writeln!(
-            f,
-            "{}; {}.",
-            count(r.models.images.len(), "image", "images"),
-            r.models.total.bytes
-        )?;
-        if !r.models.images.is_empty() {
-            writeln!(f)?;
-            writeln!(f, "| Image | Destination | Digest | Size | Files |")?;
-            writeln!(f, "|---|---|---|---|---|")?;
-            for m in &r.models.images {
-                writeln!(
-                    f,
-                    "| {} | {} | {} | {} | {} |",
-                    code(&m.image.source),
-                    code(&m.image.destination),
-                    m.image.digest,
-                    m.image.bytes,
-                    m.files.map(|n| n.to_string()).unwrap_or_default()
-                )?;
-            }
-        }
+        md_releases(f, &r.releases)?;
         writeln!(f)?;
-        writeln!(f, "## Other images")?;
+        md_operators(f, &r.operators)?;
         writeln!(f)?;
-        writeln!(
-            f,
-            "{}; {}.",
-            count(r.other_images.images.len(), "image", "images"),
-            r.other_images.total.bytes
-        )?;
-        if !r.other_images.images.is_empty() {
-            writeln!(f)?;
-            writeln!(f, "| Image | Destination | Digest | Size | Platforms |")?;
-            writeln!(f, "|---|---|---|---|---|")?;
-            for o in &r.other_images.images {
-                writeln!(
-                    f,
-                    "| {} | {} | {} | {} | {} |",
-                    code(&o.image.source),
-                    code(&o.image.destination),
-                    o.image.digest,
-                    o.image.bytes,
-                    o.platforms.join(", ")
-                )?;
-            }
-        }
+        md_models(f, &r.models)?;
         writeln!(f)?;
-        writeln!(f, "## In all")?;
+        md_other_images(f, &r.other_images)?;
         writeln!(f)?;
+        md_section(f, "In all")?;
         let t = &r.totals;
         writeln!(
             f,
@@ -556,12 +394,258 @@ impl Display for Markdown<'_> {
         )?;
         if !r.cannot_show.is_empty() {
             writeln!(f)?;
-            writeln!(f, "## What this report cannot show")?;
-            writeln!(f)?;
+            md_section(f, "What this report cannot show")?;
             for c in &r.cannot_show {
                 writeln!(f, "- {}", cell(c))?;
             }
         }
         Ok(())
     }
+}
+
+/// `## TITLE` and the blank line after it.
+fn md_section(f: &mut Formatter<'_>, title: &str) -> fmt::Result {
+    writeln!(f, "## {title}")?;
+    writeln!(f)
+}
+
+/// A table's header row (as written, `| A | B |`) and the row that makes it one.
+fn md_table_head(f: &mut Formatter<'_>, header: &str) -> fmt::Result {
+    writeln!(f, "{header}")?;
+    let columns = header.matches('|').count() - 1;
+    writeln!(f, "|{}", "---|".repeat(columns))
+}
+
+/// The title and what the signature says, then a blank line.
+fn md_heading(f: &mut Formatter<'_>, r: &AuditReport) -> fmt::Result {
+    writeln!(f, "# Audit report of {}", code(&r.source))?;
+    writeln!(f)?;
+    writeln!(
+        f,
+        "**Signature:** {}",
+        cell(&signature_sentence(&r.signature))
+    )?;
+    if let Some(c) = covers(r) {
+        writeln!(f, "{c}")?;
+    }
+    writeln!(f)
+}
+
+/// The archive's manifest facts, then its chunks, as two tables.
+fn md_archive(f: &mut Formatter<'_>, a: &ArchiveFacts, record: &RecordFacts) -> fmt::Result {
+    md_section(f, "Archive")?;
+    md_table_head(f, "| | |")?;
+    writeln!(f, "| Written by | {} at {} |", cell(&a.tool), a.created)?;
+    writeln!(f, "| Content from | {} |", code(&a.content_from))?;
+    writeln!(f, "| Configuration | {} |", cell(&config_text(&a.config)))?;
+    writeln!(
+        f,
+        "| Manifest | {} (sha256 {}) |",
+        code(&a.manifest),
+        a.manifest_sha256
+    )?;
+    writeln!(f, "| Mirror record | {} |", cell(&record_text(record)))?;
+    writeln!(f, "| Base | {} |", cell(&base_text(a)))?;
+    writeln!(
+        f,
+        "| Blobs | {} (manifests included), {} |",
+        count(a.blobs.count, "blob", "blobs"),
+        a.blobs.bytes
+    )?;
+    writeln!(
+        f,
+        "| Chunks | {}, {} in all, each at most {} |",
+        count(a.chunks.len(), "chunk", "chunks"),
+        a.bytes,
+        a.archive_size
+    )?;
+    writeln!(f)?;
+    md_table_head(f, "| Chunk | Size | sha256 | On disk |")?;
+    for c in &a.chunks {
+        writeln!(
+            f,
+            "| {} | {} | {} | {} |",
+            c.name, c.size, c.sha256, c.on_disk
+        )?;
+    }
+    Ok(())
+}
+
+/// Every run that wrote the record, as a table.
+fn md_runs(f: &mut Formatter<'_>, runs: &[RunInfo]) -> fmt::Result {
+    md_section(f, "Runs")?;
+    md_table_head(
+        f,
+        "| # | Tool | Started | Finished | From | To | Configuration | Images | Moved |",
+    )?;
+    for (i, run) in runs.iter().enumerate() {
+        writeln!(
+            f,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            i + 1,
+            cell(&run.tool),
+            run.started,
+            run.finished,
+            code(&run.source),
+            code(&run.destination),
+            cell(&config_text(&run.config)),
+            run.images,
+            super::Bytes(run.bytes_transferred)
+        )?;
+    }
+    Ok(())
+}
+
+/// The release images as a table, then their components' count.
+fn md_releases(f: &mut Formatter<'_>, rel: &Releases) -> fmt::Result {
+    md_section(f, "Releases")?;
+    writeln!(
+        f,
+        "{}, {}; {}.",
+        count(rel.images.len(), "release image", "release images"),
+        count(rel.components.count, "component image", "component images"),
+        rel.total.bytes
+    )?;
+    if !rel.images.is_empty() {
+        writeln!(f)?;
+        md_table_head(
+            f,
+            "| Version | Arch | Version from | Source | Destination | Digest | Size |",
+        )?;
+        for i in &rel.images {
+            writeln!(
+                f,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                cell(&i.version),
+                i.arch,
+                i.version_from,
+                code(&i.image.source),
+                code(&i.image.destination),
+                i.image.digest,
+                i.image.bytes
+            )?;
+        }
+    }
+    if rel.components.count > 0 {
+        writeln!(f)?;
+        writeln!(
+            f,
+            "Components: {}, {}.",
+            count(rel.components.count, "image", "images"),
+            rel.components.bytes
+        )?;
+    }
+    Ok(())
+}
+
+/// The catalogs, each under its own heading.
+fn md_operators(f: &mut Formatter<'_>, ops: &Operators) -> fmt::Result {
+    md_section(f, "Operators")?;
+    writeln!(
+        f,
+        "{}, {}; {}.",
+        count(ops.catalogs.len(), "catalog", "catalogs"),
+        count(
+            ops.images.count,
+            "bundle or related image",
+            "bundle and related images"
+        ),
+        ops.total.bytes
+    )?;
+    for c in &ops.catalogs {
+        writeln!(f)?;
+        md_catalog(f, c)?;
+    }
+    Ok(())
+}
+
+/// One catalog: its image, then a row per channel of each package.
+fn md_catalog(f: &mut Formatter<'_>, c: &CatalogFacts) -> fmt::Result {
+    writeln!(f, "### Catalog {}", code(&c.image.source))?;
+    writeln!(f)?;
+    writeln!(
+        f,
+        "Destination {}, digest {}, {}.",
+        code(&c.image.destination),
+        c.image.digest,
+        c.image.bytes
+    )?;
+    writeln!(f)?;
+    let Some(packages) = &c.packages else {
+        return writeln!(f, "Packages: not shown (see below).");
+    };
+    md_table_head(
+        f,
+        "| Package | Default channel | Channel | Bundle versions |",
+    )?;
+    for p in packages {
+        for ch in &p.channels {
+            let v: Vec<&str> = ch.bundles.iter().map(|b| b.version.as_str()).collect();
+            writeln!(
+                f,
+                "| {} | {} | {} | {} |",
+                cell(&p.name),
+                cell(&p.default_channel),
+                cell(&ch.name),
+                cell(&v.join(", "))
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The model images as a table.
+fn md_models(f: &mut Formatter<'_>, models: &Models) -> fmt::Result {
+    md_section(f, "Models")?;
+    writeln!(
+        f,
+        "{}; {}.",
+        count(models.images.len(), "image", "images"),
+        models.total.bytes
+    )?;
+    if models.images.is_empty() {
+        return Ok(());
+    }
+    writeln!(f)?;
+    md_table_head(f, "| Image | Destination | Digest | Size | Files |")?;
+    for m in &models.images {
+        writeln!(
+            f,
+            "| {} | {} | {} | {} | {} |",
+            code(&m.image.source),
+            code(&m.image.destination),
+            m.image.digest,
+            m.image.bytes,
+            m.files.map(|n| n.to_string()).unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+/// Every other image as a table.
+fn md_other_images(f: &mut Formatter<'_>, others: &OtherImages) -> fmt::Result {
+    md_section(f, "Other images")?;
+    writeln!(
+        f,
+        "{}; {}.",
+        count(others.images.len(), "image", "images"),
+        others.total.bytes
+    )?;
+    if others.images.is_empty() {
+        return Ok(());
+    }
+    writeln!(f)?;
+    md_table_head(f, "| Image | Destination | Digest | Size | Platforms |")?;
+    for o in &others.images {
+        writeln!(
+            f,
+            "| {} | {} | {} | {} | {} |",
+            code(&o.image.source),
+            code(&o.image.destination),
+            o.image.digest,
+            o.image.bytes,
+            o.platforms.join(", ")
+        )?;
+    }
+    Ok(())
 }

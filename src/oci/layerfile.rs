@@ -5,14 +5,15 @@
 //! means the file is not in the image, whatever the layers below hold. A layer that says nothing
 //! sends the search one layer down.
 //!
-//! The same defences as [`super::layers`]: absolute entry paths and `..` are refused naming the
-//! layer and the entry, gzip and plain tar are read, zstd is refused by name. The file itself must
-//! be a regular file (a link would need the rest of the image to resolve; release binaries never
-//! are links).
+//! The layer is read through the shared walk ([`super::layer_walk`]), with the catalog reader's
+//! defences: an absolute entry path, a `..` component, or a link leaving the image root, anywhere
+//! in the layer, is refused naming the layer and the entry; gzip and plain tar are read, zstd is
+//! refused by name. The file itself must be a regular file with a UTF-8 name (a link would need
+//! the rest of the image to resolve; release binaries never are links).
 
-use super::layers::{normalise, tar_stream, LayerError, UnsafeEntry};
+use super::layer_walk::{walk_layer, LayerEntry, Member};
+use super::layers::{LayerError, UnsafeEntry};
 use std::io::{self, Read};
-use tar::EntryType;
 
 /// What one layer says about the path.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,8 +27,9 @@ pub enum Found {
 }
 
 /// Reads layer `index` (a tar or gzip tar stream) to its end, looking for `path` (`usr/bin/oc`);
-/// when the layer holds it as a regular file, its bytes are copied through `sink`. The whole
-/// layer is read either way, so a digest-checking reader sees every byte.
+/// when the layer holds it as a regular file, its bytes are copied through `sink`. Every entry
+/// is read either way, so a digest-checking reader under it is left only the end blocks to
+/// drain before its check (as `openshift::extract` does).
 pub fn find_in_layer<R: Read>(
     index: usize,
     layer: R,
@@ -35,70 +37,44 @@ pub fn find_in_layer<R: Read>(
     sink: &mut dyn FnMut(&mut dyn Read) -> io::Result<u64>,
 ) -> Result<Found, LayerError> {
     let want: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    let read_err = |source| LayerError::Read {
-        layer: index,
-        source,
-    };
-    let mut archive = tar::Archive::new(tar_stream(index, layer)?);
     let mut found = Found::Absent;
-    for entry in archive.entries().map_err(read_err)? {
-        let mut entry = entry.map_err(read_err)?;
-        let raw = entry.path_bytes().into_owned();
-        let refuse = |kind| LayerError::Unsafe {
-            layer: index,
-            entry: String::from_utf8_lossy(&raw).into_owned(),
-            kind,
-        };
-        let kind = entry.header().entry_type();
-        if matches!(
-            kind,
-            EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName
-        ) {
-            continue;
-        }
-        let components = normalise(&raw).map_err(refuse)?;
+    walk_layer(index, layer, |entry| {
         if matches!(found, Found::File(_)) {
-            continue; // read on to the end, for the digest
+            return Ok(()); // read on to the end, for the digest (and the walk's checks)
         }
-        let names: Vec<&str> = components.iter().map(String::as_str).collect();
-        let shown = String::from_utf8_lossy(&raw).into_owned();
-        if names == want {
-            if kind != EntryType::Regular && kind != EntryType::Continuous {
-                return Err(refuse(UnsafeEntry::NotRegular(format!("{kind:?}"))));
+        if entry.path == want {
+            if entry.member != Member::File {
+                let kind = entry.kind;
+                return Err(entry.refuse(UnsafeEntry::NotRegular(format!("{kind:?}"))));
             }
-            found = Found::File(sink(&mut entry).map_err(read_err)?);
-            continue;
+            entry.require_utf8()?;
+            found = Found::File(sink(entry.data).map_err(|e| entry.read_error(e))?);
+        } else if let Some(removal) = hides(&entry, &want) {
+            found = Found::Removed(format!("{} ({removal})", entry.shown()));
         }
-        if let Some(removal) = hides(&names, &want, kind) {
-            found = Found::Removed(format!("{shown} ({removal})"));
-        }
-    }
+        Ok(())
+    })?;
     Ok(found)
 }
 
-/// Whether the entry `names` of a layer hides the wanted path from the layers below: a
-/// whiteout of it or of a directory above it, an opaque directory above it, or something other
-/// than a directory standing where a directory above it is.
-fn hides(names: &[&str], want: &[&str], kind: EntryType) -> Option<&'static str> {
-    let (name, parent) = names.split_last()?;
-    if *name == ".wh..wh..opq" && want.starts_with(parent) && want.len() > parent.len() {
-        return Some("an opaque whiteout of a directory above it");
+/// Whether `entry` hides the wanted path from the layers below: a whiteout of it or of a
+/// directory above it, an opaque directory above it, or something other than a directory
+/// standing where a directory above it is.
+fn hides(entry: &LayerEntry<'_>, want: &[&str]) -> Option<&'static str> {
+    let above =
+        |dir: &[String]| dir.len() < want.len() && dir.iter().zip(want).all(|(d, w)| d == w);
+    match &entry.member {
+        Member::Opaque(dir) if above(dir) => Some("an opaque whiteout of a directory above it"),
+        Member::Whiteout(deleted) if deleted == want || above(deleted) => Some("a whiteout"),
+        Member::Opaque(_) | Member::Whiteout(_) | Member::Directory => None,
+        _ => above(&entry.path).then_some("not a directory where one is needed"),
     }
-    if let Some(target) = name.strip_prefix(".wh.") {
-        let mut deleted = parent.to_vec();
-        deleted.push(target);
-        if want.starts_with(&deleted) {
-            return Some("a whiteout");
-        }
-        return None;
-    }
-    let ancestor = names.len() < want.len() && want.starts_with(names);
-    (ancestor && kind != EntryType::Directory).then_some("not a directory where one is needed")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tar::EntryType;
 
     fn layer(entries: &[(&str, EntryType, &[u8])]) -> Vec<u8> {
         let mut tar = tar::Builder::new(Vec::new());

@@ -7,12 +7,14 @@
 //! through once, in order, and only regular files under that directory are kept, in memory. No
 //! layer is ever unpacked to disk.
 //!
-//! The layers come from a registry bootstrap does not control, so the reader is defensive: an
-//! entry with an absolute path or a `..` component, a link whose target leaves the image root, or
-//! a device node or FIFO where the catalog lives is refused, naming the layer and the entry; a
-//! catalog file over [`Limits::max_file_bytes`] or a catalog over [`Limits::max_total_bytes`]
-//! is refused before it is read into memory. The size limits only concern what is kept: the
-//! rest of the image (the `opm` binary, the base OS) is skipped unread, whatever its size.
+//! The layers come from a registry bootstrap does not control, so the reader is defensive. The
+//! shared walk ([`super::layer_walk`]) refuses an entry with an absolute path or a `..`
+//! component, or a link whose target leaves the image root, anywhere in a layer. This reader
+//! adds what concerns the catalog: a device node or FIFO, or a name that is not UTF-8, where the
+//! catalog lives is refused, naming the layer and the entry; a catalog file over
+//! [`Limits::max_file_bytes`] or a catalog over [`Limits::max_total_bytes`] is refused before it
+//! is read into memory. The size limits only concern what is kept: the rest of the image (the
+//! `opm` binary, the base OS) is skipped unread, whatever its size.
 //!
 //! Layers are applied as OCI whiteouts say: `.wh.NAME` deletes `NAME` from the layers below,
 //! `.wh..wh..opq` empties its directory of everything the layers below put there.
@@ -22,10 +24,12 @@
 //! already known (from this layer or one below) gets that file's contents. Either kind is still
 //! checked for escaping the root first.
 
-use flate2::read::MultiGzDecoder;
+use super::layer_walk::{walk_layer, LayerEntry, Member};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
-use tar::EntryType;
+
+/// Other tar readers (charts, graph data) refuse escaping paths as layers do.
+pub(crate) use super::layer_walk::normalise;
 
 /// The image label that names the catalog's configuration directory.
 pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -221,130 +225,90 @@ struct LayerChanges {
 }
 
 impl LayerReader {
+    /// Reads one layer through the shared walk and applies what it changes.
     fn apply_layer<R: Read>(&mut self, index: usize, layer: R) -> Result<(), LayerError> {
-        let changes = self.read_tar(index, tar_stream(index, layer)?)?;
+        let mut changes = LayerChanges::default();
+        walk_layer(index, layer, |entry| self.read_entry(&mut changes, entry))?;
         self.merge(changes);
         Ok(())
     }
 
-    fn read_tar<T: Read>(&mut self, index: usize, stream: T) -> Result<LayerChanges, LayerError> {
-        let read_err = |source| LayerError::Read {
-            layer: index,
-            source,
-        };
-        let mut archive = tar::Archive::new(stream);
-        let mut changes = LayerChanges::default();
-        for entry in archive.entries().map_err(read_err)? {
-            let mut entry = entry.map_err(read_err)?;
-            let raw = entry.path_bytes().into_owned();
-            let refuse = |kind| LayerError::Unsafe {
-                layer: index,
-                entry: String::from_utf8_lossy(&raw).into_owned(),
-                kind,
-            };
-            let kind = entry.header().entry_type();
-            if matches!(
-                kind,
-                EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName
-            ) {
-                continue;
+    /// What one entry (already found safe by the walk) does to the config directory.
+    fn read_entry(
+        &mut self,
+        changes: &mut LayerChanges,
+        entry: LayerEntry<'_>,
+    ) -> Result<(), LayerError> {
+        // Whiteouts name the entry they delete; judge that entry's place.
+        match &entry.member {
+            Member::Whiteout(deleted) => {
+                changes
+                    .removals
+                    .extend(self.removal(deleted, Removal::Tree));
+                return Ok(());
             }
-            let components = normalise(&raw).map_err(refuse)?;
-            let Some((parent, name)) = components.split_last().map(|(n, p)| (p, n)) else {
-                continue; // the root directory itself
-            };
-            if let Some(link) = entry.link_name_bytes() {
-                if matches!(kind, EntryType::Symlink | EntryType::Link) {
-                    check_link(parent, &link, kind == EntryType::Link).map_err(refuse)?;
-                }
+            Member::Opaque(dir) => {
+                changes.removals.extend(self.removal(dir, Removal::Under));
+                return Ok(());
             }
-            // Whiteouts name the entry they delete; judge that entry's place.
-            if let Some(target) = name.strip_prefix(".wh.") {
-                changes.removals.extend(self.whiteout(parent, target));
-                continue;
-            }
-            let place = self.place(&components);
-            let rel = match place {
-                Place::Outside => continue,
-                Place::Covers => {
-                    // A directory keeps what is under it; anything else replaces the directory.
-                    if kind != EntryType::Directory {
-                        changes.removals.push(Removal::All);
-                        changes.files.clear();
-                    }
-                    continue;
-                }
-                Place::Inside(rel) => rel,
-            };
-            if std::str::from_utf8(&raw).is_err() {
-                return Err(refuse(UnsafeEntry::NotUtf8));
-            }
-            self.apply_entry(&mut changes, &mut entry, kind, rel)
-                .map_err(|e| match e {
-                    FileError::Unsafe(kind) => refuse(kind),
-                    FileError::Io(source) => read_err(source),
-                })?;
+            _ => {}
         }
-        Ok(changes)
+        match self.place(&entry.path) {
+            Place::Outside => Ok(()),
+            Place::Covers => {
+                // A directory keeps what is under it; anything else replaces the directory.
+                if entry.member != Member::Directory {
+                    changes.removals.push(Removal::All);
+                    changes.files.clear();
+                }
+                Ok(())
+            }
+            Place::Inside(rel) => {
+                entry.require_utf8()?;
+                self.apply_entry(changes, entry, rel)
+            }
+        }
     }
 
-    /// What a whiteout `PARENT/.wh.TARGET` removes from the layers below: nothing when it
-    /// concerns no file of the config directory.
-    fn whiteout(&self, parent: &[String], target: &str) -> Option<Removal> {
-        if target == ".wh..opq" {
-            match self.place(parent) {
-                Place::Covers => Some(Removal::All),
-                Place::Inside(rel) => Some(Removal::Under(rel)),
-                Place::Outside => None,
-            }
-        } else if !target.starts_with(".wh.") {
-            let mut deleted = parent.to_vec();
-            deleted.push(target.to_string());
-            match self.place(&deleted) {
-                Place::Covers => Some(Removal::All),
-                Place::Inside(rel) => Some(Removal::Tree(rel)),
-                Place::Outside => None,
-            }
-        } else {
-            None
+    /// What a whiteout of `path` removes from the layers below (`inside` says what, for a path
+    /// inside the config directory): nothing when it concerns no file of the config directory.
+    fn removal(&self, path: &[String], inside: fn(String) -> Removal) -> Option<Removal> {
+        match self.place(path) {
+            Place::Covers => Some(Removal::All),
+            Place::Inside(rel) => Some(inside(rel)),
+            Place::Outside => None,
         }
     }
 
     /// Applies one entry at `rel` inside the config directory to the layer's changes.
-    fn apply_entry<T: Read>(
+    fn apply_entry(
         &mut self,
         changes: &mut LayerChanges,
-        entry: &mut tar::Entry<'_, T>,
-        kind: EntryType,
+        mut entry: LayerEntry<'_>,
         rel: String,
-    ) -> Result<(), FileError> {
-        match kind {
-            EntryType::Regular | EntryType::Continuous => {
-                let data = self.read_file(entry)?;
+    ) -> Result<(), LayerError> {
+        match &entry.member {
+            Member::File => {
+                let data = self.read_file(&mut entry)?;
                 replace_in(&mut changes.files, &rel);
                 changes.files.insert(rel.clone(), data);
                 changes.removals.push(Removal::Tree(rel));
             }
-            EntryType::Directory => {
+            Member::Directory => {
                 changes.files.remove(&rel);
                 changes.removals.push(Removal::File(rel));
             }
-            EntryType::Link => {
-                let target = entry
-                    .link_name_bytes()
-                    .map(|t| String::from_utf8_lossy(&t).into_owned())
-                    .unwrap_or_default();
-                let data = self.hard_link_data(&changes.files, &target);
+            Member::HardLink(target) => {
+                let data = self.hard_link_data(&changes.files, target);
                 replace_in(&mut changes.files, &rel);
                 changes.removals.push(Removal::Tree(rel.clone()));
                 if let Some(data) = data {
-                    self.account(data.len() as u64).map_err(FileError::Unsafe)?;
+                    self.account(data.len() as u64)
+                        .map_err(|kind| entry.refuse(kind))?;
                     changes.files.insert(rel, data);
                 }
             }
-            EntryType::Char | EntryType::Block | EntryType::Fifo => {
-                return Err(FileError::Unsafe(UnsafeEntry::SpecialFile));
-            }
+            Member::Special => return Err(entry.refuse(UnsafeEntry::SpecialFile)),
             // Symlinks (ignored, see the module doc) and anything else replace what was here.
             _ => {
                 replace_in(&mut changes.files, &rel);
@@ -372,21 +336,23 @@ impl LayerReader {
         }
     }
 
-    fn read_file<T: Read>(&mut self, entry: &mut tar::Entry<'_, T>) -> Result<Vec<u8>, FileError> {
-        let size = entry.size();
+    /// A catalog file's bytes, refused before they are read when they would break a limit.
+    fn read_file(&mut self, entry: &mut LayerEntry<'_>) -> Result<Vec<u8>, LayerError> {
+        let size = entry.size;
         if size > self.limits.max_file_bytes {
-            return Err(FileError::Unsafe(UnsafeEntry::TooLarge {
+            return Err(entry.refuse(UnsafeEntry::TooLarge {
                 size,
                 limit: self.limits.max_file_bytes,
             }));
         }
-        self.account(size).map_err(FileError::Unsafe)?;
+        self.account(size).map_err(|kind| entry.refuse(kind))?;
         // `size` is within the per-file limit, so the allocation is bounded.
         let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         entry
+            .data
             .take(size)
             .read_to_end(&mut data)
-            .map_err(FileError::Io)?;
+            .map_err(|e| entry.read_error(e))?;
         Ok(data)
     }
 
@@ -403,8 +369,8 @@ impl LayerReader {
 
     /// The contents a hard link to archive path `target` stands for, when that is a catalog
     /// file already read (this layer first, then the layers below).
-    fn hard_link_data(&self, layer: &BTreeMap<String, Vec<u8>>, target: &str) -> Option<Vec<u8>> {
-        let components = normalise(target.as_bytes()).ok()?;
+    fn hard_link_data(&self, layer: &BTreeMap<String, Vec<u8>>, target: &[u8]) -> Option<Vec<u8>> {
+        let components = normalise(target).ok()?;
         match self.place(&components) {
             Place::Inside(rel) => layer.get(&rel).or_else(|| self.files.get(&rel)).cloned(),
             _ => None,
@@ -426,11 +392,6 @@ impl LayerReader {
             self.files.insert(rel, data);
         }
     }
-}
-
-enum FileError {
-    Unsafe(UnsafeEntry),
-    Io(io::Error),
 }
 
 /// Removes what a new entry at `rel` replaces: a file at `rel`, everything under `rel`, and
@@ -464,28 +425,6 @@ fn remove_under(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
     }
 }
 
-/// A layer's tar stream (`index` names it in errors), decompressed as its first bytes say:
-/// gzip, or an uncompressed tar; zstd is refused by name.
-pub(crate) fn tar_stream<'a, R: Read + 'a>(
-    index: usize,
-    mut layer: R,
-) -> Result<Box<dyn Read + 'a>, LayerError> {
-    let mut magic = [0u8; 4];
-    let n = read_prefix(&mut layer, &mut magic).map_err(|source| LayerError::Read {
-        layer: index,
-        source,
-    })?;
-    let stream = io::Cursor::new(magic[..n].to_vec()).chain(layer);
-    match &magic[..n] {
-        [0x1f, 0x8b, ..] => Ok(Box::new(MultiGzDecoder::new(stream))),
-        [0x28, 0xb5, 0x2f, 0xfd] => Err(LayerError::Compression {
-            layer: index,
-            format: "zstd",
-        }),
-        _ => Ok(Box::new(stream)),
-    }
-}
-
 /// Fills `buf` from `r` as far as the stream allows; returns how many bytes were read.
 pub(crate) fn read_prefix<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -500,50 +439,12 @@ pub(crate) fn read_prefix<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Re
     Ok(n)
 }
 
-/// An entry path's components without empty and `.` parts; refuses absolute paths and `..`.
-/// Non-UTF-8 components are decoded lossily (they are refused later if they are kept).
-pub(crate) fn normalise(raw: &[u8]) -> Result<Vec<String>, UnsafeEntry> {
-    if raw.first() == Some(&b'/') {
-        return Err(UnsafeEntry::AbsolutePath);
-    }
-    let mut out = Vec::new();
-    for part in raw.split(|b| *b == b'/') {
-        match part {
-            b"" | b"." => {}
-            b".." => return Err(UnsafeEntry::ParentComponent),
-            p => out.push(String::from_utf8_lossy(p).into_owned()),
-        }
-    }
-    Ok(out)
-}
-
-/// Refuses a link whose target leaves the root. A symbolic link resolves from its own directory
-/// (`parent`), or from the image root when absolute, as it would inside the container; a hard
-/// link names another archive member, so an absolute one points outside the archive.
-fn check_link(parent: &[String], target: &[u8], hard: bool) -> Result<(), UnsafeEntry> {
-    let escapes = || UnsafeEntry::LinkEscapes {
-        target: String::from_utf8_lossy(target).into_owned(),
-    };
-    let absolute = target.first() == Some(&b'/');
-    if hard && absolute {
-        return Err(escapes());
-    }
-    let mut depth = if absolute || hard { 0 } else { parent.len() };
-    for part in target.split(|b| *b == b'/') {
-        match part {
-            b"" | b"." => {}
-            b".." => depth = depth.checked_sub(1).ok_or_else(escapes)?,
-            _ => depth += 1,
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use flate2::write::GzEncoder;
     use flate2::Compression;
+    use tar::EntryType;
 
     /// An in-memory layer, built entry by entry.
     struct Layer(tar::Builder<Vec<u8>>);

@@ -1,9 +1,11 @@
 //! The OCI image layout on disk (`oci-layout`, `index.json`, `blobs/sha256/`): our content store
-//! and archive format, readable by skopeo, podman and oras. Blobs are written aside, hashed as
-//! they are written, fsynced, and renamed into place only when their digest matches, so a blob
-//! that is visible is always whole and correct.
+//! and archive format, readable by skopeo, podman and oras. Blobs are written aside (through the
+//! shared checkpointed write, [`super::checkpointed`]), hashed as they are written, fsynced, and
+//! renamed into place only when their digest matches, so a blob that is visible is always whole
+//! and correct.
 
-use super::digest::{Digest, DigestMismatch, StreamHasher};
+use super::checkpointed::{flush_and_sync, CheckpointedWrite};
+use super::digest::{Digest, StreamHasher};
 use super::stream::{ByteStream, OnBytes};
 use crate::mirror::archive::reader::ArchiveReader;
 use crate::mirror::archive::writer::ArchiveWriter;
@@ -253,19 +255,18 @@ impl OciLayout {
         if let Some(w) = self.archive_writer().filter(|w| w.places(digest)) {
             return w.partial_len(digest, size);
         }
-        resumable_state(&self.partial_path(digest), size).map_or(0, |h| h.len())
+        CheckpointedWrite::own_file(self.partial_path(digest)).resumable_len(size)
     }
 
     fn partial_path(&self, digest: &Digest) -> PathBuf {
         self.root.join(PARTIAL_DIR).join(digest.hex())
     }
 
-    /// Writes a blob into `.partial/`, hashed while written, checked against `digest` and
-    /// `size`, fsynced, then renamed into `blobs/sha256/`. Every [`CHECKPOINT_BYTES`] the file
-    /// is synced and its length and hash state saved beside it, so an interrupted write (a
-    /// dropped connection, kill -9, a full disk) continues from there: `open(offset)` must
-    /// return the blob's bytes from `offset`. Content that does not match is deleted, and
-    /// nothing becomes visible before it matched.
+    /// Writes a blob into `.partial/` through the shared [`CheckpointedWrite`] (hashed while
+    /// written, checked against `digest` and `size`, synced, checkpointed every
+    /// [`CHECKPOINT_BYTES`](super::checkpointed::CHECKPOINT_BYTES) so an interrupted write continues from there: `open(offset)` must
+    /// return the blob's bytes from `offset`), then renamed into `blobs/sha256/`. Content that
+    /// does not match is deleted, and nothing becomes visible before it matched.
     pub async fn write_blob_from<F, Fut>(
         &self,
         digest: &Digest,
@@ -281,55 +282,12 @@ impl OciLayout {
             return w.write_blob(digest, size, open, on_bytes).await;
         }
         let tmp = self.partial_path(digest);
-        let (mut file, mut hasher) = resume_partial(&tmp, size).await?;
-        let mut checkpointed = hasher.len();
-        if checkpointed > 0 {
-            tracing::info!("resuming blob {digest} at byte {checkpointed} of {size}");
-        }
-        let mut body = open(checkpointed).await?;
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.with_context(|| format!("reading blob {digest}"))?;
-            hasher.update(&chunk);
-            if hasher.len() > size {
-                discard_partial(&tmp).await;
-                bail!(DigestMismatch::longer(
-                    format!("blob {digest}"),
-                    digest,
-                    size
-                ));
-            }
-            file.write_all(&chunk)
-                .await
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            on_bytes(chunk.len() as u64);
-            if hasher.len() - checkpointed >= CHECKPOINT_BYTES {
-                flush_and_sync(&mut file, &tmp).await?;
-                Checkpoint::of(&hasher).save(&tmp)?;
-                checkpointed = hasher.len();
-            }
-        }
-        flush_and_sync(&mut file, &tmp).await?;
-        drop(file);
-        // What reached the disk, not only what we hashed, must be whole.
-        let written = fs_err::tokio::metadata(&tmp)
-            .await
-            .map(|m| m.len())
-            .unwrap_or(0);
-        if written != hasher.len() {
-            bail!(
-                "{} holds {written} bytes after writing {}: the filesystem lost data",
-                tmp.display(),
-                hasher.len()
-            );
-        }
-        if let Err(e) = hasher.verify(&format!("blob {digest}"), digest, size) {
-            discard_partial(&tmp).await;
-            return Err(e.into());
-        }
+        let partial = CheckpointedWrite::own_file(tmp.clone());
+        partial.write(digest, size, open, on_bytes).await?;
         fs_err::tokio::rename(&tmp, self.blob_path(digest))
             .await
             .with_context(|| format!("moving {} into place", tmp.display()))?;
-        let _ = fs_err::tokio::remove_file(Checkpoint::path(&tmp)).await;
+        partial.finished().await;
         Ok(())
     }
 
@@ -435,90 +393,6 @@ impl OciLayout {
     pub fn write_file_atomic(&self, name: &str, bytes: &[u8]) -> Result<()> {
         write_atomic(&self.root.join(name), bytes)
     }
-}
-
-/// Bytes written between two checkpoints of a partial blob: what an interruption can cost.
-pub const CHECKPOINT_BYTES: u64 = 32 * 1024 * 1024;
-
-/// The saved progress of a partial blob: its synced length and the hash state at that length.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct Checkpoint {
-    offset: u64,
-    state: String,
-}
-
-impl Checkpoint {
-    fn path(partial: &Path) -> PathBuf {
-        let mut p = partial.as_os_str().to_owned();
-        p.push(".checkpoint");
-        PathBuf::from(p)
-    }
-
-    fn of(hasher: &StreamHasher) -> Self {
-        Checkpoint {
-            offset: hasher.len(),
-            state: hasher.encoded_state(),
-        }
-    }
-
-    fn load(partial: &Path) -> Option<Self> {
-        let bytes = fs_err::read(Self::path(partial)).ok()?;
-        serde_json::from_slice(&bytes).ok()
-    }
-
-    fn hasher(&self) -> Option<StreamHasher> {
-        StreamHasher::from_encoded_state(&self.state, self.offset)
-    }
-
-    fn save(&self, partial: &Path) -> Result<()> {
-        write_atomic(&Self::path(partial), &serde_json::to_vec(self)?)
-    }
-}
-
-/// The hash state a partial blob of `size` bytes resumes from: its checkpoint's, when the file
-/// holds at least that much and the state restores.
-fn resumable_state(tmp: &Path, size: u64) -> Option<StreamHasher> {
-    let file_len = fs_err::metadata(tmp).map(|m| m.len()).unwrap_or(0);
-    Checkpoint::load(tmp)
-        .filter(|c| c.offset <= file_len && c.offset <= size)
-        .and_then(|c| c.hasher())
-}
-
-/// Opens a partial blob for appending where its last checkpoint left it (anything written
-/// after the checkpoint is cut off: it was never synced), or empty when there is none.
-async fn resume_partial(tmp: &Path, size: u64) -> Result<(fs_err::tokio::File, StreamHasher)> {
-    let hasher = resumable_state(tmp, size).unwrap_or_default();
-    let mut file = fs_err::tokio::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(false)
-        .open(tmp)
-        .await
-        .with_context(|| format!("opening {}", tmp.display()))?;
-    file.set_len(hasher.len())
-        .await
-        .with_context(|| format!("truncating {}", tmp.display()))?;
-    use tokio::io::AsyncSeekExt;
-    file.seek(std::io::SeekFrom::Start(hasher.len())).await?;
-    Ok((file, hasher))
-}
-
-/// Flushes tokio's write buffer and syncs. The flush matters: tokio's `File` writes in the
-/// background and reports a failed write (ENOSPC) only on the next operation, and `sync_all`
-/// does not report it; without the flush a short file could pass as whole.
-async fn flush_and_sync(file: &mut fs_err::tokio::File, path: &Path) -> Result<()> {
-    file.flush()
-        .await
-        .with_context(|| format!("writing {}", path.display()))?;
-    file.sync_data()
-        .await
-        .with_context(|| format!("syncing {}", path.display()))
-}
-
-/// Removes a partial blob and its checkpoint (its content was wrong: start over).
-async fn discard_partial(tmp: &Path) {
-    let _ = fs_err::tokio::remove_file(tmp).await;
-    let _ = fs_err::tokio::remove_file(Checkpoint::path(tmp)).await;
 }
 
 // Kept here while other modules still import them from the layout; `crate::fs` owns them.

@@ -3,7 +3,9 @@
 
 pub mod auth;
 pub mod blob_read;
+pub mod checkpointed;
 pub mod digest;
+pub(crate) mod layer_walk;
 pub mod layerfile;
 pub mod layers;
 pub mod layout;

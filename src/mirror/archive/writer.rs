@@ -14,17 +14,16 @@ use super::{
     chunk_name, ArchiveBlob, ArchiveChunk, ArchiveFile, ArchiveImage, ArchiveManifest, BaseBlob,
     BaseRef, KIND, MANIFEST_FILE, MANIFEST_VERSION, STAGING_DIR, SUMS_FILE,
 };
-use crate::oci::digest::{Digest, DigestMismatch, StreamHasher};
+use crate::oci::checkpointed::CheckpointedWrite;
+use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
 use crate::oci::stream::{ByteStream, OnBytes};
 use crate::openshift::record::ConfigInfo;
 use anyhow::{bail, Context, Result};
-use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 /// Content an earlier archive (or a registry mirror's record) already carried.
 #[derive(Clone, Debug, Default)]
@@ -361,9 +360,10 @@ impl ArchiveWriter {
         self.base.images.contains(digest)
     }
 
-    /// Writes a placed blob into its chunk from `open(0)`'s stream, hashed as written, synced,
-    /// and recorded as done only once it matched. A retry starts the blob over (its place is
-    /// fixed; nothing of it counts until it matched).
+    /// Writes a placed blob into its slot through the shared [`CheckpointedWrite`]: hashed as
+    /// written, checkpointed, synced, and recorded as done only once it matched. A retry or a
+    /// rerun continues from the blob's last checkpoint (its place is fixed; nothing of it counts
+    /// until it matched).
     pub async fn write_blob<F, Fut>(
         &self,
         digest: &Digest,
@@ -382,53 +382,16 @@ impl ArchiveWriter {
                 slot.size
             );
         }
-        let path = self.staging.join(".chunks").join(chunk_name(slot.chunk));
-        let mut file = fs_err::tokio::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .await?;
-        // Where an earlier attempt (or run) got to: the bytes before its last checkpoint were
-        // synced and their hash state saved.
-        let checkpoint = self.checkpoint_path(digest);
-        let mut hasher = self.resumable(digest, size).unwrap_or_default();
-        let mut saved = hasher.len();
-        if saved > 0 {
-            tracing::info!("resuming blob {digest} at byte {saved} of {size}");
-        }
-        file.seek(std::io::SeekFrom::Start(slot.offset + saved))
-            .await?;
-        let mut body = open(saved).await?;
-        while let Some(piece) = body.next().await {
-            let piece = piece.with_context(|| format!("reading blob {digest}"))?;
-            hasher.update(&piece);
-            if hasher.len() > size {
-                let _ = fs_err::remove_file(&checkpoint);
-                bail!(DigestMismatch::longer(
-                    format!("blob {digest}"),
-                    digest,
-                    size
-                ));
-            }
-            file.write_all(&piece)
-                .await
-                .with_context(|| format!("writing {}", path.display()))?;
-            on_bytes(piece.len() as u64);
-            if hasher.len() - saved >= crate::oci::layout::CHECKPOINT_BYTES {
-                file.flush().await?;
-                file.sync_data()
-                    .await
-                    .with_context(|| format!("syncing {}", path.display()))?;
-                let state = (hasher.len(), hasher.encoded_state());
-                crate::fs::write_atomic(&checkpoint, &serde_json::to_vec(&state)?)?;
-                saved = hasher.len();
-            }
-        }
-        file.flush().await?;
-        file.sync_data()
-            .await
-            .with_context(|| format!("syncing {}", path.display()))?;
-        let _ = fs_err::remove_file(&checkpoint);
-        hasher.verify(&format!("blob {digest}"), digest, size)?;
+        let place = self.place(digest, slot);
+        place.write(digest, size, open, on_bytes).await?;
+        self.record_done(digest)?;
+        place.finished().await;
+        Ok(())
+    }
+
+    /// Counts a blob that matched its digest as in place: a synced line in the done file, so a
+    /// rerun never writes it again.
+    fn record_done(&self, digest: &Digest) -> Result<()> {
         let mut done = self.done.lock().expect("done set poisoned");
         if let Some(f) = done.1.as_mut() {
             writeln!(f, "{digest}").and_then(|()| f.sync_data())?;
@@ -437,24 +400,27 @@ impl ArchiveWriter {
         Ok(())
     }
 
+    /// The shared checkpointed write of a blob into its slot of its chunk (still in the
+    /// staging directory), its checkpoint under `.archive/`.
+    fn place(&self, digest: &Digest, slot: &Slot) -> CheckpointedWrite {
+        CheckpointedWrite::in_place(
+            self.staging.join(".chunks").join(chunk_name(slot.chunk)),
+            slot.offset,
+            self.checkpoint_path(digest),
+        )
+    }
+
     fn checkpoint_path(&self, digest: &Digest) -> PathBuf {
         self.staging
             .join(".archive")
             .join(format!("{}.checkpoint", digest.hex()))
     }
 
-    /// The hash state of a blob's bytes already synced into its place by an interrupted write.
-    fn resumable(&self, digest: &Digest, size: u64) -> Option<StreamHasher> {
-        let bytes = fs_err::read(self.checkpoint_path(digest)).ok()?;
-        let (offset, state): (u64, String) = serde_json::from_slice(&bytes).ok()?;
-        (offset <= size)
-            .then(|| StreamHasher::from_encoded_state(&state, offset))
-            .flatten()
-    }
-
     /// Bytes of a blob a write would resume from (0 when none were checkpointed).
     pub fn partial_len(&self, digest: &Digest, size: u64) -> u64 {
-        self.resumable(digest, size).map_or(0, |h| h.len())
+        self.slots
+            .get(digest)
+            .map_or(0, |slot| self.place(digest, slot).resumable_len(size))
     }
 
     /// Blobs placed but not yet in place.
