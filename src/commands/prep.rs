@@ -49,7 +49,9 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
             )
         }
         (None, Some(file)) => {
-            let ai = playbook::inventory::load_ansible_inventory(file).map_err(|e| anyhow!(e))?;
+            // Its message names the file and the reason; `{e:#}` would repeat the I/O error.
+            let ai =
+                playbook::inventory::load_ansible_inventory(file).map_err(|e| anyhow!("{e}"))?;
             let hosts = hosts::ansible_hosts(
                 &ai,
                 &args.run,

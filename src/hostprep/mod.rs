@@ -10,6 +10,13 @@
 //!
 //! Everything that touches a host goes through [`Remote::exec`], so the same playbook engine and
 //! fact reader run over SSH on a site and over [`Local`] in unit tests.
+//!
+//! Errors are typed so that callers decide by kind, not by message: [`RemoteError`] tells a
+//! host that may come back (unreachable, retried) from one that refused us (host key, login)
+//! and from a login key that cannot be used here; [`facts::FactsError`] a node lost from facts
+//! it could not read; [`modules::ModuleError`] bad input (an [`modules::ArgError`], a template
+//! that does not render) from the host not reached, while a module that ran and failed is a
+//! result; [`playbook::expr::ExprError`] a syntax error from an undefined variable.
 
 use std::future::Future;
 use std::pin::Pin;

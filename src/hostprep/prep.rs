@@ -311,23 +311,36 @@ fn facts_failure(node: &str, e: &FactsError) -> String {
     }
 }
 
-/// Loads and checks every playbook before any host is touched; every problem of every one,
-/// one line each (`FILE:LINE:COL: PATH: MESSAGE`).
-pub fn load_playbooks(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Playbook)>, String> {
+/// Playbooks refused before any host was touched: every problem of every one, as
+/// `FILE:LINE:COL: PATH: MESSAGE` lines.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", render_refused(.0))]
+pub struct RefusedPlaybooks(
+    /// Each refused playbook with its problems, in the order given.
+    pub Vec<(PathBuf, Vec<crate::yaml::Problem>)>,
+);
+
+fn render_refused(refused: &[(PathBuf, Vec<crate::yaml::Problem>)]) -> String {
+    let rendered: Vec<String> = refused
+        .iter()
+        .map(|(path, found)| crate::yaml::render_problems(&path.display().to_string(), found))
+        .collect();
+    rendered.join("\n")
+}
+
+/// Loads and checks every playbook before any host is touched; every problem of every one.
+pub fn load_playbooks(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Playbook)>, RefusedPlaybooks> {
     let mut loaded = Vec::new();
-    let mut problems = String::new();
+    let mut refused = Vec::new();
     for path in paths {
         match playbook::load(path) {
             Ok(pb) => loaded.push((path.clone(), pb)),
-            Err(found) => problems.push_str(&crate::yaml::render_problems(
-                &path.display().to_string(),
-                &found,
-            )),
+            Err(found) => refused.push((path.clone(), found)),
         }
     }
-    match problems.is_empty() {
+    match refused.is_empty() {
         true => Ok(loaded),
-        false => Err(problems.trim_end().to_string()),
+        false => Err(RefusedPlaybooks(refused)),
     }
 }
 
@@ -448,6 +461,35 @@ mod tests {
                 "{}: reading hardware facts failed (exit status Some(1)): boom",
                 node.hostname
             )]
+        );
+    }
+
+    /// Two refused playbooks' problems were joined without a line break (the last line of one
+    /// and the first of the next on one line): one problem per line.
+    #[test]
+    fn two_refused_playbooks_print_one_problem_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, good) = (
+            dir.path().join("a.yml"),
+            dir.path().join("b.yml"),
+            dir.path().join("good.yml"),
+        );
+        fs_err::write(&a, "- hosts: all\n  tasks:\n    - yum: {name: x}\n").unwrap();
+        fs_err::write(&b, "- hosts: all\n  serial: 1\n  tasks: []\n").unwrap();
+        fs_err::write(&good, "- hosts: all\n  tasks: []\n").unwrap();
+        let refused = load_playbooks(&[a.clone(), good, b.clone()]).unwrap_err();
+        let files: Vec<&PathBuf> = refused.0.iter().map(|(p, _)| p).collect();
+        assert_eq!(files, [&a, &b]);
+        let text = refused.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with(&format!("{}:3:7: ", a.display())),
+            "{text}"
+        );
+        assert!(
+            lines[1].starts_with(&format!("{}:2:3: ", b.display())),
+            "{text}"
         );
     }
 }

@@ -2,12 +2,114 @@
 //! `children:`), variables (`[g:vars]`, `vars:`, per host), so that `bootstrap prep` and
 //! `ansible-playbook` can be pointed at the same hosts. Opening SSH is the caller's business;
 //! this reads names, groups and merged variables (host vars over group vars over `all`'s vars;
-//! a child group's over its parent's, as Ansible orders them).
+//! a child group's over its parent's, as Ansible orders them). A file that cannot be read or
+//! that Ansible would not read either is an [`InventoryFileError`], `FILE:LINE: what; the fix`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+
+/// Why an Ansible inventory file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryFileError {
+    /// The file could not be read.
+    #[error("{}: cannot read: {}", path.display(), crate::yaml::io_reason(source))]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line of it is not what Ansible reads: bad input, fixed in the file.
+    #[error("{}:{line}: {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Where, from 1.
+        line: usize,
+        /// What, and the fix.
+        problem: InventoryProblem,
+    },
+}
+
+/// What is wrong with a line of an inventory file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InventoryProblem {
+    /// An INI section that is not `[g]`, `[g:vars]` or `[g:children]`.
+    #[error("unknown section [{head}]; write [{group}], [{group}:vars] or [{group}:children]")]
+    UnknownSection {
+        /// The section as written.
+        head: String,
+        /// Its group.
+        group: String,
+    },
+    /// A line of `[g:vars]` that is not `NAME=VALUE`.
+    #[error("expected NAME=VALUE in [{group}:vars], found '{line}'")]
+    NotAGroupVar {
+        /// The group.
+        group: String,
+        /// The line.
+        line: String,
+    },
+    /// A word after a host that is not `NAME=VALUE`.
+    #[error("expected NAME=VALUE after host {host}, found '{word}'")]
+    NotAHostVar {
+        /// The host.
+        host: String,
+        /// The word.
+        word: String,
+    },
+    /// A host range (`gpu-0[1:3]`).
+    #[error("host ranges ('{name}') are not supported; list the hosts one per line")]
+    HostRange {
+        /// The host as written.
+        name: String,
+    },
+    /// A quote never closed.
+    #[error("unclosed quote")]
+    UnclosedQuote,
+    /// The YAML parser refused the text.
+    #[error("not valid YAML: {detail}")]
+    NotYaml {
+        /// Its first line of explanation.
+        detail: String,
+    },
+    /// The YAML document is not a mapping of groups.
+    #[error("an inventory is a mapping of groups (all: {{hosts: ..., children: ...}})")]
+    NotGroups,
+    /// A YAML group, or its hosts, children or vars, not a mapping.
+    #[error("{path}: {what} is a mapping{}", if .what == "a group" { " (hosts, children, vars)" } else { "" })]
+    NotAMapping {
+        /// Where (`all.children.gpu`).
+        path: String,
+        /// `a group`, `hosts`, `children` or `vars`.
+        what: String,
+    },
+    /// A YAML group key other than hosts, children and vars.
+    #[error("{path}: unknown group key '{key}'; a group has hosts, children and vars")]
+    UnknownGroupKey {
+        /// Where.
+        path: String,
+        /// The key.
+        key: String,
+    },
+}
+
+impl InventoryProblem {
+    /// Where in a YAML inventory the problem is, for its line.
+    fn yaml_path(&self) -> Option<&str> {
+        match self {
+            InventoryProblem::NotAMapping { path, .. }
+            | InventoryProblem::UnknownGroupKey { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// A problem on a line, before the file is named.
+struct AtLine(usize, InventoryProblem);
 
 /// The hosts an inventory file names.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -89,7 +191,7 @@ impl Raw {
     }
 
     /// Every host with its groups (through children) and merged variables.
-    fn resolve(&self) -> Result<AnsibleInventory, String> {
+    fn resolve(&self) -> AnsibleInventory {
         let mut parents: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (name, g) in &self.groups {
             for c in &g.children {
@@ -133,7 +235,7 @@ impl Raw {
                 vars,
             });
         }
-        Ok(AnsibleInventory { hosts })
+        AnsibleInventory { hosts }
     }
 }
 
@@ -153,10 +255,11 @@ fn depth(g: &str, parents: &BTreeMap<&str, Vec<&str>>, seen: usize) -> usize {
 
 /// Reads an Ansible inventory: YAML when the name ends in `.yml`, `.yaml` or `.json`, or the
 /// text starts with a mapping; INI otherwise. Errors read `FILE:LINE: what; the fix`.
-pub fn load_ansible_inventory(path: &Path) -> Result<AnsibleInventory, String> {
-    let shown = path.display();
-    let text = fs_err::read_to_string(path)
-        .map_err(|e| format!("{shown}: cannot read: {}", crate::yaml::io_reason(&e)))?;
+pub fn load_ansible_inventory(path: &Path) -> Result<AnsibleInventory, InventoryFileError> {
+    let text = fs_err::read_to_string(path).map_err(|source| InventoryFileError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let yaml_name = path
         .extension()
         .and_then(|e| e.to_str())
@@ -172,13 +275,17 @@ pub fn load_ansible_inventory(path: &Path) -> Result<AnsibleInventory, String> {
     } else {
         ini(&text)
     };
-    raw.and_then(|r| r.resolve())
-        .map_err(|e| format!("{shown}:{e}"))
+    let raw = raw.map_err(|AtLine(line, problem)| InventoryFileError::Invalid {
+        path: path.to_path_buf(),
+        line,
+        problem,
+    })?;
+    Ok(raw.resolve())
 }
 
 /// INI: `[group]`, `[group:vars]`, `[group:children]`, host lines `name k=v ...`; lines before
 /// any section are ungrouped hosts.
-fn ini(text: &str) -> Result<Raw, String> {
+fn ini(text: &str) -> Result<Raw, AtLine> {
     let mut raw = Raw::default();
     let mut section = ("ungrouped".to_string(), "hosts".to_string());
     for (n, line) in text.lines().enumerate() {
@@ -190,24 +297,33 @@ fn ini(text: &str) -> Result<Raw, String> {
         if let Some(head) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             let (group, kind) = head.split_once(':').unwrap_or((head, "hosts"));
             if !matches!(kind, "hosts" | "vars" | "children") {
-                return Err(format!("{at}: unknown section [{head}]; write [{group}], [{group}:vars] or [{group}:children]"));
+                return Err(AtLine(
+                    at,
+                    InventoryProblem::UnknownSection {
+                        head: head.to_string(),
+                        group: group.to_string(),
+                    },
+                ));
             }
             raw.group(group);
             section = (group.to_string(), kind.to_string());
             continue;
         }
-        ini_line(&mut raw, &section.0, &section.1, line).map_err(|e| format!("{at}: {e}"))?;
+        ini_line(&mut raw, &section.0, &section.1, line).map_err(|e| AtLine(at, e))?;
     }
     raw.group("all");
     Ok(raw)
 }
 
-fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), String> {
+fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), InventoryProblem> {
     match kind {
         "vars" => {
             let (k, v) = line
                 .split_once('=')
-                .ok_or_else(|| format!("expected NAME=VALUE in [{group}:vars], found '{line}'"))?;
+                .ok_or_else(|| InventoryProblem::NotAGroupVar {
+                    group: group.to_string(),
+                    line: line.to_string(),
+                })?;
             raw.group(group)
                 .vars
                 .insert(k.trim().to_string(), literal(v.trim()));
@@ -220,15 +336,16 @@ fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), St
             let words = split_words(line)?;
             let name = &words[0];
             if name.contains('[') {
-                return Err(format!(
-                    "host ranges ('{name}') are not supported; list the hosts one per line"
-                ));
+                return Err(InventoryProblem::HostRange { name: name.clone() });
             }
             let mut vars = Map::new();
             for w in &words[1..] {
                 let (k, v) = w
                     .split_once('=')
-                    .ok_or_else(|| format!("expected NAME=VALUE after host {name}, found '{w}'"))?;
+                    .ok_or_else(|| InventoryProblem::NotAHostVar {
+                        host: name.clone(),
+                        word: w.clone(),
+                    })?;
                 vars.insert(k.to_string(), literal(v));
             }
             raw.add_host(group, name, vars);
@@ -238,7 +355,7 @@ fn ini_line(raw: &mut Raw, group: &str, kind: &str, line: &str) -> Result<(), St
 }
 
 /// Words split on blanks, quotes grouping (`a="b c"` is one word, `a=b c`).
-fn split_words(line: &str) -> Result<Vec<String>, String> {
+fn split_words(line: &str) -> Result<Vec<String>, InventoryProblem> {
     let (mut words, mut cur, mut quote) = (Vec::new(), String::new(), None::<char>);
     for c in line.chars() {
         match (quote, c) {
@@ -260,7 +377,7 @@ fn split_words(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quote.is_some() {
-        return Err("unclosed quote".into());
+        return Err(InventoryProblem::UnclosedQuote);
     }
     if !cur.is_empty() {
         words.push(cur);
@@ -293,13 +410,11 @@ fn literal(v: &str) -> Value {
 }
 
 /// YAML: `all: {hosts: {h: {k: v}}, children: {g: {...}}, vars: {...}}`.
-fn yaml(text: &str) -> Result<Raw, String> {
+fn yaml(text: &str) -> Result<Raw, AtLine> {
     let value: Value = serde_saphyr::from_str(text).map_err(|e| {
-        let line = e.location().map_or(1, |l| l.line());
-        format!(
-            "{line}: not valid YAML: {}",
-            e.to_string().lines().next().unwrap_or("")
-        )
+        let line = e.location().map_or(1, |l| l.line() as usize);
+        let detail = e.to_string().lines().next().unwrap_or("").to_string();
+        AtLine(line, InventoryProblem::NotYaml { detail })
     })?;
     let index = crate::yaml::index_text(text)
         .ok()
@@ -308,28 +423,26 @@ fn yaml(text: &str) -> Result<Raw, String> {
     let line = |path: &str| index.locate(path).map_or(1, |l| l.line);
     let mut raw = Raw::default();
     let Some(top) = value.as_object() else {
-        return Err(
-            "1: an inventory is a mapping of groups (all: {hosts: ..., children: ...})".into(),
-        );
+        return Err(AtLine(1, InventoryProblem::NotGroups));
     };
     for (name, g) in top {
         yaml_group(&mut raw, name, g, name)
-            .map_err(|(path, e)| format!("{}: {path}: {e}", line(&path)))?;
+            .map_err(|e| AtLine(e.yaml_path().map_or(1, line), e))?;
     }
     raw.group("all");
     Ok(raw)
 }
 
-fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), (String, String)> {
+fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), InventoryProblem> {
     raw.group(name);
     let Some(map) = g.as_object() else {
         return if g.is_null() {
             Ok(())
         } else {
-            Err((
-                path.into(),
-                "a group is a mapping (hosts, children, vars)".into(),
-            ))
+            Err(InventoryProblem::NotAMapping {
+                path: path.into(),
+                what: "a group".into(),
+            })
         };
     };
     for (key, v) in map {
@@ -337,7 +450,10 @@ fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), (S
         let entries = || {
             v.as_object()
                 .cloned()
-                .ok_or_else(|| (here.clone(), format!("{key} is a mapping")))
+                .ok_or_else(|| InventoryProblem::NotAMapping {
+                    path: here.clone(),
+                    what: key.clone(),
+                })
         };
         match key.as_str() {
             "hosts" if v.is_null() => {}
@@ -357,10 +473,10 @@ fn yaml_group(raw: &mut Raw, name: &str, g: &Value, path: &str) -> Result<(), (S
                 }
             }
             other => {
-                return Err((
-                    here,
-                    format!("unknown group key '{other}'; a group has hosts, children and vars"),
-                ))
+                return Err(InventoryProblem::UnknownGroupKey {
+                    path: here,
+                    key: other.to_string(),
+                })
             }
         }
     }
@@ -397,8 +513,20 @@ mod tests {
         assert_eq!(inv.hosts[2].vars["machine_mtu"], Value::from(1500));
         assert_eq!(inv.hosts[0].groups, Vec::<String>::new());
         let (_d, bad) = write("hosts", "[gpu]\ngpu-0[1:3]\n");
+        let e = load_ansible_inventory(&bad).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                InventoryFileError::Invalid {
+                    line: 2,
+                    problem: InventoryProblem::HostRange { .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
         assert_eq!(
-            load_ansible_inventory(&bad).unwrap_err(),
+            e.to_string(),
             format!(
                 "{}:2: host ranges ('gpu-0[1:3]') are not supported; list the hosts one per line",
                 bad.display()
@@ -422,8 +550,13 @@ mod tests {
             "all:\n  children:\n    gpu:\n      hostz:\n        a: {}\n",
         );
         assert_eq!(
-            load_ansible_inventory(&bad).unwrap_err(),
+            load_ansible_inventory(&bad).unwrap_err().to_string(),
             format!("{}:4: all.children.gpu.hostz: unknown group key 'hostz'; a group has hosts, children and vars", bad.display())
+        );
+        let missing = load_ansible_inventory(&bad.with_file_name("absent.yaml")).unwrap_err();
+        assert!(
+            matches!(missing, InventoryFileError::Unreadable { .. }),
+            "{missing:?}"
         );
     }
 }
