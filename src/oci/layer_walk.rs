@@ -237,6 +237,8 @@ fn check_link(parent: &[String], target: &[u8], hard: bool) -> Result<(), Unsafe
 
 #[cfg(test)]
 mod tests {
+    use super::super::layerfile::{self, Found};
+    use super::super::layers;
     use super::*;
     use std::collections::BTreeMap;
 
@@ -342,6 +344,18 @@ mod tests {
         }
     }
 
+    fn catalog(layer: &[u8]) -> Result<BTreeMap<String, Vec<u8>>, LayerError> {
+        layers::read_config_dir([layer], "/configs")
+    }
+
+    fn one_file(layer: &[u8], path: &str) -> Result<Found, LayerError> {
+        layerfile::find_in_layer(0, layer, path, &mut |r| io::copy(r, &mut io::sink()))
+    }
+
+    fn refused_as(result: &Result<impl std::fmt::Debug, LayerError>, why: &UnsafeEntry) -> bool {
+        matches!(result, Err(LayerError::Unsafe { kind, .. }) if kind == why)
+    }
+
     /// Regression: the one-file reader (`layerfile`) used to refuse only `..` and absolute
     /// paths, and let links leaving the root through; the catalog reader (`layers`) refused
     /// those links but only the catalog's own devices. Both now refuse every hostile entry the
@@ -354,55 +368,24 @@ mod tests {
                 entry(EntryType::Regular, b"usr/bin/oc", None, b"ELF"),
                 bad,
             ]);
-            let catalog = super::super::layers::read_config_dir([l.as_slice()], "/configs");
-            assert!(
-                matches!(&catalog, Err(LayerError::Unsafe { kind, .. }) if *kind == why),
-                "layers, {why}: {catalog:?}"
-            );
-            let file =
-                super::super::layerfile::find_in_layer(0, l.as_slice(), "usr/bin/oc", &mut |r| {
-                    io::copy(r, &mut io::sink())
-                });
-            assert!(
-                matches!(&file, Err(LayerError::Unsafe { kind, .. }) if *kind == why),
-                "layerfile, {why}: {file:?}"
-            );
+            let found = catalog(&l);
+            assert!(refused_as(&found, &why), "layers, {why}: {found:?}");
+            let found = one_file(&l, "usr/bin/oc");
+            assert!(refused_as(&found, &why), "layerfile, {why}: {found:?}");
         }
         // What each keeps must be a plain file with a UTF-8 name: a device where the catalog
-        // lies, or at the path wanted, is refused by both.
+        // lies, or at the path wanted, is refused by both; so is a name that only decodes to
+        // the one wanted.
         let dev = layer(&[entry(EntryType::Char, b"configs/x.json", None, b"")]);
-        assert!(matches!(
-            super::super::layers::read_config_dir([dev.as_slice()], "/configs"),
-            Err(LayerError::Unsafe {
-                kind: UnsafeEntry::SpecialFile,
-                ..
-            })
-        ));
-        let file =
-            super::super::layerfile::find_in_layer(0, dev.as_slice(), "configs/x.json", &mut |r| {
-                io::copy(r, &mut io::sink())
-            });
-        assert!(
-            matches!(&file, Err(LayerError::Unsafe { kind: UnsafeEntry::NotRegular(k), .. }) if k == "Char"),
-            "{file:?}"
-        );
+        assert!(refused_as(&catalog(&dev), &UnsafeEntry::SpecialFile));
+        let not_regular = UnsafeEntry::NotRegular("Char".into());
+        assert!(refused_as(&one_file(&dev, "configs/x.json"), &not_regular));
         let odd = layer(&[entry(EntryType::Regular, b"configs/\xff", None, b"x")]);
-        let file = super::super::layerfile::find_in_layer(
-            0,
-            odd.as_slice(),
-            "configs/\u{fffd}",
-            &mut |r| io::copy(r, &mut io::sink()),
-        );
-        assert!(
-            matches!(
-                &file,
-                Err(LayerError::Unsafe {
-                    kind: UnsafeEntry::NotUtf8,
-                    ..
-                })
-            ),
-            "{file:?}"
-        );
+        assert!(refused_as(&catalog(&odd), &UnsafeEntry::NotUtf8));
+        assert!(refused_as(
+            &one_file(&odd, "configs/\u{fffd}"),
+            &UnsafeEntry::NotUtf8
+        ));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! means the file is not in the image, whatever the layers below hold. A layer that says nothing
 //! sends the search one layer down.
 //!
-//! The layer is read through the shared walk ([`super::layer_walk`]), with the catalog reader's
+//! The layer is read through the shared walk (`oci::layer_walk`), with the catalog reader's
 //! defences: an absolute entry path, a `..` component, or a link leaving the image root, anywhere
 //! in the layer, is refused naming the layer and the entry; gzip and plain tar are read, zstd is
 //! refused by name. The file itself must be a regular file with a UTF-8 name (a link would need

@@ -8,7 +8,7 @@
 //! layer is ever unpacked to disk.
 //!
 //! The layers come from a registry bootstrap does not control, so the reader is defensive. The
-//! shared walk ([`super::layer_walk`]) refuses an entry with an absolute path or a `..`
+//! shared walk (`oci::layer_walk`) refuses an entry with an absolute path or a `..`
 //! component, or a link whose target leaves the image root, anywhere in a layer. This reader
 //! adds what concerns the catalog: a device node or FIFO, or a name that is not UTF-8, where the
 //! catalog lives is refused, naming the layer and the entry; a catalog file over

@@ -264,9 +264,10 @@ impl OciLayout {
 
     /// Writes a blob into `.partial/` through the shared [`CheckpointedWrite`] (hashed while
     /// written, checked against `digest` and `size`, synced, checkpointed every
-    /// [`CHECKPOINT_BYTES`](super::checkpointed::CHECKPOINT_BYTES) so an interrupted write continues from there: `open(offset)` must
-    /// return the blob's bytes from `offset`), then renamed into `blobs/sha256/`. Content that
-    /// does not match is deleted, and nothing becomes visible before it matched.
+    /// [`CHECKPOINT_BYTES`](super::checkpointed::CHECKPOINT_BYTES) so an interrupted write
+    /// continues from there: `open(offset)` must return the blob's bytes from `offset`), then
+    /// renamed into `blobs/sha256/`. Content that does not match is deleted, and nothing
+    /// becomes visible before it matched.
     pub async fn write_blob_from<F, Fut>(
         &self,
         digest: &Digest,

@@ -46,19 +46,7 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
         }
     };
     if let Some(allowed) = allowed_signers {
-        match crate::sshsig::verify_bytes(allowed, &manifest_path, text.as_bytes()) {
-            Ok(v) => report.signed_by = Some(format!("{} ({})", v.identity, v.fingerprint)),
-            Err(e) => report.corrupt.push(format!("{e:#}")),
-        }
-        let sums_path = dir.join(SUMS_FILE);
-        match crate::bounded::read_regular(&sums_path, 1024 * 1024) {
-            Ok(sums) => {
-                if let Err(e) = crate::sshsig::verify_bytes(allowed, &sums_path, &sums) {
-                    report.corrupt.push(format!("{e:#}"));
-                }
-            }
-            Err(e) => report.missing.push(format!("{SUMS_FILE}: {e}")),
-        }
+        check_signatures(dir, allowed, &text, &mut report);
     }
     let manifest = match ArchiveManifest::parse(&manifest_path, &text) {
         Ok(m) => m,
@@ -69,6 +57,37 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
     };
     check_sums(dir, &manifest, &text, &mut report);
     check_listing(dir, &manifest, &mut report)?;
+    let by_chunk = entries_by_chunk(&manifest, &mut report);
+    check_images(dir, &manifest, &mut report);
+    check_chunks(dir, &manifest, by_chunk, &mut report).await?;
+    Ok(report.finish())
+}
+
+/// The signatures of `manifest.json` (whose bytes are `text`) and of `SHA256SUMS`, against
+/// `--allowed-signers`.
+fn check_signatures(dir: &Path, allowed: &Path, text: &str, report: &mut Report) {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    match crate::sshsig::verify_bytes(allowed, &manifest_path, text.as_bytes()) {
+        Ok(v) => report.signed_by = Some(format!("{} ({})", v.identity, v.fingerprint)),
+        Err(e) => report.corrupt.push(format!("{e:#}")),
+    }
+    let sums_path = dir.join(SUMS_FILE);
+    match crate::bounded::read_regular(&sums_path, 1024 * 1024) {
+        Ok(sums) => {
+            if let Err(e) = crate::sshsig::verify_bytes(allowed, &sums_path, &sums) {
+                report.corrupt.push(format!("{e:#}"));
+            }
+        }
+        Err(e) => report.missing.push(format!("{SUMS_FILE}: {e}")),
+    }
+}
+
+/// Every blob and file the manifest lists, by the chunk it lies in; entries in a chunk the
+/// manifest does not list are reported.
+fn entries_by_chunk<'m>(
+    manifest: &'m ArchiveManifest,
+    report: &mut Report,
+) -> BTreeMap<&'m str, Vec<Entry>> {
     let mut by_chunk: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
     for b in &manifest.blobs {
         by_chunk.entry(&b.chunk).or_default().push(Entry {
@@ -97,8 +116,13 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
             ));
         }
     }
+    by_chunk
+}
+
+/// Every image's manifests and what they reference are carried (or left to the base).
+fn check_images(dir: &Path, manifest: &ArchiveManifest, report: &mut Report) {
     let carried: BTreeSet<&Digest> = manifest.all_digests().collect();
-    let dropped = dropped_platforms(dir, &manifest);
+    let dropped = dropped_platforms(dir, manifest);
     for img in &manifest.images {
         if !carried.contains(&img.digest) {
             report.missing.push(format!(
@@ -111,9 +135,18 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
                 carried: &carried,
                 dropped: &dropped,
             };
-            check_references(dir, &manifest, &walk, img, &mut report);
+            check_references(dir, manifest, &walk, img, report);
         }
     }
+}
+
+/// Reads every chunk the manifest lists, checking its entries on the way.
+async fn check_chunks(
+    dir: &Path,
+    manifest: &ArchiveManifest,
+    mut by_chunk: BTreeMap<&str, Vec<Entry>>,
+    report: &mut Report,
+) -> Result<()> {
     // Two chunks at a time: removable disks read best front to back, not all at once.
     let jobs = manifest.chunks.iter().map(|c| {
         let mut entries = by_chunk.remove(c.name.as_str()).unwrap_or_default();
@@ -130,7 +163,7 @@ pub async fn verify(dir: &Path, allowed_signers: Option<&Path>) -> Result<Report
         report.missing.extend(found.missing);
         report.corrupt.extend(found.corrupt);
     }
-    Ok(report.finish())
+    Ok(())
 }
 
 /// The platforms each image's platform filter left out of its index (by the image's name),
@@ -340,124 +373,44 @@ pub(super) fn check_chunk(
     entries: &[Entry],
 ) -> Found {
     let mut found = Found::default();
-    let holds = || {
-        let names: Vec<&str> = entries.iter().map(|e| e.what.as_str()).collect();
-        match names.len() {
-            0 => String::new(),
-            n if n <= 3 => format!(" (it holds {})", names.join(", ")),
-            n => format!(" (it holds {}, and {} more)", names[..3].join(", "), n - 3),
-        }
-    };
     let (file, actual) = match crate::bounded::open_regular(path) {
         Ok(x) => x,
         Err(e) => {
-            found.missing.push(format!("{name}: {e}{}", holds()));
+            found.missing.push(format!("{name}: {e}{}", holds(entries)));
             return found;
         }
     };
     if actual != size {
         found.corrupt.push(format!(
             "{name}: {actual} bytes, the manifest says {size}{}",
-            holds()
+            holds(entries)
         ));
     }
-    let mut r = std::io::BufReader::with_capacity(1024 * 1024, file.take(size));
-    let mut whole = StreamHasher::new();
-    let mut buf = vec![0u8; 1024 * 1024];
-    let mut pos = 0u64;
-    let mut bad_entries = Vec::new();
-    // Reads `n` bytes into the whole-chunk hash and, when given, `h` too.
-    let mut feed = |n: u64,
-                    mut h: Option<&mut StreamHasher>,
-                    keep: Option<&mut Vec<u8>>,
-                    pos: &mut u64|
-     -> std::io::Result<()> {
-        let mut left = n;
-        let mut keep = keep;
-        while left > 0 {
-            let want = left.min(buf.len() as u64) as usize;
-            r.read_exact(&mut buf[..want])?;
-            whole.update(&buf[..want]);
-            if let Some(h) = h.as_deref_mut() {
-                h.update(&buf[..want]);
-            }
-            if let Some(k) = keep.as_deref_mut() {
-                k.extend_from_slice(&buf[..want]);
-            }
-            left -= want as u64;
-            *pos += want as u64;
-        }
-        Ok(())
-    };
-    let mut io_error = None;
+    let mut chunk = ChunkRead::new(file.take(size));
+    let mut read = Ok(());
     for e in entries {
-        let header_at = e.offset.saturating_sub(tarfmt::BLOCK);
-        if header_at < pos || e.offset < tarfmt::BLOCK {
-            found
-                .corrupt
-                .push(format!("{name}: {} overlaps the entry before it", e.what));
-            continue;
-        }
-        let mut header = Vec::with_capacity(512);
-        let step = feed(header_at - pos, None, None, &mut pos)
-            .and_then(|()| feed(tarfmt::BLOCK, None, Some(&mut header), &mut pos));
-        if let Err(err) = step {
-            io_error = Some(err);
+        read = check_entry(&mut chunk, name, e, &mut found);
+        if read.is_err() {
             break;
         }
-        let block: [u8; 512] = header.try_into().expect("one block");
-        match tarfmt::read_header(&block) {
-            Ok((n, s)) if n == e.name && s == e.size => {}
-            Ok((n, s)) => found.corrupt.push(format!(
-                "{name}: the tar header before {} names {n} of {s} bytes",
-                e.what
-            )),
-            Err(err) => found.corrupt.push(format!(
-                "{name}: the tar header of {} is damaged: {err}",
-                e.what
-            )),
-        }
-        let mut h = StreamHasher::new();
-        if let Err(err) = feed(e.size, Some(&mut h), None, &mut pos) {
-            io_error = Some(err);
-            break;
-        }
-        found.checked += 1;
-        let (digest, _) = h.finish();
-        let ok = match &e.expect {
-            Expect::Digest(d) => &digest == d,
-            Expect::Sha256(hex) => digest.hex() == hex,
-        };
-        if !ok {
-            bad_entries.push(e.what.clone());
-            found.corrupt.push(format!(
-                "{name}: {} at offset {} does not match its digest (it hashes to {digest})",
-                e.what, e.offset
-            ));
-        }
     }
-    if io_error.is_none() {
-        if let Err(err) = feed(size - pos.min(size), None, None, &mut pos) {
-            io_error = Some(err);
-        }
-    }
-    if let Some(err) = io_error {
+    let read = read.and_then(|()| chunk.feed(size - chunk.pos.min(size), None, None));
+    if let Err(err) = read {
         found.corrupt.push(format!(
             "{name}: could not be read to its end: {err}{}",
-            holds()
+            holds(entries)
         ));
         return found;
     }
     found.checked += 1;
     found.bytes += size;
-    let (digest, _) = whole.finish();
+    let (digest, _) = chunk.whole.finish();
     found.sha256 = Some(digest.hex().to_string());
-    found.bad = bad_entries.clone();
     if !sha256.is_empty() && digest.hex() != sha256 && actual == size {
-        let inside = if bad_entries.is_empty() {
+        let inside = if found.bad.is_empty() {
             " (every entry inside matches: the damage is in a header or padding)".to_string()
         } else {
-            format!(" (damaged inside: {})", bad_entries.join(", "))
+            format!(" (damaged inside: {})", found.bad.join(", "))
         };
         found.corrupt.push(format!(
             "{name}: its sha256 is {}, the manifest says {sha256}{inside}",
@@ -465,4 +418,109 @@ pub(super) fn check_chunk(
         ));
     }
     found
+}
+
+/// ` (it holds blob A, file B, and 3 more)`: what a chunk that cannot be read takes with it.
+fn holds(entries: &[Entry]) -> String {
+    let names: Vec<&str> = entries.iter().map(|e| e.what.as_str()).collect();
+    match names.len() {
+        0 => String::new(),
+        n if n <= 3 => format!(" (it holds {})", names.join(", ")),
+        n => format!(" (it holds {}, and {} more)", names[..3].join(", "), n - 3),
+    }
+}
+
+/// Checks entry `e` of chunk `name`: the tar header before it names it with its size, and its
+/// bytes match its digest. Problems go to `found`; an error is a read that failed, which ends
+/// the chunk's check.
+fn check_entry(
+    chunk: &mut ChunkRead<impl Read>,
+    name: &str,
+    e: &Entry,
+    found: &mut Found,
+) -> std::io::Result<()> {
+    let header_at = e.offset.saturating_sub(tarfmt::BLOCK);
+    if header_at < chunk.pos || e.offset < tarfmt::BLOCK {
+        found
+            .corrupt
+            .push(format!("{name}: {} overlaps the entry before it", e.what));
+        return Ok(());
+    }
+    let mut header = Vec::with_capacity(512);
+    chunk.feed(header_at - chunk.pos, None, None)?;
+    chunk.feed(tarfmt::BLOCK, None, Some(&mut header))?;
+    let block: [u8; 512] = header.try_into().expect("one block");
+    match tarfmt::read_header(&block) {
+        Ok((n, s)) if n == e.name && s == e.size => {}
+        Ok((n, s)) => found.corrupt.push(format!(
+            "{name}: the tar header before {} names {n} of {s} bytes",
+            e.what
+        )),
+        Err(err) => found.corrupt.push(format!(
+            "{name}: the tar header of {} is damaged: {err}",
+            e.what
+        )),
+    }
+    let mut h = StreamHasher::new();
+    chunk.feed(e.size, Some(&mut h), None)?;
+    found.checked += 1;
+    let (digest, _) = h.finish();
+    let ok = match &e.expect {
+        Expect::Digest(d) => &digest == d,
+        Expect::Sha256(hex) => digest.hex() == hex,
+    };
+    if !ok {
+        found.bad.push(e.what.clone());
+        found.corrupt.push(format!(
+            "{name}: {} at offset {} does not match its digest (it hashes to {digest})",
+            e.what, e.offset
+        ));
+    }
+    Ok(())
+}
+
+/// A chunk read once, front to back, every byte into the whole chunk's hash.
+struct ChunkRead<R> {
+    r: std::io::BufReader<R>,
+    whole: StreamHasher,
+    buf: Vec<u8>,
+    /// Bytes read so far.
+    pos: u64,
+}
+
+impl<R: Read> ChunkRead<R> {
+    fn new(r: R) -> Self {
+        ChunkRead {
+            r: std::io::BufReader::with_capacity(1024 * 1024, r),
+            whole: StreamHasher::new(),
+            buf: vec![0u8; 1024 * 1024],
+            pos: 0,
+        }
+    }
+
+    /// Reads the next `n` bytes into the whole-chunk hash and, when given, into `h` and
+    /// `keep` too.
+    fn feed(
+        &mut self,
+        n: u64,
+        mut h: Option<&mut StreamHasher>,
+        mut keep: Option<&mut Vec<u8>>,
+    ) -> std::io::Result<()> {
+        let mut left = n;
+        while left > 0 {
+            let want = left.min(self.buf.len() as u64) as usize;
+            let piece = &mut self.buf[..want];
+            self.r.read_exact(piece)?;
+            self.whole.update(piece);
+            if let Some(h) = h.as_deref_mut() {
+                h.update(piece);
+            }
+            if let Some(k) = keep.as_deref_mut() {
+                k.extend_from_slice(piece);
+            }
+            left -= want as u64;
+            self.pos += want as u64;
+        }
+        Ok(())
+    }
 }

@@ -1,13 +1,15 @@
 //! Writing an archive: every blob placed before the first byte moves, each blob's bytes written
-//! once, straight into its place in its chunk, hashed as written; the small files of the layout
-//! and the manifest when it is sealed.
+//! once, straight into its place in its chunk, hashed as written (the shared
+//! [`crate::oci::checkpointed`] write, as a disk mirror writes its blobs); the small files of the
+//! layout and the manifest when it is sealed.
 //!
 //! Until it is sealed an archive lives in `DIR/.staging/`: the chunks being filled
-//! (`chunks/`), the plan (`.archive/plan.json`, which blob goes where) and the blobs done
-//! (`.archive/done`, one digest per line, appended once a blob is synced and matched its
-//! digest). A rerun with the same plan continues from there; a different plan starts the
-//! chunks over. Sealing moves the chunks into `DIR`, writes `manifest.json` and `SHA256SUMS`,
-//! and removes the staging directory.
+//! (`.chunks/`), the plan (`.archive/plan.json`, which blob goes where), the checkpoints of blobs
+//! being written (`.archive/HEX.checkpoint`) and the blobs done (`.archive/done`, one digest per
+//! line, appended once a blob is synced and matched its digest). A rerun with the same plan
+//! continues from there; a different plan starts the chunks over. Sealing reads every chunk
+//! back, moves the chunks into `DIR` and writes `manifest.json` and `SHA256SUMS`;
+//! [`ArchiveWriter::finish`] then removes the staging directory.
 
 use super::tarfmt::{self, Slot};
 use super::{
@@ -191,88 +193,28 @@ impl ArchiveWriter {
         // Held until the writer is dropped: a second run on the same archive stops here,
         // before it touches anything.
         let lock = take_lock(&state.join("lock"), dir)?;
-        let mut seen = HashSet::new();
         let always: HashSet<Digest> = manifests.iter().map(|(d, _)| d.clone()).collect();
-        let blobs: Vec<(Digest, u64)> = blobs
-            .into_iter()
-            .filter(|(d, _)| !base.blobs.contains_key(d) || always.contains(d))
-            .chain(manifests)
-            .filter(|(d, _)| seen.insert(d.clone()))
-            .collect();
+        let blobs = carried_blobs(blobs, manifests, &base, &always);
         let plan = Plan {
             archive_size: limit,
             blobs: blobs.clone(),
             base: base.reference.as_ref().map(|b| b.sha256.clone()),
         };
-        let plan_path = state.join("plan.json");
-        let done_path = state.join("done");
-        let same = fs_err::read(&plan_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Plan>(&b).ok())
-            .is_some_and(|p| p == plan);
-        if !same {
-            // A different plan: nothing written for the old one may survive (its chunks, the
-            // blobs it counted done, the layout files it wrote, what an interrupted seal left
-            // in DIR).
-            reset(dir, &staging)?;
-            crate::fs::write_atomic(&plan_path, &serde_json::to_vec(&plan)?)?;
-        }
+        adopt_plan(dir, &staging, &plan)?;
         let sizes: Vec<u64> = blobs.iter().map(|(_, s)| *s).collect();
         let (slots, chunk_sizes) = tarfmt::place(&sizes, limit, 1)?;
-        let order: Vec<Digest> = blobs.iter().map(|(d, _)| d.clone()).collect();
+        let order: Vec<Digest> = blobs.into_iter().map(|(d, _)| d).collect();
         let slots: HashMap<Digest, Slot> = order.iter().cloned().zip(slots).collect();
-        let mut done: HashSet<Digest> = match fs_err::read_to_string(&done_path) {
-            Ok(text) => text
-                .lines()
-                .filter_map(|l| l.parse().ok())
-                .filter(|d| slots.contains_key(d))
-                .collect(),
-            Err(_) => HashSet::new(),
+        let chunks = StagedChunks {
+            dir,
+            staging: &staging,
+            order: &order,
+            slots: &slots,
+            sizes: &chunk_sizes,
         };
-        let before = done.len();
-        for (i, size) in chunk_sizes.iter().enumerate() {
-            let name = chunk_name(i + 1);
-            let path = chunks_dir.join(&name);
-            let sealed_copy = dir.join(&name);
-            if !path.exists() && sealed_copy.is_file() {
-                // Killed while sealing (same plan): the chunk was already moved out.
-                fs_err::rename(&sealed_copy, &path)?;
-            }
-            let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
-            if !fits {
-                done.retain(|d| slots[d].chunk != i + 1);
-                for d in order.iter().filter(|d| slots[*d].chunk == i + 1) {
-                    let _ = fs_err::remove_file(state.join(format!("{}.checkpoint", d.hex())));
-                }
-            }
-        }
-        // The done file says exactly what is in place before any chunk is laid out again: a
-        // blob of a rebuilt chunk is never taken for written.
-        if done.len() != before || !done_path.exists() {
-            let text: String = order
-                .iter()
-                .filter(|d| done.contains(*d))
-                .map(|d| format!("{d}\n"))
-                .collect();
-            crate::fs::write_atomic(&done_path, text.as_bytes())?;
-        }
-        for (i, size) in chunk_sizes.iter().enumerate() {
-            let path = chunks_dir.join(chunk_name(i + 1));
-            let fits = fs_err::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == *size);
-            if !fits {
-                Self::lay_out(&path, *size, i + 1, &order, &slots)?;
-            }
-        }
-        let torn = fs_err::read(&done_path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
-        let mut done_file = fs_err::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&done_path)
-            .with_context(|| format!("opening {}", done_path.display()))?;
-        if torn {
-            // A line torn by a kill mid-append is ended, so the next digest starts its own.
-            done_file.write_all(b"\n")?;
-        }
+        let done = chunks.done_in_place()?;
+        chunks.lay_out_missing()?;
+        let done_file = open_done_file(&state.join("done"))?;
         Ok(ArchiveWriter {
             dir: dir.to_path_buf(),
             staging,
@@ -286,31 +228,6 @@ impl ArchiveWriter {
             done: Mutex::new((done, Some(done_file))),
             _lock: lock,
         })
-    }
-
-    /// Creates chunk `n` at its full size with every header and the end blocks in place.
-    fn lay_out(
-        path: &Path,
-        size: u64,
-        n: usize,
-        order: &[Digest],
-        slots: &HashMap<Digest, Slot>,
-    ) -> Result<()> {
-        // Laid out aside and renamed into place once synced: a chunk of the right size always
-        // has every header.
-        let part = path.with_extension("tar.part");
-        let mut f = fs_err::File::create(&part)?;
-        f.set_len(size)?;
-        use std::io::{Seek, SeekFrom};
-        for d in order.iter().filter(|d| slots[*d].chunk == n) {
-            let slot = &slots[d];
-            f.seek(SeekFrom::Start(slot.offset - tarfmt::BLOCK))?;
-            f.write_all(&tarfmt::header(&blob_path(d), slot.size)?)?;
-        }
-        f.sync_all()?;
-        drop(f);
-        fs_err::rename(&part, path)?;
-        Ok(())
     }
 
     /// The archive's directory.
@@ -434,14 +351,59 @@ impl ArchiveWriter {
     }
 
     /// Seals the archive: the layout's small files (from `layout`, the staging layout) into a
-    /// last chunk, every chunk hashed, the chunks moved into place, then `manifest.json` and
-    /// `SHA256SUMS`. The staging directory is removed last.
+    /// last chunk, every chunk read back and hashed, the chunks moved into place, then
+    /// `manifest.json` and `SHA256SUMS`. The staging directory is removed by
+    /// [`ArchiveWriter::finish`].
     pub async fn seal(
         &self,
         layout: &OciLayout,
         source: &str,
         config: Option<ConfigInfo>,
     ) -> Result<(ArchiveManifest, Sealed)> {
+        self.check_complete()?;
+        let files = self.small_files(layout)?;
+        let meta_n = self.chunk_sizes.len() + 1;
+        let meta_slots = self.write_metadata_chunk(meta_n, &files)?;
+        let chunks = self.read_back(meta_n).await?;
+        let (blobs, small) = self.contents(&files, &meta_slots, &chunk_name(meta_n));
+        let carried: HashSet<&Digest> = blobs.iter().map(|b| &b.digest).collect();
+        let images = self.images(layout, &carried)?;
+        let base_blobs = self.base_blobs_used(&carried);
+        let manifest = ArchiveManifest {
+            manifest_version: MANIFEST_VERSION,
+            kind: KIND.to_string(),
+            tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
+            created: crate::openshift::record::now_rfc3339(),
+            source: source.to_string(),
+            config,
+            base: self.base.reference.clone(),
+            base_repositories: if self.base.reference.is_some() {
+                self.base.repositories.iter().cloned().collect()
+            } else {
+                Vec::new()
+            },
+            archive_size: self.limit,
+            images,
+            blobs,
+            base_blobs,
+            files: small,
+            chunks,
+        };
+        let manifest_path = self.publish(&manifest)?;
+        let sealed = Sealed {
+            dir: self.dir.display().to_string(),
+            manifest: manifest_path.display().to_string(),
+            chunks: manifest.chunks.len(),
+            bytes: manifest.chunks.iter().map(|c| c.size).sum(),
+            blobs: manifest.blobs.len(),
+            base: manifest.base.clone(),
+            metadata_chunk: chunk_name(meta_n),
+        };
+        Ok((manifest, sealed))
+    }
+
+    /// Refuses to seal before every placed blob is in place.
+    fn check_complete(&self) -> Result<()> {
         let missing = self.missing();
         if !missing.is_empty() {
             bail!(
@@ -450,9 +412,13 @@ impl ArchiveWriter {
                 missing[0]
             );
         }
-        let chunks_dir = self.staging.join(".chunks");
-        // The small files: every file of the staging layout (manifests written as files are
-        // blobs too), and SHA256SUMS over the whole layout as extracting every chunk gives it.
+        Ok(())
+    }
+
+    /// The small files: every file of the staging layout (manifests written as files are
+    /// blobs too), and last `SHA256SUMS` over the whole layout as extracting every chunk
+    /// gives it.
+    fn small_files(&self, layout: &OciLayout) -> Result<Vec<(String, Vec<u8>)>> {
         let mut files: Vec<(String, Vec<u8>)> = Vec::new();
         for rel in crate::openshift::record::layout_files(layout.root())? {
             let bytes = crate::bounded::read_regular(
@@ -474,59 +440,51 @@ impl ArchiveWriter {
         sums.sort();
         let sums_text: String = sums.iter().map(|(p, h)| format!("{h}  {p}\n")).collect();
         files.push((SUMS_FILE.to_string(), sums_text.into_bytes()));
-        let meta_n = self.chunk_sizes.len() + 1;
-        let meta_name = chunk_name(meta_n);
+        Ok(files)
+    }
+
+    /// Writes `files` as chunk `n`, a plain tar, synced; returns where each lies in it.
+    fn write_metadata_chunk(&self, n: usize, files: &[(String, Vec<u8>)]) -> Result<Vec<Slot>> {
         let sizes: Vec<u64> = files.iter().map(|(_, b)| b.len() as u64).collect();
-        let (meta_slots, _) = tarfmt::place(&sizes, u64::MAX, meta_n)?;
-        let meta_path = chunks_dir.join(&meta_name);
-        {
-            let mut f = std::io::BufWriter::new(fs_err::File::create(&meta_path)?);
-            for (rel, bytes) in &files {
-                f.write_all(&tarfmt::header(rel, bytes.len() as u64)?)?;
-                f.write_all(bytes)?;
-                let pad = tarfmt::padded(bytes.len() as u64) - bytes.len() as u64;
-                f.write_all(&vec![0u8; pad as usize])?;
-            }
-            f.write_all(&[0u8; tarfmt::END as usize])?;
-            let f = f.into_inner().map_err(|e| e.into_error())?;
-            f.sync_all()?;
+        let (slots, _) = tarfmt::place(&sizes, u64::MAX, n)?;
+        let path = self.staging.join(".chunks").join(chunk_name(n));
+        let mut f = std::io::BufWriter::new(fs_err::File::create(&path)?);
+        for (rel, bytes) in files {
+            f.write_all(&tarfmt::header(rel, bytes.len() as u64)?)?;
+            f.write_all(bytes)?;
+            let pad = tarfmt::padded(bytes.len() as u64) - bytes.len() as u64;
+            f.write_all(&vec![0u8; pad as usize])?;
         }
-        // Every chunk read back once as it lies on disk (a read, not a second write): its
-        // sha256, and every blob in it checked against its digest, so nothing that did not
-        // reach the disk whole is sealed.
+        f.write_all(&[0u8; tarfmt::END as usize])?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(slots)
+    }
+
+    /// Every chunk up to `last` read back once as it lies on disk (a read, not a second
+    /// write): its sha256, and every blob in it checked against its digest, so nothing that
+    /// did not reach the disk whole is sealed. What did not is forgotten, to be fetched again
+    /// by the rerun the error asks for.
+    async fn read_back(&self, last: usize) -> Result<Vec<ArchiveChunk>> {
         let mut chunks = Vec::new();
         let mut bad = Vec::new();
-        for n in 1..=meta_n {
+        for n in 1..=last {
             let name = chunk_name(n);
-            let path = chunks_dir.join(&name);
+            let path = self.staging.join(".chunks").join(&name);
             let size = fs_err::metadata(&path)?.len();
-            let entries: Vec<super::verify::Entry> = self
-                .order
-                .iter()
-                .filter(|d| self.slots[*d].chunk == n)
-                .map(|d| super::verify::Entry {
-                    what: format!("blob {d}"),
-                    name: blob_path(d),
-                    offset: self.slots[d].offset,
-                    size: self.slots[d].size,
-                    expect: super::verify::Expect::Digest(d.clone()),
-                })
-                .collect();
+            let entries = self.entries_of(n);
             let label = name.clone();
             let found = tokio::task::spawn_blocking(move || {
                 super::verify::check_chunk(&path, &label, size, "", &entries)
             })
             .await?;
-            if !found.corrupt.is_empty() {
-                bad.extend(found.corrupt.iter().cloned());
-            }
+            bad.extend(found.corrupt.iter().cloned());
             let sha256 = found
                 .sha256
                 .with_context(|| format!("{name} could not be read back"))?;
             chunks.push(ArchiveChunk { name, size, sha256 });
         }
         if !bad.is_empty() {
-            // What did not reach the disk whole is fetched again by the rerun.
             self.forget_bad(&bad)?;
             bail!(
                 "the archive was not sealed: reading the chunks back found {} problems:\n  {}\nrun the same command again: those blobs are fetched again",
@@ -534,6 +492,32 @@ impl ArchiveWriter {
                 bad.join("\n  ")
             );
         }
+        Ok(chunks)
+    }
+
+    /// The blobs placed in chunk `n`, as the chunk check reads them.
+    fn entries_of(&self, n: usize) -> Vec<super::verify::Entry> {
+        self.order
+            .iter()
+            .filter(|d| self.slots[*d].chunk == n)
+            .map(|d| super::verify::Entry {
+                what: format!("blob {d}"),
+                name: blob_path(d),
+                offset: self.slots[d].offset,
+                size: self.slots[d].size,
+                expect: super::verify::Expect::Digest(d.clone()),
+            })
+            .collect()
+    }
+
+    /// What the manifest lists: every placed blob, then the metadata chunk's files (those
+    /// named `blobs/sha256/HEX` that hash to HEX are blobs too; the rest are files).
+    fn contents(
+        &self,
+        files: &[(String, Vec<u8>)],
+        meta_slots: &[Slot],
+        meta_name: &str,
+    ) -> (Vec<ArchiveBlob>, Vec<ArchiveFile>) {
         let mut blobs: Vec<ArchiveBlob> = self
             .order
             .iter()
@@ -548,7 +532,7 @@ impl ArchiveWriter {
             })
             .collect();
         let mut small = Vec::new();
-        for ((rel, bytes), slot) in files.iter().zip(&meta_slots) {
+        for ((rel, bytes), slot) in files.iter().zip(meta_slots) {
             let digest = Digest::of(bytes);
             let is_blob = rel
                 .strip_prefix("blobs/sha256/")
@@ -557,7 +541,7 @@ impl ArchiveWriter {
                 blobs.push(ArchiveBlob {
                     digest,
                     size: slot.size,
-                    chunk: meta_name.clone(),
+                    chunk: meta_name.to_string(),
                     offset: slot.offset,
                 });
             } else {
@@ -565,11 +549,17 @@ impl ArchiveWriter {
                     path: rel.clone(),
                     size: slot.size,
                     sha256: digest.hex().to_string(),
-                    chunk: meta_name.clone(),
+                    chunk: meta_name.to_string(),
                     offset: slot.offset,
                 });
             }
         }
+        (blobs, small)
+    }
+
+    /// The images the staging layout's index names, each refused unless its manifest is
+    /// `carried` or the base carried it.
+    fn images(&self, layout: &OciLayout, carried: &HashSet<&Digest>) -> Result<Vec<ArchiveImage>> {
         let media_types: HashMap<Digest, String> = layout
             .index()?
             .into_iter()
@@ -588,12 +578,9 @@ impl ArchiveWriter {
                 digest: i.digest,
             })
             .collect();
-        let carried: HashSet<&Digest> = blobs.iter().map(|b| &b.digest).collect();
         let stray: Vec<&ArchiveImage> = images
             .iter()
-            .filter(|i: &&ArchiveImage| {
-                !carried.contains(&i.digest) && !self.base.blobs.contains_key(&i.digest)
-            })
+            .filter(|i| !carried.contains(&i.digest) && !self.base.blobs.contains_key(&i.digest))
             .collect();
         if !stray.is_empty() {
             bail!(
@@ -602,8 +589,12 @@ impl ArchiveWriter {
                 stray[0].name
             );
         }
-        let base_blobs = self
-            .base_used
+        Ok(images)
+    }
+
+    /// The base's blobs this archive's images used and do not carry themselves.
+    fn base_blobs_used(&self, carried: &HashSet<&Digest>) -> Vec<BaseBlob> {
+        self.base_used
             .lock()
             .expect("base set poisoned")
             .iter()
@@ -612,31 +603,17 @@ impl ArchiveWriter {
                 digest: d.clone(),
                 size: *s,
             })
-            .collect();
-        let manifest = ArchiveManifest {
-            manifest_version: MANIFEST_VERSION,
-            kind: KIND.to_string(),
-            tool: format!("bootstrap {}", env!("CARGO_PKG_VERSION")),
-            created: crate::openshift::record::now_rfc3339(),
-            source: source.to_string(),
-            config,
-            base: self.base.reference.clone(),
-            base_repositories: if self.base.reference.is_some() {
-                self.base.repositories.iter().cloned().collect()
-            } else {
-                Vec::new()
-            },
-            archive_size: self.limit,
-            images,
-            blobs,
-            base_blobs,
-            files: small,
-            chunks,
-        };
+            .collect()
+    }
+
+    /// Makes the archive whole in its directory: the chunks moved in, then `manifest.json`,
+    /// then `SHA256SUMS` (of the chunks and the manifest). Returns the manifest's path.
+    fn publish(&self, manifest: &ArchiveManifest) -> Result<PathBuf> {
+        let chunks_dir = self.staging.join(".chunks");
         for c in &manifest.chunks {
             fs_err::rename(chunks_dir.join(&c.name), self.dir.join(&c.name))?;
         }
-        let manifest_bytes = crate::fs::json_bytes(Path::new(MANIFEST_FILE), &manifest)?;
+        let manifest_bytes = crate::fs::json_bytes(Path::new(MANIFEST_FILE), manifest)?;
         let manifest_path = self.dir.join(MANIFEST_FILE);
         crate::fs::write_atomic(&manifest_path, &manifest_bytes)?;
         let mut top_sums: String = manifest
@@ -649,16 +626,7 @@ impl ArchiveWriter {
             Digest::of(&manifest_bytes).hex()
         ));
         crate::fs::write_atomic(&self.dir.join(SUMS_FILE), top_sums.as_bytes())?;
-        let sealed = Sealed {
-            dir: self.dir.display().to_string(),
-            manifest: manifest_path.display().to_string(),
-            chunks: manifest.chunks.len(),
-            bytes: manifest.chunks.iter().map(|c| c.size).sum(),
-            blobs: manifest.blobs.len(),
-            base: manifest.base.clone(),
-            metadata_chunk: meta_name,
-        };
-        Ok((manifest, sealed))
+        Ok(manifest_path)
     }
 
     /// Takes the blobs named in `problems` out of the done set (and its file).
@@ -686,6 +654,153 @@ impl ArchiveWriter {
     pub fn finish(&self) -> Result<()> {
         self.done.lock().expect("done set poisoned").1 = None;
         fs_err::remove_dir_all(&self.staging)?;
+        Ok(())
+    }
+}
+
+/// The blobs an archive carries, in order: `blobs` but those `base` carried, then
+/// `manifests` (always carried), each once.
+fn carried_blobs(
+    blobs: Vec<(Digest, u64)>,
+    manifests: Vec<(Digest, u64)>,
+    base: &Base,
+    always: &HashSet<Digest>,
+) -> Vec<(Digest, u64)> {
+    let mut seen = HashSet::new();
+    blobs
+        .into_iter()
+        .filter(|(d, _)| !base.blobs.contains_key(d) || always.contains(d))
+        .chain(manifests)
+        .filter(|(d, _)| seen.insert(d.clone()))
+        .collect()
+}
+
+/// Keeps what was written for `plan` when the staging directory was written for the same
+/// plan; otherwise starts over and saves `plan`.
+fn adopt_plan(dir: &Path, staging: &Path, plan: &Plan) -> Result<()> {
+    let plan_path = staging.join(".archive/plan.json");
+    let same = fs_err::read(&plan_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Plan>(&b).ok())
+        .is_some_and(|p| &p == plan);
+    if !same {
+        // A different plan: nothing written for the old one may survive (its chunks, the
+        // blobs it counted done, the layout files it wrote, what an interrupted seal left
+        // in DIR).
+        reset(dir, staging)?;
+        crate::fs::write_atomic(&plan_path, &serde_json::to_vec(plan)?)?;
+    }
+    Ok(())
+}
+
+/// The done file opened for appending; a line torn by a kill mid-append is ended first, so
+/// the next digest starts its own.
+fn open_done_file(path: &Path) -> Result<fs_err::File> {
+    let torn = fs_err::read(path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
+    let mut file = fs_err::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    if torn {
+        file.write_all(b"\n")?;
+    }
+    Ok(file)
+}
+
+/// The chunks of a plan in the staging directory, as [`ArchiveWriter::open`] finds them.
+struct StagedChunks<'a> {
+    dir: &'a Path,
+    staging: &'a Path,
+    order: &'a [Digest],
+    slots: &'a HashMap<Digest, Slot>,
+    sizes: &'a [u64],
+}
+
+impl StagedChunks<'_> {
+    fn path(&self, n: usize) -> PathBuf {
+        self.staging.join(".chunks").join(chunk_name(n))
+    }
+
+    /// Whether chunk `n` is on disk at its planned size (laid out, whatever is in it yet).
+    fn fits(&self, n: usize) -> bool {
+        fs_err::metadata(self.path(n)).is_ok_and(|m| m.is_file() && m.len() == self.sizes[n - 1])
+    }
+
+    fn blobs_in(&self, n: usize) -> impl Iterator<Item = &Digest> {
+        self.order.iter().filter(move |d| self.slots[*d].chunk == n)
+    }
+
+    /// The blobs the done file counts that are still in place: a chunk an interrupted seal
+    /// had moved into DIR is taken back first; a blob of a chunk that is missing or the wrong
+    /// size is forgotten with its checkpoint. The done file is rewritten to say exactly that
+    /// before any chunk is laid out again, so a blob of a rebuilt chunk is never taken for
+    /// written.
+    fn done_in_place(&self) -> Result<HashSet<Digest>> {
+        let done_path = self.staging.join(".archive/done");
+        let mut done: HashSet<Digest> = match fs_err::read_to_string(&done_path) {
+            Ok(text) => text
+                .lines()
+                .filter_map(|l| l.parse().ok())
+                .filter(|d| self.slots.contains_key(d))
+                .collect(),
+            Err(_) => HashSet::new(),
+        };
+        let before = done.len();
+        for n in 1..=self.sizes.len() {
+            let path = self.path(n);
+            let sealed_copy = self.dir.join(chunk_name(n));
+            if !path.exists() && sealed_copy.is_file() {
+                // Killed while sealing (same plan): the chunk was already moved out.
+                fs_err::rename(&sealed_copy, &path)?;
+            }
+            if !self.fits(n) {
+                done.retain(|d| self.slots[d].chunk != n);
+                for d in self.blobs_in(n) {
+                    let checkpoint = format!(".archive/{}.checkpoint", d.hex());
+                    let _ = fs_err::remove_file(self.staging.join(checkpoint));
+                }
+            }
+        }
+        if done.len() != before || !done_path.exists() {
+            let text: String = self
+                .order
+                .iter()
+                .filter(|d| done.contains(*d))
+                .map(|d| format!("{d}\n"))
+                .collect();
+            crate::fs::write_atomic(&done_path, text.as_bytes())?;
+        }
+        Ok(done)
+    }
+
+    /// Lays out every chunk that is not on disk at its planned size.
+    fn lay_out_missing(&self) -> Result<()> {
+        for n in 1..=self.sizes.len() {
+            if !self.fits(n) {
+                self.lay_out(n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates chunk `n` at its full size with every header and the end blocks in place.
+    fn lay_out(&self, n: usize) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        // Laid out aside and renamed into place once synced: a chunk of the right size always
+        // has every header.
+        let path = self.path(n);
+        let part = path.with_extension("tar.part");
+        let mut f = fs_err::File::create(&part)?;
+        f.set_len(self.sizes[n - 1])?;
+        for d in self.blobs_in(n) {
+            let slot = &self.slots[d];
+            f.seek(SeekFrom::Start(slot.offset - tarfmt::BLOCK))?;
+            f.write_all(&tarfmt::header(&blob_path(d), slot.size)?)?;
+        }
+        f.sync_all()?;
+        drop(f);
+        fs_err::rename(&part, path)?;
         Ok(())
     }
 }
