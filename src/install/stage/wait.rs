@@ -62,6 +62,7 @@ impl StageWork for Wait {
                 "the ISO is served at {url} while the nodes need it"
             ))?;
         }
+        // Only the order of the live lines: the watch names the hosts it sees itself.
         let nodes: Vec<String> = crate::inventory::load(&cx.inventory)
             .map(|inv| inv.nodes.nodes.iter().map(|n| n.hostname.clone()).collect())
             .unwrap_or_default();
