@@ -8,7 +8,8 @@
 use super::Printer;
 use crate::cli::GitopsHandoffArgs;
 use crate::gitops::handoff::{self, Event, Options, Report};
-use crate::install::stage::handoff::{prepare, APPLIED_FILE, REPORT_FILE};
+use crate::install::rundir::{APPLIED_FILE, HANDOFF_FILE};
+use crate::install::stage::handoff::prepare;
 use crate::output::NodeLines;
 use anyhow::{anyhow, Context, Result};
 use std::fmt;
@@ -75,7 +76,7 @@ pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode>
     fs_err::create_dir_all(&args.out)?;
     for (file, text) in [
         (APPLIED_FILE, serde_json::to_string_pretty(&report.applied)?),
-        (REPORT_FILE, serde_json::to_string_pretty(&report)?),
+        (HANDOFF_FILE, serde_json::to_string_pretty(&report)?),
     ] {
         let path = args.out.join(file);
         crate::oci::layout::write_atomic(&path, (text + "\n").as_bytes())

@@ -8,6 +8,7 @@ use super::Printer;
 use crate::cli::PrepArgs;
 use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::hostprep::{hosts, playbook};
+use crate::install::rundir::{self, RunDir};
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{Map, Value};
@@ -39,11 +40,13 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
         }
     };
     fs_err::create_dir_all(&args.run)?;
+    let run = RunDir::new(&args.run);
+    let known_hosts = run.known_hosts()?;
     let (hosts, forks, command_timeout) = match (&inventory, &args.ansible_inventory) {
         (Some(inv), _) => {
             let p = &inv.site.prep;
             (
-                hosts::site_hosts(inv, &args.run, args.reachable_within)?,
+                hosts::site_hosts(inv, &known_hosts, args.reachable_within)?,
                 p.forks(),
                 p.ssh.command_timeout(),
             )
@@ -54,7 +57,7 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
                 playbook::inventory::load_ansible_inventory(file).map_err(|e| anyhow!("{e}"))?;
             let hosts = hosts::ansible_hosts(
                 &ai,
-                &args.run,
+                &known_hosts,
                 std::time::Duration::from_secs(10),
                 args.reachable_within,
             )?;
@@ -82,8 +85,9 @@ pub async fn run(args: PrepArgs, printer: &Printer) -> Result<ExitCode> {
         inventory: inventory.as_ref().filter(|_| !args.skip_checks),
         playbooks: &playbooks,
     };
-    let out = args.run.join(crate::install::rundir::PREP_DIR);
-    let report = prep::run(what, &opts, &out, &|e| prep::show(&lines, e)).await;
+    let out = run.join(rundir::PREP_DIR);
+    let files = rundir::prep_files(&out);
+    let report = prep::run(what, &opts, &files, &|e| prep::show(&lines, e)).await;
     lines.finish();
     let report = report.with_context(|| format!("prep (files in {})", out.display()))?;
     printer.result(&report)?;

@@ -65,13 +65,13 @@ impl PrepHost {
     }
 }
 
-/// Where a run keeps the host keys it learned (OpenSSH's known_hosts format).
-pub fn known_hosts_path(run: &Path) -> PathBuf {
-    run.join("known_hosts")
-}
-
-/// Every node of the site inventory, reached as `prep.ssh` says.
-pub fn site_hosts(inv: &Inventory, run: &Path, reconnect_for: Duration) -> Result<Vec<PrepHost>> {
+/// Every node of the site inventory, reached as `prep.ssh` says; host keys are learned into,
+/// and checked against, the file `known_hosts` (OpenSSH's format; the caller names it).
+pub fn site_hosts(
+    inv: &Inventory,
+    known_hosts: &Path,
+    reconnect_for: Duration,
+) -> Result<Vec<PrepHost>> {
     let ssh = &inv.site.prep.ssh;
     let key = match (&ssh.private_key, ssh.agent) {
         (Some(file), false) => KeySource::File(inv.resolve(&file.file)),
@@ -90,7 +90,7 @@ pub fn site_hosts(inv: &Inventory, run: &Path, reconnect_for: Duration) -> Resul
         user: b.user.clone().unwrap_or_else(|| ssh.user().to_string()),
         pinned: b.host_keys.clone(),
     });
-    let known = Arc::new(KnownHosts::new(known_hosts_path(run)));
+    let known = Arc::new(KnownHosts::new(known_hosts));
     let mut config = SshConfig::new(key, bastion, known);
     config.connect_timeout = ssh.connect_timeout();
     config.reconnect_for = reconnect_for;
@@ -176,14 +176,15 @@ pub fn machine_mtu(inv: &Inventory, node: &Node) -> u32 {
 
 /// The hosts of an Ansible inventory file: `ansible_host`, `ansible_port`, `ansible_user`
 /// (default `core`) and `ansible_ssh_private_key_file` (else the running ssh-agent), their
-/// groups and variables. Host keys are learned into, and checked against, `RUN/known_hosts`.
+/// groups and variables. Host keys are learned into, and checked against, the file
+/// `known_hosts` (the caller names it).
 pub fn ansible_hosts(
     ai: &AnsibleInventory,
-    run: &Path,
+    known_hosts: &Path,
     connect_timeout: Duration,
     reconnect_for: Duration,
 ) -> Result<Vec<PrepHost>> {
-    let known = Arc::new(KnownHosts::new(known_hosts_path(run)));
+    let known = Arc::new(KnownHosts::new(known_hosts));
     let mut hosts = Vec::new();
     for h in &ai.hosts {
         let key = match h.key_file() {

@@ -2,10 +2,10 @@
 //! inventory, run the playbooks, and record a verdict per node. `bootstrap prep` and the
 //! install's prep stage both run it.
 //!
-//! Files under the output directory (`RUN/prep/`): `facts/NODE.json` (what each node reported),
-//! `NODE.json` (its verdict), `prep.json` (the whole report), `ansible-inventory.yaml` and
-//! `pinned_known_hosts` (the same hosts for ansible-playbook). Host keys learned on first
-//! contact go to `RUN/known_hosts`.
+//! Its files ([`PrepFiles`], named by the caller: the install's run directory names them in
+//! `RUN/prep/`): each node's facts (what it reported) and verdict, the whole report, and an
+//! Ansible inventory with the pinned host keys (the same hosts for ansible-playbook). Host keys
+//! learned on first contact go to the known_hosts file the hosts were made with.
 
 use super::checks;
 use super::facts::{self, Facts, FactsError};
@@ -109,14 +109,30 @@ pub struct PrepRun<'a> {
     pub playbooks: &'a [(PathBuf, Playbook)],
 }
 
-/// Runs prep and writes its files under `out`.
+/// Where a prep run writes its files.
+#[derive(Clone, Debug)]
+pub struct PrepFiles {
+    /// The folder of each node's verdict, `NODE.json`.
+    pub verdicts: PathBuf,
+    /// The folder of each node's facts, `NODE.json`.
+    pub facts: PathBuf,
+    /// The whole report.
+    pub report: PathBuf,
+    /// The hosts for ansible-playbook, reached as prep reached them.
+    pub ansible_inventory: PathBuf,
+    /// The host keys the inventory pins, which the Ansible inventory names.
+    pub pinned_known_hosts: PathBuf,
+}
+
+/// Runs prep and writes its files where `files` says.
 pub async fn run(
     what: PrepRun<'_>,
     opts: &PrepOptions,
-    out: &Path,
+    files: &PrepFiles,
     events: &(dyn Fn(PrepEvent) + Sync),
 ) -> Result<PrepReport> {
-    fs_err::create_dir_all(out.join("facts"))?;
+    fs_err::create_dir_all(&files.verdicts)?;
+    fs_err::create_dir_all(&files.facts)?;
     let hosts: Vec<PrepHost> = what
         .hosts
         .into_iter()
@@ -126,10 +142,10 @@ pub async fn run(
                 .is_none_or(|l| playbook::matches(l, &h.host()))
         })
         .collect();
-    write_ansible_inventory(&hosts, out)?;
+    write_ansible_inventory(&hosts, files)?;
     let mut verdicts = reach_all(&hosts, opts, events).await;
     if let Some(inv) = what.inventory {
-        check_all(inv, &hosts, &mut verdicts, opts.forks, out, events).await?;
+        check_all(inv, &hosts, &mut verdicts, opts.forks, &files.facts, events).await?;
     }
     let reachable: Vec<_> = hosts
         .iter()
@@ -166,21 +182,21 @@ pub async fn run(
                 .values()
                 .all(|r| r.failed == 0 && r.unreachable == 0);
         crate::fs::write_atomic(
-            &out.join(format!("{}.json", v.node)),
+            &files.verdicts.join(format!("{}.json", v.node)),
             &serde_json::to_vec_pretty(v)?,
         )?;
     }
     report.nodes = verdicts;
-    crate::fs::write_atomic(&out.join("prep.json"), &serde_json::to_vec_pretty(&report)?)?;
+    crate::fs::write_atomic(&files.report, &serde_json::to_vec_pretty(&report)?)?;
     Ok(report)
 }
 
-/// `ansible-inventory.yaml` and `pinned_known_hosts` in `out`.
-fn write_ansible_inventory(hosts: &[PrepHost], out: &Path) -> Result<()> {
-    let pinned = out.join("pinned_known_hosts");
-    crate::fs::write_atomic(&pinned, hosts::pinned_known_hosts(hosts).as_bytes())?;
-    let yaml = hosts::ansible_inventory_yaml(hosts, &pinned)?;
-    crate::fs::write_atomic(&out.join("ansible-inventory.yaml"), yaml.as_bytes())
+/// The Ansible inventory and the pinned host keys it names.
+fn write_ansible_inventory(hosts: &[PrepHost], files: &PrepFiles) -> Result<()> {
+    let pinned = &files.pinned_known_hosts;
+    crate::fs::write_atomic(pinned, hosts::pinned_known_hosts(hosts).as_bytes())?;
+    let yaml = hosts::ansible_inventory_yaml(hosts, pinned)?;
+    crate::fs::write_atomic(&files.ansible_inventory, yaml.as_bytes())
 }
 
 /// Connects to every host (at most `forks` at once), trying one that does not answer for
@@ -226,15 +242,15 @@ async fn reach_all(
         .await
 }
 
-/// Reads every reachable node's facts, saves them, and checks them against the inventory. A
-/// node lost while its facts are read is unreachable from then on (no playbook runs on it);
-/// facts it answered but that could not be read are a problem of that node.
+/// Reads every reachable node's facts, saves them in `facts_dir`, and checks them against the
+/// inventory. A node lost while its facts are read is unreachable from then on (no playbook
+/// runs on it); facts it answered but that could not be read are a problem of that node.
 async fn check_all(
     inv: &Inventory,
     hosts: &[PrepHost],
     verdicts: &mut [NodeVerdict],
     forks: usize,
-    out: &Path,
+    facts_dir: &Path,
     events: &(dyn Fn(PrepEvent) + Sync),
 ) -> Result<()> {
     use futures_util::StreamExt;
@@ -256,7 +272,7 @@ async fn check_all(
             .await;
     for (v, r) in verdicts.iter_mut().zip(results) {
         let Some((node, facts)) = r else { continue };
-        let step = judge(inv, node, facts, v, out)?;
+        let step = judge(inv, node, facts, v, facts_dir)?;
         events(PrepEvent::Node {
             node: v.node.clone(),
             step,
@@ -272,11 +288,11 @@ fn judge(
     node: &Node,
     facts: Result<Facts, FactsError>,
     v: &mut NodeVerdict,
-    out: &Path,
+    facts_dir: &Path,
 ) -> Result<String> {
     Ok(match facts {
         Ok(facts) => {
-            let file = out.join("facts").join(format!("{}.json", node.hostname));
+            let file = facts_dir.join(format!("{}.json", node.hostname));
             crate::fs::write_atomic(&file, facts.to_json().as_bytes())?;
             let findings = checks::check(node, &checks::expectations(inv, node), &facts);
             v.problems = findings

@@ -3,8 +3,9 @@
 //! ([`rundir`]) that survives a killed laptop and a rerun the next morning: [`state`] records
 //! each stage's inputs and outputs by hash, [`runner`] skips what is unchanged and resumes what
 //! was interrupted, under a [`lock`], logging each stage to its own [`log`]; [`status`] reads
-//! the state back. Domain code (render, later Redfish, SSH, Kubernetes) never sees the run
-//! directory: the stage adapters in [`stage`] do.
+//! the state back. Domain code (render, Redfish, SSH, the assisted-service watch, Kubernetes)
+//! never sees the run directory: the stage adapters in [`stage`] do, with every name in it
+//! from [`rundir`].
 
 pub mod lock;
 pub mod log;

@@ -348,7 +348,11 @@ impl Runner<'_> {
         reason: String,
     ) -> Result<Option<Ending>> {
         let (attempt, log) = self.begin(stage, work, inputs, &reason)?;
-        let out = self.dir.staging().join(stage.name());
+        // Staged under the name of the folder it becomes; a stage with none gets one by its
+        // own name, never published.
+        let out = self
+            .dir
+            .staging_for(work.output_dir().unwrap_or(stage.name()));
         let (result, mut log) = match self
             .work_or_signal(stage, work, &out, log, &attempt)
             .await?

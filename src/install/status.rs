@@ -3,7 +3,7 @@
 //! as interrupted, as the next run will treat it.
 
 use super::lock::read_holder;
-use super::rundir::RunDir;
+use super::rundir::{RunDir, STATE_FILE};
 use super::stage::Stage;
 use super::state::{RunState, Status};
 use anyhow::Result;
@@ -50,7 +50,7 @@ pub fn status(run: &Path) -> Result<StatusReport> {
     let dir = RunDir::new(run);
     anyhow::ensure!(
         dir.state().exists(),
-        "{} has no state.json: no bootstrap install has run there (bootstrap install --inventory DIR --run {} starts one)",
+        "{} has no {STATE_FILE}: no bootstrap install has run there (bootstrap install --inventory DIR --run {} starts one)",
         run.display(),
         run.display()
     );

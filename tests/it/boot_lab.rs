@@ -80,7 +80,8 @@ fn stage_status(run: &Path, stage: &str) -> String {
 /// and power on, and the emulators fetched the ISO from bootstrap (its access log). Then the
 /// wait shows every host's stages, prints the injected validation failure once, and sees
 /// bootstrap and install complete; killed with SIGKILL mid-wait, the rerun resumes the wait
-/// (boot skipped) and no node is reset again: each emulator logged exactly one reset.
+/// (boot skipped) and no node is reset again: each emulator logged exactly one reset. Through
+/// prep, every file of the run directory is one `rundir` names.
 #[test]
 fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
     let lab = Lab::new();
@@ -240,6 +241,10 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
     );
     let result = support::run::json(&run.join("wait/result.json"));
     assert!(result["installComplete"].is_string(), "{result}");
+    // Every stage so far wrote only where the run directory's contract says (rundir): its own
+    // folder (prep's still staged, as it failed), the ledger, the cache, the logs.
+    assert!(run.join(".staging/prep/prep.json").is_file());
+    assert_eq!(support::run::unnamed_in_run(&run), Vec::<String>::new());
     assert_eq!(
         site.resets(),
         vec![
@@ -276,6 +281,7 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
     let resets = site.resets();
     assert_eq!(resets[0].1 + resets[1].1, 2, "{resets:?}");
     assert_eq!(resets[2], ("master-2".to_string(), 2));
+    assert_eq!(support::run::unnamed_in_run(&run), Vec::<String>::new());
 }
 
 /// The wrong server behind a BMC and a wrong password are each stopped on their own node,

@@ -378,7 +378,8 @@ fn day_two_a_pushed_change_reaches_the_cluster_through_argo_cd() {
 /// The install pipeline's handoff stage (`bootstrap install --from handoff`, the stages before
 /// it recorded done, the installer's kubeconfig where the iso stage leaves it): it runs the
 /// hand-off to its end, records its outputs, and the password is nowhere in state.json, the
-/// stage's log, applied.json, handoff.json or the output; `install status` shows it done.
+/// stage's log, applied.json, handoff.json or the output; `install status` shows it done; and
+/// the run directory holds only files `rundir` names.
 #[test]
 fn the_install_pipelines_handoff_stage_runs_it_and_keeps_the_password_out_of_state() {
     let lab = GitopsLab::start();
@@ -435,6 +436,13 @@ fn the_install_pipelines_handoff_stage_runs_it_and_keeps_the_password_out_of_sta
         "{rec}"
     );
     assert_no_password(&lab, &o, &run.join("handoff"));
+    // The stage wrote only its own folder and its log, names the run directory's contract
+    // (rundir) gives.
+    assert!(run.join("handoff/handoff.json").is_file());
+    assert_eq!(
+        crate::support::run::unnamed_in_run(&run),
+        Vec::<String>::new()
+    );
     let pw = lab.password.as_str();
     for file in ["state.json", "logs/handoff.log"] {
         let text = fs_err::read_to_string(run.join(file)).unwrap();

@@ -79,8 +79,9 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// An empty run directory goes through validate and render (the files are `bootstrap render`'s,
 /// byte for byte) with `--until render`; without it, the tools stage refuses an inventory that
-/// names no mirror record (it says where the release is), naming the field. The whole journey
-/// through iso, against the lab, is `install_lab.rs`.
+/// names no mirror record (it says where the release is), naming the field; the run directory
+/// holds only names `rundir` gives. The whole journey through iso, against the lab, is
+/// `install_lab.rs`.
 #[test]
 fn an_empty_run_directory_goes_through_render() {
     let tmp = tempfile::tempdir().unwrap();
@@ -112,6 +113,7 @@ fn an_empty_run_directory_goes_through_render() {
     assert!(log.contains("needs references.mirrorRecord"), "{log}");
     assert_eq!(stage_status(&run, "tools"), "failed");
     assert!(!run.join("tools").exists());
+    assert_eq!(support::run::unnamed_in_run(&run), Vec::<String>::new());
 }
 
 /// A second run changes nothing: every stage is skipped (inputs unchanged, outputs re-hashed

@@ -152,7 +152,7 @@ fn prep_reports_the_hardware_exactly_and_the_shipped_playbooks_run_clean_twice()
     for name in ["master-0", "master-1", "master-2"] {
         assert_facts_golden(&run, name);
     }
-    let known = fs_err::read_to_string(run.join("known_hosts")).unwrap();
+    let known = fs_err::read_to_string(run.join("ledger/known_hosts")).unwrap();
     assert_eq!(known.lines().count(), 3, "{known}");
 
     // Again: the same verdict, no change on any host, the learned keys kept as they were.
@@ -160,7 +160,7 @@ fn prep_reports_the_hardware_exactly_and_the_shipped_playbooks_run_clean_twice()
     assert_eq!(out.status.code(), Some(1));
     assert_playbooks_clean(&again, 0);
     assert_eq!(
-        fs_err::read_to_string(run.join("known_hosts")).unwrap(),
+        fs_err::read_to_string(run.join("ledger/known_hosts")).unwrap(),
         known
     );
     let key = |r: &Value, n| node(r, n)["hostKey"].clone();
@@ -246,7 +246,7 @@ fn an_unreachable_node_fails_alone_and_changed_or_wrongly_pinned_host_keys_are_r
     }
 
     // master-0's learned key replaced by another: refused, naming both fingerprints.
-    let known_file = run.join("known_hosts");
+    let known_file = run.join("ledger/known_hosts");
     let known = fs_err::read_to_string(&known_file).unwrap();
     let line = known
         .lines()

@@ -21,10 +21,10 @@
 //! node's result (what was checked and done, the BMC calls as method, path and status) is
 //! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
 
-use super::served::{iso_source, IsoSource, BOOT_FILE, ISO_PATH};
+use super::served::{iso_source, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::{BOOT_DIR, ISO_DIR, LEDGER_DIR};
+use crate::install::rundir::{RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR};
 use crate::inventory::model::Node;
 use crate::inventory::{self, Inventory};
 use crate::output::NodeLines;
@@ -103,71 +103,24 @@ impl StageWork for Boot {
     ) -> Result<String> {
         let inv = cx.inventory()?;
         check_reboot_names(&inv, &cx.reboot)?;
-        fs_err::create_dir_all(out)?;
         let plans = plan(&inv, &cx.reboot)?;
         let handle = tokio::runtime::Handle::current();
-        let source = handle.block_on(iso_source(cx, iso, &inv, &cx.run.join(ISO_PATH)))?;
+        let source = handle.block_on(iso_source(cx, iso, &inv, &cx.run.installer().iso()))?;
         log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
         let lines = NodeLines::new("boot", &names);
         let parallel = inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize;
-        let ledger_dir = cx.run.join(&format!("{LEDGER_DIR}/{BOOT_DIR}"));
         let results = handle.block_on(boot_all(
             plans,
             &source,
-            &ledger_dir,
+            &cx.run,
             &lines,
             parallel,
             cx.cancel.clone(),
         ));
         lines.finish();
-        let mut failed = Vec::new();
-        for r in &results {
-            for call in &r.calls {
-                let status = call
-                    .status
-                    .map_or("no answer".to_string(), |s| s.to_string());
-                log.line(&format!(
-                    "{}: {} {} -> {status}",
-                    r.node, call.method, call.path
-                ))?;
-            }
-            log.line(&format!("{}: {}", r.node, r.outcome))?;
-            let bytes = serde_json::to_vec_pretty(r)?;
-            crate::fs::write_atomic(&out.join(format!("{}.json", r.node)), &bytes)?;
-            if let Some(e) = &r.error {
-                failed.push(format!("{} (BMC {}): {e}", r.node, r.bmc));
-            }
-        }
-        crate::fs::write_atomic(&out.join(BOOT_FILE), &serde_json::to_vec_pretty(&source)?)?;
-        if !failed.is_empty() {
-            bail!(
-                "{} of {} nodes failed to boot: {}; the others went on (logs/boot.log has each node's steps and BMC calls)",
-                failed.len(),
-                results.len(),
-                failed.join("; ")
-            );
-        }
-        let booted = results.iter().filter(|r| r.reset.is_some()).count();
-        let earlier = results.len() - booted;
-        let unverified: Vec<&str> = results
-            .iter()
-            .filter(|r| r.trust.starts_with("NOT VERIFIED"))
-            .map(|r| r.node.as_str())
-            .collect();
-        let warning = match unverified.is_empty() {
-            true => String::new(),
-            false => format!("; BMC TLS NOT VERIFIED for {}", unverified.join(", ")),
-        };
-        let detail = match earlier {
-            0 => format!("{booted} {} booted from {}", nodes(booted), source.url),
-            _ => format!(
-                "{booted} {} booted, {earlier} booted earlier and left alone, from {}",
-                nodes(booted),
-                source.url
-            ),
-        };
-        Ok(detail + &warning)
+        record(&results, &source, out, log)?;
+        Ok(detail(&results, &source))
     }
 
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
@@ -181,6 +134,70 @@ fn nodes(n: usize) -> &'static str {
     } else {
         "nodes"
     }
+}
+
+/// Each node's calls and outcome into the log and `NODE.json`, where the ISO was served into
+/// `boot.json`; an error naming every node that failed.
+fn record(
+    results: &[NodeResult],
+    source: &IsoSource,
+    out: &Path,
+    log: &mut StageLog,
+) -> Result<()> {
+    fs_err::create_dir_all(out)?;
+    let mut failed = Vec::new();
+    for r in results {
+        for call in &r.calls {
+            let status = call
+                .status
+                .map_or("no answer".to_string(), |s| s.to_string());
+            log.line(&format!(
+                "{}: {} {} -> {status}",
+                r.node, call.method, call.path
+            ))?;
+        }
+        log.line(&format!("{}: {}", r.node, r.outcome))?;
+        let bytes = serde_json::to_vec_pretty(r)?;
+        crate::fs::write_atomic(&out.join(format!("{}.json", r.node)), &bytes)?;
+        if let Some(e) = &r.error {
+            failed.push(format!("{} (BMC {}): {e}", r.node, r.bmc));
+        }
+    }
+    crate::fs::write_atomic(&out.join(BOOT_FILE), &serde_json::to_vec_pretty(source)?)?;
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} nodes failed to boot: {}; the others went on ({} has each node's steps and BMC calls)",
+            failed.len(),
+            results.len(),
+            failed.join("; "),
+            RunDir::log_name(super::Stage::Boot.name())
+        );
+    }
+    Ok(())
+}
+
+/// The stage's one line: how many nodes booted, from where, and any BMC not verified.
+fn detail(results: &[NodeResult], source: &IsoSource) -> String {
+    let booted = results.iter().filter(|r| r.reset.is_some()).count();
+    let earlier = results.len() - booted;
+    let unverified: Vec<&str> = results
+        .iter()
+        .filter(|r| r.trust.starts_with("NOT VERIFIED"))
+        .map(|r| r.node.as_str())
+        .collect();
+    let warning = match unverified.is_empty() {
+        true => String::new(),
+        false => format!("; BMC TLS NOT VERIFIED for {}", unverified.join(", ")),
+    };
+    let detail = match earlier {
+        0 => format!("{booted} {} booted from {}", nodes(booted), source.url),
+        _ => format!(
+            "{booted} {} booted, {earlier} booted earlier and left alone, from {}",
+            nodes(booted),
+            source.url
+        ),
+    };
+    detail + &warning
 }
 
 /// `--reboot` names only nodes of the inventory.
@@ -335,10 +352,12 @@ pub struct NodeResult {
     pub calls: Vec<redfish::Call>,
 }
 
+/// Every node booted, at most `parallel` at once, each with its ledger entry in `run`; one
+/// result per node, in the plans' order.
 async fn boot_all(
     plans: Vec<NodePlan>,
     source: &IsoSource,
-    ledger_dir: &Path,
+    run: &RunDir,
     lines: &NodeLines,
     parallel: usize,
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -348,7 +367,7 @@ async fn boot_all(
     for (index, plan) in plans.into_iter().enumerate() {
         let gate = gate.clone();
         let source = source.clone();
-        let ledger = ledger_dir.join(format!("{}.json", plan.name));
+        let ledger = run.boot_ledger(&plan.name);
         let lines = lines.clone();
         let cancel = cancel.clone();
         tasks.spawn(async move {

@@ -13,27 +13,15 @@ use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::gitops::handoff::{self, Event, Handoff, Options};
 use crate::gitops::scaffold;
 use crate::install::log::StageLog;
-use crate::install::rundir::ISO_DIR;
+use crate::install::rundir::{APPLIED_FILE, HANDOFF_DIR, HANDOFF_FILE};
 use crate::inventory::Inventory;
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The stage's folder.
-pub const HANDOFF_DIR: &str = "handoff";
-/// Every object applied.
-pub const APPLIED_FILE: &str = "applied.json";
-/// The summary.
-pub const REPORT_FILE: &str = "handoff.json";
-
 /// The handoff stage.
 pub struct HandoffStage;
-
-/// The kubeconfig the iso stage left.
-fn kubeconfig(cx: &StageContext) -> PathBuf {
-    cx.run.root().join(ISO_DIR).join("work/auth/kubeconfig")
-}
 
 /// The mirror's `cluster-resources/`, beside the record the inventory names.
 fn cluster_resources(inv: &Inventory) -> Result<PathBuf> {
@@ -58,7 +46,7 @@ fn cluster_resources(inv: &Inventory) -> Result<PathBuf> {
 impl StageWork for HandoffStage {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
-        inputs.file("run:iso/work/auth/kubeconfig", &kubeconfig(cx))?;
+        inputs.run_file(&cx.run, &cx.run.installer().kubeconfig())?;
         for file in ["site.yaml", "nodes.yaml"] {
             inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
         }
@@ -100,7 +88,7 @@ impl StageWork for HandoffStage {
     ) -> Result<String> {
         let inv = cx.inventory()?;
         let h = prepare(&inv)?;
-        let kubeconfig = kubeconfig(cx);
+        let kubeconfig = cx.run.installer().kubeconfig();
         if !kubeconfig.is_file() {
             bail!(
                 "{} is missing: run the iso stage again",
@@ -138,7 +126,7 @@ impl StageWork for HandoffStage {
         let report = result?;
         fs_err::create_dir_all(out)?;
         write_json(&out.join(APPLIED_FILE), &report.applied)?;
-        write_json(&out.join(REPORT_FILE), &report)?;
+        write_json(&out.join(HANDOFF_FILE), &report)?;
         Ok(format!(
             "OpenShift GitOps {} from {}; {} objects applied; {} Applications Synced and Healthy",
             report.csv,

@@ -68,6 +68,12 @@ impl Inputs {
         Ok(())
     }
 
+    /// One file an earlier stage published, `path` under the run directory, as `run:PATH`.
+    pub fn run_file(&mut self, run: &RunDir, path: &Path) -> Result<()> {
+        let rel = path.strip_prefix(run.root()).unwrap_or(path);
+        self.file(format!("run:{}", rel.display()), path)
+    }
+
     /// The names whose values differ between `self` and `other` (added, removed or changed).
     pub fn changed(&self, other: &Inputs) -> Vec<String> {
         let mut names: Vec<String> = self

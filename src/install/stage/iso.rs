@@ -10,9 +10,11 @@
 
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::{CACHE_DIR, CONFIG_DIR, ISO_DIR, TOOLS_DIR};
+use crate::install::rundir::{InstallerDir, CONFIG_DIR, ISO_DIR, ISO_FILE, TOOLS_DIR};
 use crate::inventory::model::MachineRole;
 use crate::inventory::Inventory;
+use crate::openshift::extract::Tool;
+use crate::render::{AGENT_CONFIG_FILE, INSTALL_CONFIG_FILE};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -22,8 +24,6 @@ use std::time::Duration;
 
 /// The inventory folder whose files become extra manifests.
 pub const MANIFESTS_DIR: &str = "manifests";
-/// The ISO the installer writes for x86_64.
-pub const ISO_FILE: &str = "agent.x86_64.iso";
 
 /// The iso stage.
 pub struct Iso;
@@ -54,16 +54,16 @@ impl StageWork for Iso {
         log: &mut StageLog,
     ) -> Result<String> {
         let inv = cx.inventory()?;
-        let work = out.join("work");
-        let extra = work.join("openshift");
+        let work = InstallerDir::in_iso(out);
+        let extra = work.extra_manifests();
         fs_err::create_dir_all(&extra)?;
-        for name in ["install-config.yaml", "agent-config.yaml"] {
-            let from = cx.run.join(&format!("{CONFIG_DIR}/{name}"));
+        for name in [INSTALL_CONFIG_FILE, AGENT_CONFIG_FILE] {
+            let from = cx.run.root().join(CONFIG_DIR).join(name);
             if !from.is_file() {
                 bail!("{} is missing: run the render stage first", from.display());
             }
             let bytes = fs_err::read(&from)?;
-            crate::fs::write_atomic_mode(&work.join(name), &bytes, 0o600)?;
+            crate::fs::write_atomic_mode(&work.input(name), &bytes, 0o600)?;
         }
         let mut manifests = Vec::new();
         for (name, path) in manifest_files(&cx.inventory)? {
@@ -126,16 +126,17 @@ pub fn irdma_machine_config(role: &str) -> String {
 
 /// Runs `openshift-install agent create image --dir work`, its output streamed into the log;
 /// killed when the run is interrupted.
-fn run_installer(cx: &StageContext, work: &Path, log: &mut StageLog) -> Result<()> {
-    let tools = cx.run.join(TOOLS_DIR);
-    let installer = tools.join("openshift-install");
+fn run_installer(cx: &StageContext, work: &InstallerDir, log: &mut StageLog) -> Result<()> {
+    let work = work.path();
+    let tools = cx.run.root().join(TOOLS_DIR);
+    let installer = tools.join(Tool::OpenshiftInstall.name());
     if !installer.is_file() {
         bail!(
             "{} is missing: run the tools stage first",
             installer.display()
         );
     }
-    let cache = cx.run.join(CACHE_DIR);
+    let cache = cx.run.cache();
     fs_err::create_dir_all(&cache)?;
     let mut cmd = installer_command(&installer, &tools, &cache, work);
     log.line(&format!(
@@ -240,48 +241,61 @@ fn stream_to_log(
 }
 
 /// Checks what the installer left and writes `iso.json`; the status line.
-fn describe(out: &Path, work: &Path, manifests: &[String], log: &mut StageLog) -> Result<String> {
-    let iso = work.join(ISO_FILE);
+fn describe(
+    out: &Path,
+    work: &InstallerDir,
+    manifests: &[String],
+    log: &mut StageLog,
+) -> Result<String> {
+    // The installer's files by their names in `work/` (messages) and in `iso/` (iso.json).
+    let (name, rel) = (
+        InstallerDir::relative(),
+        InstallerDir::in_iso(Path::new("")),
+    );
+    let iso = work.iso();
     let (digest, size) = crate::bounded::hash_regular(&iso)
         .with_context(|| format!("openshift-install left no {}", iso.display()))?;
     let sha256 = digest.hex().to_string();
-    let rendezvous = fs_err::read_to_string(work.join("rendezvousIP"))
-        .context("openshift-install left no rendezvousIP")?
+    let rendezvous = fs_err::read_to_string(work.rendezvous_ip())
+        .with_context(|| {
+            format!(
+                "openshift-install left no {}",
+                name.rendezvous_ip().display()
+            )
+        })?
         .trim()
         .to_string();
-    let kubeconfig = work.join("auth/kubeconfig");
-    if !kubeconfig.is_file() {
-        bail!("openshift-install left no auth/kubeconfig");
+    if !work.kubeconfig().is_file() {
+        bail!("openshift-install left no {}", name.kubeconfig().display());
     }
     use std::os::unix::fs::PermissionsExt;
-    for secret in [
-        "auth/kubeconfig",
-        "auth/kubeadmin-password",
-        ".openshift_install_state.json",
-    ] {
-        let p = work.join(secret);
-        if p.exists() {
-            fs_err::set_permissions(&p, std::fs::Permissions::from_mode(0o600))?;
+    for secret in [work.kubeconfig(), work.kubeadmin_password(), work.state()] {
+        if secret.exists() {
+            fs_err::set_permissions(&secret, std::fs::Permissions::from_mode(0o600))?;
         }
     }
-    if !work.join(".openshift_install_state.json").is_file() {
-        bail!("openshift-install left no .openshift_install_state.json (the wait stage needs its watcher token)");
+    if !work.state().is_file() {
+        bail!(
+            "openshift-install left no {} (the wait stage needs its watcher token)",
+            name.state().display()
+        );
     }
     let described = serde_json::json!({
-        "iso": format!("work/{ISO_FILE}"),
+        "iso": rel.iso(),
         "sha256": sha256,
         "size": size,
         "rendezvousIP": rendezvous,
-        "kubeconfig": "work/auth/kubeconfig",
-        "state": "work/.openshift_install_state.json",
+        "kubeconfig": rel.kubeconfig(),
+        "state": rel.state(),
         "extraManifests": manifests,
     });
-    crate::fs::write_json(&out.join("iso.json"), &described)?;
+    crate::fs::write_json(&out.join(ISO_FILE), &described)?;
+    let iso_name = name.iso().display().to_string();
     log.line(&format!(
-        "{ISO_FILE}: {size} bytes, sha256 {sha256}; rendezvousIP {rendezvous}"
+        "{iso_name}: {size} bytes, sha256 {sha256}; rendezvousIP {rendezvous}"
     ))?;
     Ok(format!(
-        "{ISO_FILE} {}, rendezvousIP {rendezvous}, {} extra manifests",
+        "{iso_name} {}, rendezvousIP {rendezvous}, {} extra manifests",
         crate::output::human_bytes(size),
         manifests.len()
     ))

@@ -13,7 +13,7 @@ mod render;
 mod served;
 mod tools;
 mod validate;
-pub mod wait;
+mod wait;
 
 pub use crate::openshift::watch::WaitLimits;
 pub use inputs::Inputs;

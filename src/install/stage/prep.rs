@@ -1,19 +1,18 @@
 //! The prep stage: host prep over SSH once the install is complete ([`crate::hostprep::prep`],
 //! as `bootstrap prep` runs it): every node reached as `prep.ssh` says (host keys learned into
-//! `RUN/known_hosts` on first contact, refused if they change), its hardware facts read and
+//! `RUN/ledger/known_hosts` on first contact, refused if they change), its hardware facts read and
 //! checked against the inventory, then the inventory's `prep.playbooks`. One live line per
 //! node; the task lines, every finding and each playbook's recap go to `logs/prep.log`.
 //!
-//! Outputs (`RUN/prep/`): `facts/NODE.json`, `NODE.json` (the node's verdict), `prep.json`,
-//! `ansible-inventory.yaml` and `pinned_known_hosts`. The stage fails when a node is
+//! Outputs (`RUN/prep/`, [`rundir::prep_files`]): `facts/NODE.json`, `NODE.json` (the node's
+//! verdict), `prep.json`, `ansible-inventory.yaml` and `pinned_known_hosts`. The stage fails when a node is
 //! unreachable, has a hardware problem or fails a playbook, naming each such node.
 
-use super::wait::WAIT_DIR;
-use super::{Inputs, IsoServer, StageContext, StageWork};
+use super::{Inputs, IsoServer, Stage, StageContext, StageWork};
 use crate::hostprep::hosts;
 use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::install::log::StageLog;
-use crate::install::rundir::PREP_DIR;
+use crate::install::rundir::{self, RunDir, PREP_DIR, STAGING_DIR, WAIT_DIR};
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Result};
 use std::path::Path;
@@ -63,7 +62,7 @@ impl StageWork for Prep {
             .map(|p| inv.resolve(p))
             .collect();
         let playbooks = prep::load_playbooks(&paths).map_err(|e| anyhow!("{e}"))?;
-        let hosts = hosts::site_hosts(&inv, cx.run.root(), REACHABLE_WITHIN)?;
+        let hosts = hosts::site_hosts(&inv, &cx.run.known_hosts()?, REACHABLE_WITHIN)?;
         let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
         let lines = NodeLines::new("prep", &names);
         let opts = PrepOptions {
@@ -81,8 +80,9 @@ impl StageWork for Prep {
             playbooks: &playbooks,
         };
         let task_lines = std::sync::Mutex::new(Vec::new());
+        let files = rundir::prep_files(out);
         let report =
-            tokio::runtime::Handle::current().block_on(prep::run(what, &opts, out, &|e| {
+            tokio::runtime::Handle::current().block_on(prep::run(what, &opts, &files, &|e| {
                 if let prep::PrepEvent::Play(ev) = &e {
                     if let Some(line) = prep::event_line(ev) {
                         task_lines.lock().expect("task lines").push(line);
@@ -100,10 +100,11 @@ impl StageWork for Prep {
         if !failed.is_empty() {
             let named: Vec<String> = failed.iter().map(|n| failure(n)).collect();
             bail!(
-                "{} of {} nodes did not pass prep: {} (logs/prep.log has every finding and task; RUN/.staging/prep/NODE.json each verdict)",
+                "{} of {} nodes did not pass prep: {} ({} has every finding and task; RUN/{STAGING_DIR}/{PREP_DIR}/NODE.json each verdict)",
                 failed.len(),
                 report.nodes.len(),
-                named.join("; ")
+                named.join("; "),
+                RunDir::log_name(Stage::Prep.name())
             );
         }
         Ok(format!(

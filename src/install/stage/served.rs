@@ -7,7 +7,7 @@
 //! touched.
 
 use super::StageContext;
-use crate::install::rundir::BOOT_DIR;
+use crate::install::rundir::{InstallerDir, ISO_DIR};
 use crate::inventory::{self, Inventory};
 use crate::serve::{self, Access, AccessSink, ServedFile, TlsFiles};
 use anyhow::{anyhow, bail, Context, Result};
@@ -16,11 +16,6 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-/// The ISO the iso stage made, relative to the run directory.
-pub const ISO_PATH: &str = "iso/work/agent.x86_64.iso";
-/// Where the boot stage says how the ISO was served.
-pub const BOOT_FILE: &str = "boot.json";
 
 /// Where the BMCs fetch the ISO, as recorded in `RUN/boot/boot.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -146,7 +141,7 @@ pub(super) async fn iso_source(
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
-    let earlier = recorded_source(&cx.run.join(&format!("{BOOT_DIR}/{BOOT_FILE}")));
+    let earlier = recorded_source(&cx.run.boot_file());
     server
         .serve(file, listen, site.advertise.as_deref(), tls, earlier)
         .await
@@ -156,7 +151,7 @@ pub(super) async fn iso_source(
 /// recorded, when bootstrap served it and `server` does not serve it yet: the BMCs keep
 /// reading the ISO while the nodes boot. `None` when the site serves it.
 pub async fn serve_again(cx: &StageContext, server: &mut IsoServer) -> Result<Option<String>> {
-    let Some(source) = recorded_source(&cx.run.join(&format!("{BOOT_DIR}/{BOOT_FILE}"))) else {
+    let Some(source) = recorded_source(&cx.run.boot_file()) else {
         return Ok(None);
     };
     let Some(listen) = source.listen else {
@@ -168,7 +163,7 @@ pub async fn serve_again(cx: &StageContext, server: &mut IsoServer) -> Result<Op
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
-    let iso = cx.run.join(ISO_PATH);
+    let iso = cx.run.installer().iso();
     let file = tokio::task::spawn_blocking(move || ServedFile::open(&iso))
         .await
         .context("hashing the ISO")??;
@@ -208,7 +203,10 @@ async fn check_site_url(url: &str, file: &ServedFile) -> Result<()> {
         .timeout(std::time::Duration::from_secs(3600))
         .connect_timeout(std::time::Duration::from_secs(20))
         .build()?;
-    let fix = "the BMCs would boot other bytes than the iso stage made: copy RUN/iso/work/agent.x86_64.iso there, or remove boot.isoURL to let bootstrap serve it";
+    let fix = format!(
+        "the BMCs would boot other bytes than the iso stage made: copy RUN/{} there, or remove boot.isoURL to let bootstrap serve it",
+        InstallerDir::in_iso(Path::new(ISO_DIR)).iso().display()
+    );
     let head = client
         .head(url)
         .send()

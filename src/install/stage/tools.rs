@@ -8,7 +8,7 @@
 
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::TOOLS_DIR;
+use crate::install::rundir::{TOOLS_DIR, TOOLS_FILE};
 use crate::inventory::model::InstallerBinary;
 use crate::inventory::{self, Inventory};
 use crate::oci::auth::AuthFile;
@@ -99,7 +99,7 @@ impl StageWork for Tools {
             "installer": installer,
             "oc": Described::from(&oc),
         });
-        crate::fs::write_json(&out.join("tools.json"), &summary)?;
+        crate::fs::write_json(&out.join(TOOLS_FILE), &summary)?;
         if cx.cancelled() {
             bail!("interrupted");
         }

@@ -11,17 +11,13 @@
 
 use super::{Inputs, IsoServer, StageContext, StageWork, WaitLimits};
 use crate::install::log::StageLog;
-use crate::install::rundir::{CACHE_DIR, ISO_DIR};
+use crate::install::rundir::{InstallerDir, ISO_DIR, ISO_FILE, WAIT_DIR, WAIT_FILE};
 use crate::openshift::assisted::ApiError;
 use crate::openshift::watch::{watcher_token, watcher_token_in, WaitView, Watch, POLL};
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::time::Duration;
 
-/// The folder of the run directory the stage writes.
-pub const WAIT_DIR: &str = "wait";
-/// The state file, relative to `RUN/iso/work`.
-pub const STATE_FILE: &str = ".openshift_install_state.json";
 /// The test hook that shortens the polling interval: `BOOTSTRAP_TEST_WAIT_POLL_MS=N`.
 pub const POLL_ENV: &str = "BOOTSTRAP_TEST_WAIT_POLL_MS";
 
@@ -31,10 +27,7 @@ pub struct Wait;
 impl StageWork for Wait {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
-        inputs.file(
-            format!("run:{ISO_DIR}/iso.json"),
-            &cx.run.join(&format!("{ISO_DIR}/iso.json")),
-        )?;
+        inputs.run_file(&cx.run, &cx.run.root().join(ISO_DIR).join(ISO_FILE))?;
         Ok(inputs)
     }
 
@@ -49,11 +42,10 @@ impl StageWork for Wait {
         out: &Path,
         log: &mut StageLog,
     ) -> Result<String> {
-        let work = cx.run.join(&format!("{ISO_DIR}/work"));
         let watch = Watch {
-            seen_file: Some(cx.run.join(&format!("{CACHE_DIR}/wait.json"))),
+            seen_file: Some(cx.run.wait_cache()),
             poll: poll_interval(),
-            ..installer_watch(&work, cx.wait_limits)?
+            ..installer_watch(&cx.run.installer(), cx.wait_limits)?
         };
         log.line(&format!(
             "waiting: rendezvous {}, kubeconfig {}, limits {}m bootstrap, {}m install",
@@ -70,6 +62,7 @@ impl StageWork for Wait {
                 "the ISO is served at {url} while the nodes need it"
             ))?;
         }
+        // Only the order of the live lines: the watch names the hosts it sees itself.
         let nodes: Vec<String> = crate::inventory::load(&cx.inventory)
             .map(|inv| inv.nodes.nodes.iter().map(|n| n.hostname.clone()).collect())
             .unwrap_or_default();
@@ -78,12 +71,13 @@ impl StageWork for Wait {
         view.finish();
         let result = result.map_err(|e| match e.downcast_ref::<ApiError>() {
             Some(ApiError::Refused { .. }) => e.context(format!(
-                "the rendezvous host refuses the watcher token of {ISO_DIR}/work/{STATE_FILE}: did the nodes boot the ISO this run's iso stage made?"
+                "the rendezvous host refuses the watcher token of {}: did the nodes boot the ISO this run's iso stage made?",
+                InstallerDir::in_iso(Path::new(ISO_DIR)).state().display()
             )),
             _ => e,
         })?;
         fs_err::create_dir_all(out)?;
-        crate::fs::write_json(&out.join("result.json"), &result)?;
+        crate::fs::write_json(&out.join(WAIT_FILE), &result)?;
         Ok(format!(
             "cluster {} installed{}",
             result.cluster.as_ref().map_or("", |c| c.name.as_str()),
@@ -97,11 +91,11 @@ impl StageWork for Wait {
 
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         let mut secrets = super::inputs::inventory_secrets(&cx.inventory);
-        let work = cx.run.join(&format!("{ISO_DIR}/work"));
-        if let Ok(token) = watcher_token(&work.join(STATE_FILE)) {
+        let work = cx.run.installer();
+        if let Ok(token) = watcher_token(&work.state()) {
             secrets.push(token);
         }
-        if let Ok(text) = fs_err::read_to_string(work.join("auth/kubeconfig")) {
+        if let Ok(text) = fs_err::read_to_string(work.kubeconfig()) {
             secrets.extend(
                 text.lines()
                     .filter_map(|l| l.trim().strip_prefix("token:"))
@@ -123,21 +117,21 @@ fn poll_interval() -> Duration {
 
 /// The watch of what the installer left in its `work` folder: `rendezvousIP`, the state
 /// file's watcher token, `auth/kubeconfig`.
-fn installer_watch(work: &Path, limits: WaitLimits) -> Result<Watch> {
-    let ip_file = work.join("rendezvousIP");
+fn installer_watch(work: &InstallerDir, limits: WaitLimits) -> Result<Watch> {
+    let ip_file = work.rendezvous_ip();
     let ip: std::net::IpAddr = fs_err::read_to_string(&ip_file)
         .context("the wait stage needs the iso stage's outputs: run it first")?
         .trim()
         .parse()
         .with_context(|| format!("{}: not an IP address", ip_file.display()))?;
-    let kubeconfig = work.join("auth/kubeconfig");
+    let kubeconfig = work.kubeconfig();
     if !kubeconfig.is_file() {
         anyhow::bail!(
             "{} is missing: run the iso stage again",
             kubeconfig.display()
         );
     }
-    let state = work.join(STATE_FILE);
+    let state = work.state();
     let text = fs_err::read_to_string(&state)
         .context("the wait stage needs the installer's state file: run the iso stage again")?;
     let token = watcher_token_in(&text, &state)?;

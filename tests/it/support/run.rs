@@ -185,3 +185,28 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Every file and folder under the run directory `run` that `bootstrap::install::rundir` does
+/// not name, relative to it: what some stage wrote where nothing should.
+pub fn unnamed_in_run(run: &Path) -> Vec<String> {
+    use bootstrap::install::rundir::{names, names_dir};
+    let mut unnamed = Vec::new();
+    let mut pending = vec![run.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs_err::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(run).unwrap().to_path_buf();
+            if fs_err::symlink_metadata(&path).unwrap().is_dir() {
+                if names_dir(&rel) {
+                    pending.push(path);
+                } else {
+                    unnamed.push(format!("{}/", rel.display()));
+                }
+            } else if !names(&rel) {
+                unnamed.push(rel.display().to_string());
+            }
+        }
+    }
+    unnamed.sort();
+    unnamed
+}
