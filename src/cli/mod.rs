@@ -621,7 +621,7 @@ pub struct PrepArgs {
     )]
     pub ansible_inventory: Option<PathBuf>,
 
-    /// The run directory (the install's): known_hosts, prep/ (facts, verdicts, the Ansible
+    /// The run directory (the install's): ledger/known_hosts, prep/ (facts, verdicts, the Ansible
     /// inventory for ansible-playbook).
     #[arg(long, value_name = "RUN")]
     pub run: PathBuf,
