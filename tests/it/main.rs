@@ -4,6 +4,12 @@
 //!
 //! Each module is one area, run against the `bootstrap` binary or the library: `cargo nextest
 //! run --test it -E 'test(/^mirror::/)'` (or `cargo test --test it mirror::`) runs one of them.
+//!
+//! Many end-to-end tests here are longer than the 80 lines a function of the crates gets: each
+//! is one scenario (start the servers, run the command, rerun it, read back what it left) whose
+//! steps share its state and read best whole, top to bottom, as a delivery engineer would run
+//! them; their helpers live in `support`. The same holds for the rehearsal's `main`.
+//! `lab_bin`/`bootstrap_bin` (support/run.rs) find the two binaries.
 
 mod support;
 
