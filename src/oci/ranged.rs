@@ -920,21 +920,20 @@ mod tests {
             .adaptive(dir.path(), &data, 0, 4, &gate, Answer::Range)
             .await;
         assert_eq!(gate.available_permits(), 0);
+        // Every permit comes back and every piece is read while the consumer has read nothing.
+        // The last worker runs on the caller's own connection (not a permit of this gate), so
+        // it may still be reading when the three permits are back: both are waited for.
         let mut waited = 0;
-        while gate.available_permits() < 3 {
+        while gate.available_permits() < 3 || c.open.load(Ordering::SeqCst) > 0 {
             waited += 1;
             assert!(
                 waited < 500,
-                "permits still held: {}",
-                gate.available_permits()
+                "permits still held: {} of 3 free, pieces being read: {}",
+                gate.available_permits(),
+                c.open.load(Ordering::SeqCst)
             );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        assert_eq!(
-            c.open.load(Ordering::SeqCst),
-            0,
-            "a piece is still being read"
-        );
         assert_eq!(collect(stream).await.unwrap(), *data);
     }
 
