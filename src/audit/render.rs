@@ -2,7 +2,7 @@
 //! a change record. Both say the same things in the same order; JSON is the report serialised.
 
 use super::{
-    ArchiveFacts, AuditReport, CatalogFacts, ImageFacts, Models, Operators, OtherImages,
+    ArchiveFacts, AuditReport, CatalogFacts, Count, ImageFacts, Models, Operators, OtherImages,
     PackageFacts, RecordFacts, Releases, Signature, Totals,
 };
 use crate::openshift::record::RunInfo;
@@ -120,9 +120,9 @@ impl Display for AuditReport {
         writeln!(f)?;
         text_operators(f, &self.operators)?;
         writeln!(f)?;
-        text_models(f, &self.models)?;
+        text_image_group(f, &ImageGroup::models(&self.models))?;
         writeln!(f)?;
-        text_other_images(f, &self.other_images)?;
+        text_image_group(f, &ImageGroup::others(&self.other_images))?;
         writeln!(f)?;
         text_totals(f, &self.totals)?;
         if !self.cannot_show.is_empty() {
@@ -268,37 +268,21 @@ fn text_operators(f: &mut Formatter<'_>, ops: &Operators) -> fmt::Result {
     Ok(())
 }
 
-/// The model images, with the files each carries.
-fn text_models(f: &mut Formatter<'_>, models: &Models) -> fmt::Result {
+/// A group of images with one extra fact each (the models' files, the other images'
+/// platforms): its count and size, then each image's lines.
+fn text_image_group(f: &mut Formatter<'_>, g: &ImageGroup<'_>) -> fmt::Result {
     writeln!(
         f,
-        "Models: {}; {}",
-        count(models.images.len(), "image", "images"),
-        models.total.bytes
+        "{}: {}; {}",
+        g.title,
+        count(g.rows.len(), "image", "images"),
+        g.total.bytes
     )?;
-    for m in &models.images {
-        writeln!(f, "  {}", m.image.source)?;
-        image_lines(f, &m.image, false)?;
-        if let Some(n) = m.files {
-            writeln!(f, "    files        {n}")?;
-        }
-    }
-    Ok(())
-}
-
-/// Every other image, with the platforms kept.
-fn text_other_images(f: &mut Formatter<'_>, others: &OtherImages) -> fmt::Result {
-    writeln!(
-        f,
-        "Other images: {}; {}",
-        count(others.images.len(), "image", "images"),
-        others.total.bytes
-    )?;
-    for o in &others.images {
-        writeln!(f, "  {}", o.image.source)?;
-        image_lines(f, &o.image, false)?;
-        if !o.platforms.is_empty() {
-            writeln!(f, "    platforms    {}", o.platforms.join(", "))?;
+    for (image, extra) in &g.rows {
+        writeln!(f, "  {}", image.source)?;
+        image_lines(f, image, false)?;
+        if let Some(value) = extra {
+            writeln!(f, "    {:<13}{value}", g.extra)?;
         }
     }
     Ok(())
@@ -378,9 +362,9 @@ impl Display for Markdown<'_> {
         writeln!(f)?;
         md_operators(f, &r.operators)?;
         writeln!(f)?;
-        md_models(f, &r.models)?;
+        md_image_group(f, &ImageGroup::models(&r.models))?;
         writeln!(f)?;
-        md_other_images(f, &r.other_images)?;
+        md_image_group(f, &ImageGroup::others(&r.other_images))?;
         writeln!(f)?;
         md_section(f, "In all")?;
         let t = &r.totals;
@@ -594,58 +578,75 @@ fn md_catalog(f: &mut Formatter<'_>, c: &CatalogFacts) -> fmt::Result {
     Ok(())
 }
 
-/// The model images as a table.
-fn md_models(f: &mut Formatter<'_>, models: &Models) -> fmt::Result {
-    md_section(f, "Models")?;
+/// A group of images with one extra fact each, as a table.
+fn md_image_group(f: &mut Formatter<'_>, g: &ImageGroup<'_>) -> fmt::Result {
+    md_section(f, g.title)?;
     writeln!(
         f,
         "{}; {}.",
-        count(models.images.len(), "image", "images"),
-        models.total.bytes
+        count(g.rows.len(), "image", "images"),
+        g.total.bytes
     )?;
-    if models.images.is_empty() {
+    if g.rows.is_empty() {
         return Ok(());
     }
     writeln!(f)?;
-    md_table_head(f, "| Image | Destination | Digest | Size | Files |")?;
-    for m in &models.images {
+    md_table_head(
+        f,
+        &format!("| Image | Destination | Digest | Size | {} |", g.column),
+    )?;
+    for (image, extra) in &g.rows {
         writeln!(
             f,
             "| {} | {} | {} | {} | {} |",
-            code(&m.image.source),
-            code(&m.image.destination),
-            m.image.digest,
-            m.image.bytes,
-            m.files.map(|n| n.to_string()).unwrap_or_default()
+            code(&image.source),
+            code(&image.destination),
+            image.digest,
+            image.bytes,
+            extra.as_deref().unwrap_or_default()
         )?;
     }
     Ok(())
 }
 
-/// Every other image as a table.
-fn md_other_images(f: &mut Formatter<'_>, others: &OtherImages) -> fmt::Result {
-    md_section(f, "Other images")?;
-    writeln!(
-        f,
-        "{}; {}.",
-        count(others.images.len(), "image", "images"),
-        others.total.bytes
-    )?;
-    if others.images.is_empty() {
-        return Ok(());
+/// The models or the other images, as both renderings show them: each image with its one
+/// extra fact (none when the image has nothing to say).
+struct ImageGroup<'a> {
+    /// `Models`, `Other images`.
+    title: &'a str,
+    /// The extra fact's label in the text (`files`).
+    extra: &'a str,
+    /// Its column in the table (`Files`).
+    column: &'a str,
+    total: &'a Count,
+    rows: Vec<(&'a ImageFacts, Option<String>)>,
+}
+
+impl<'a> ImageGroup<'a> {
+    fn models(m: &'a Models) -> Self {
+        ImageGroup {
+            title: "Models",
+            extra: "files",
+            column: "Files",
+            total: &m.total,
+            rows: (m.images.iter())
+                .map(|i| (&i.image, i.files.map(|n| n.to_string())))
+                .collect(),
+        }
     }
-    writeln!(f)?;
-    md_table_head(f, "| Image | Destination | Digest | Size | Platforms |")?;
-    for o in &others.images {
-        writeln!(
-            f,
-            "| {} | {} | {} | {} | {} |",
-            code(&o.image.source),
-            code(&o.image.destination),
-            o.image.digest,
-            o.image.bytes,
-            o.platforms.join(", ")
-        )?;
+
+    fn others(o: &'a OtherImages) -> Self {
+        ImageGroup {
+            title: "Other images",
+            extra: "platforms",
+            column: "Platforms",
+            total: &o.total,
+            rows: (o.images.iter())
+                .map(|i| {
+                    let p = (!i.platforms.is_empty()).then(|| i.platforms.join(", "));
+                    (&i.image, p)
+                })
+                .collect(),
+        }
     }
-    Ok(())
 }
