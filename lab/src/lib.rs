@@ -12,6 +12,7 @@ pub mod cli;
 pub mod commands;
 pub mod image;
 pub mod modelcar;
+pub mod oc;
 pub mod push;
 pub mod release;
 pub mod seed;

@@ -70,6 +70,7 @@ struct ComponentDef(&'static str, &'static str, bool, usize);
 
 const COMPONENTS: &[ComponentDef] = &[
     ComponentDef("agent-installer-utils", "agent-installer-utils", false, 16),
+    ComponentDef("baremetal-installer", "installer", true, 32),
     ComponentDef("cli", "oc", false, 24),
     ComponentDef("cluster-etcd-operator", "cluster-etcd-operator", false, 12),
     ComponentDef(
@@ -184,16 +185,27 @@ fn component(c: &ComponentDef, build_of: &str, stand_in: &Path) -> Result<Image>
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect(),
         entrypoint: vec![format!("/{}", binary_path(name))],
-        layers: vec![vec![
-            File::new(format!("usr/share/openshift/{name}/build-info"), about),
-            File::executable(
-                binary_path(name),
-                binary(name, build_of, kib * 1024, stand_in),
-            ),
-        ]],
+        layers: vec![files(name, build_of, about, kib * 1024, stand_in)],
         ..Default::default()
     };
     image::build(COMPONENT_REPO, None, &spec)
+}
+
+/// A component's files: its build info and binary, and for `machine-os-images` the CoreOS base
+/// ISO where the agent installer takes it from (`/coreos/coreos-x86_64.iso` and its
+/// `.sha256`, openshift/installer `pkg/asset/agent/image/oc.go`).
+fn files(name: &str, build_of: &str, about: String, len: usize, stand_in: &Path) -> Vec<File> {
+    let mut files = vec![
+        File::new(format!("usr/share/openshift/{name}/build-info"), about),
+        File::executable(binary_path(name), binary(name, build_of, len, stand_in)),
+    ];
+    if name == "machine-os-images" {
+        let iso = filler(&format!("coreos-x86_64.iso@{build_of}"), 32 * 1024);
+        let sha = bootstrap::oci::digest::Digest::of(&iso).hex().to_string();
+        files.push(File::new("coreos/coreos-x86_64.iso", iso));
+        files.push(File::new("coreos/coreos-x86_64.iso.sha256", sha));
+    }
+    files
 }
 
 /// Where a component's binary sits: the release tools where `oc adm release extract` looks for
@@ -201,19 +213,25 @@ fn component(c: &ComponentDef, build_of: &str, stand_in: &Path) -> Result<Image>
 fn binary_path(name: &str) -> String {
     match name {
         "cli" => "usr/bin/oc".to_string(),
-        "installer" => "usr/bin/openshift-install".to_string(),
+        "installer" | "baremetal-installer" => "usr/bin/openshift-install".to_string(),
         _ => format!("usr/bin/{name}"),
     }
 }
 
-/// A component's binary: `len` filler bytes, except the release tools (`cli`, `installer`),
-/// which are the lab stand-ins, with the release placeholders extraction pins.
+/// A component's binary: `len` filler bytes, except the release tools (`cli`, `installer`,
+/// `baremetal-installer`), which are the lab stand-ins, with the release placeholders the real
+/// binaries carry.
 fn binary(name: &str, build_of: &str, len: usize, stand_in: &Path) -> Vec<u8> {
     match name {
         "cli" => super::standin::script(super::standin::Tool::Oc, stand_in, build_of),
         "installer" => {
             super::standin::script(super::standin::Tool::OpenshiftInstall, stand_in, build_of)
         }
+        "baremetal-installer" => super::standin::script(
+            super::standin::Tool::OpenshiftBaremetalInstall,
+            stand_in,
+            build_of,
+        ),
         _ => filler(&format!("{name}@{build_of}"), len),
     }
 }

@@ -39,8 +39,11 @@ const PLACEHOLDERS_LINE: &[u8] = b"\n# release placeholders (rewritten when extr
 /// Which stand-in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
-    /// `openshift-install`.
+    /// `openshift-install`, the `installer` component's `usr/bin/openshift-install`.
     OpenshiftInstall,
+    /// `openshift-baremetal-install`, the `baremetal-installer` component's
+    /// `usr/bin/openshift-install`: the same installer built with the baremetal platform.
+    OpenshiftBaremetalInstall,
     /// `oc`.
     Oc,
 }
@@ -50,8 +53,28 @@ impl Tool {
     pub fn name(self) -> &'static str {
         match self {
             Tool::OpenshiftInstall => "openshift-install",
+            Tool::OpenshiftBaremetalInstall => "openshift-baremetal-install",
             Tool::Oc => "oc",
         }
+    }
+
+    /// The placeholders the real binary carries, as `oc adm release extract` fills them
+    /// (openshift/oc `extract_tools.go`; the installer's `pkg/version/version.go` and
+    /// `pkg/asset/releaseimage`): `oc` only the version, the installers image, version and
+    /// architecture.
+    pub fn markers(self) -> &'static [pin::Marker] {
+        match self {
+            Tool::Oc => &[pin::Marker::ReleaseVersion],
+            Tool::OpenshiftInstall | Tool::OpenshiftBaremetalInstall => &[
+                pin::Marker::ReleaseImage,
+                pin::Marker::ReleaseVersion,
+                pin::Marker::ReleaseArchitecture,
+            ],
+        }
+    }
+
+    fn is_installer(self) -> bool {
+        self != Tool::Oc
     }
 }
 
@@ -60,15 +83,26 @@ impl std::str::FromStr for Tool {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "openshift-install" => Ok(Tool::OpenshiftInstall),
+            "openshift-baremetal-install" => Ok(Tool::OpenshiftBaremetalInstall),
             "oc" => Ok(Tool::Oc),
-            _ => Err(format!("no lab stand-in '{s}': openshift-install or oc")),
+            _ => Err(format!(
+                "no lab stand-in '{s}': openshift-install, openshift-baremetal-install or oc"
+            )),
         }
     }
 }
 
+/// The label before a placeholder in a stand-in script.
+fn label(marker: pin::Marker) -> Vec<u8> {
+    format!("# {}:\n", marker.name()).into_bytes()
+}
+
 /// The script the lab image carries for `tool`: it runs `bootstrap-lab` (this very binary, by its
 /// absolute path, so the images are tied to the machine that seeded them) and ends with the
-/// placeholders. `build` is the release build (`4.18.3`) it reports.
+/// placeholders the real binary has ([`Tool::markers`]), each after a label line. `oc` also
+/// carries oc's own search constants (each marker with `!` for its first byte), as the real
+/// `oc` binary does: extraction must not take them for placeholders. `build` is the release
+/// build (`4.18.3`) it reports.
 pub fn script(tool: Tool, lab: &Path, build: &str) -> Vec<u8> {
     let quoted = lab.display().to_string().replace('\'', r"'\''");
     let mut s = format!(
@@ -76,10 +110,23 @@ pub fn script(tool: Tool, lab: &Path, build: &str) -> Vec<u8> {
         name = tool.name()
     )
     .into_bytes();
+    if tool == Tool::Oc {
+        s.extend_from_slice(b"\n# oc's own search constants (never rewritten):\n");
+        for m in [
+            pin::Marker::ReleaseImage,
+            pin::Marker::ReleaseVersion,
+            pin::Marker::ReleaseArchitecture,
+        ] {
+            s.extend(m.search_constant());
+        }
+        s.push(b'\n');
+    }
     s.extend_from_slice(PLACEHOLDERS_LINE);
-    s.extend(pin::release_image_placeholder());
-    s.extend(pin::release_version_placeholder());
-    s.push(b'\n');
+    for m in tool.markers() {
+        s.extend(label(*m));
+        s.extend(m.placeholder());
+        s.push(b'\n');
+    }
     s
 }
 
@@ -99,6 +146,18 @@ impl Outcome {
         self.log.push(format!("level=info msg={:?}", msg.as_ref()));
     }
 
+    /// How oc ends on an error: `error: ...` and status 1.
+    fn oc_error(mut self, e: anyhow::Error) -> Self {
+        self.log.push(format!("error: {e:#}"));
+        self.status = 1;
+        self
+    }
+
+    fn warn(&mut self, msg: impl AsRef<str>) {
+        self.log
+            .push(format!("level=warning msg={:?}", msg.as_ref()));
+    }
+
     fn fatal(mut self, msg: impl AsRef<str>) -> Self {
         self.log.push(format!("level=fatal msg={:?}", msg.as_ref()));
         self.status = 1;
@@ -106,39 +165,54 @@ impl Outcome {
     }
 }
 
-/// The release a stand-in was pinned to: its pullspec and version, read from its own file.
+/// What extraction wrote into a stand-in, read from its own file as the real binaries read
+/// their placeholders (the installer's `pkg/version`): a placeholder still as built reads as
+/// `None`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Pinned {
-    /// The release pullspec by digest.
-    pub release: String,
-    /// The release version, when the version placeholder was filled.
+    /// The release pullspec by digest (installers only).
+    pub release: Option<String>,
+    /// The release version.
     pub version: Option<String>,
+    /// The release platform as oc writes it (`linux/amd64`, `multi (linux/amd64)`).
+    pub architecture: Option<String>,
 }
 
-/// Reads the pinned release out of a stand-in script; an error when the placeholder is still
-/// there (never extracted from a release).
-pub fn pinned(script: &[u8]) -> Result<Pinned> {
-    if pin::unpinned_marker(script).is_some() {
-        bail!("the release image placeholder was not rewritten: this binary must be extracted from a release (oc adm release extract --command, or bootstrap release extract)");
-    }
+/// Reads what extraction wrote into a stand-in script of `tool`; an installer whose release
+/// image placeholder is still there refuses (it would install its compiled-in release).
+pub fn pinned(tool: Tool, script: &[u8]) -> Result<Pinned> {
     let start = script
         .windows(PLACEHOLDERS_LINE.len())
         .position(|w| w == PLACEHOLDERS_LINE)
         .context("not a lab stand-in script: its placeholder line is missing")?
         + PLACEHOLDERS_LINE.len();
-    let image_len = pin::release_image_placeholder().len();
-    let region = script
-        .get(start..start + image_len)
-        .context("a lab stand-in script cut short")?;
-    let release = c_string(region);
-    let version = script
-        .get(start + image_len..)
-        .map(c_string)
-        .filter(|v| !v.starts_with('\0') && !v.contains("_RELEASE_VERSION_LOCATION_"));
-    Ok(Pinned {
-        release,
-        version: version.filter(|v| !v.is_empty()),
-    })
+    let read = |marker: pin::Marker| -> Result<Option<String>> {
+        let label = label(marker);
+        let Some(at) = script[start..]
+            .windows(label.len())
+            .position(|w| w == label.as_slice())
+        else {
+            return Ok(None);
+        };
+        let from = start + at + label.len();
+        let len = marker.placeholder().len();
+        let region = script
+            .get(from..from + len)
+            .context("a lab stand-in script cut short")?;
+        if region.first() == Some(&0) {
+            return Ok(None);
+        }
+        Ok(Some(c_string(region)).filter(|v| !v.is_empty()))
+    };
+    let pinned = Pinned {
+        release: read(pin::Marker::ReleaseImage)?,
+        version: read(pin::Marker::ReleaseVersion)?,
+        architecture: read(pin::Marker::ReleaseArchitecture)?,
+    };
+    if tool.is_installer() && pinned.release.is_none() {
+        bail!("the release image placeholder was not rewritten: this binary must be extracted from a release (oc adm release extract --command, or bootstrap release extract)");
+    }
+    Ok(pinned)
 }
 
 fn c_string(bytes: &[u8]) -> String {
@@ -153,26 +227,43 @@ pub fn run(tool: Tool, self_path: &Path, args: &[String]) -> Outcome {
         Ok(s) => s,
         Err(e) => return out.fatal(format!("reading myself: {e}")),
     };
-    let pinned = match pinned(&script) {
+    let pinned = match pinned(tool, &script) {
         Ok(p) => p,
         Err(e) => return out.fatal(format!("{e:#}")),
     };
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match (tool, args.as_slice()) {
-        (Tool::OpenshiftInstall, ["version"]) => Outcome {
+        (Tool::OpenshiftInstall | Tool::OpenshiftBaremetalInstall, ["version"]) => Outcome {
+            // As cmd/openshift-install/version.go prints it; the architecture cleaned as
+            // pkg/version's cleanArch does.
             stdout: format!(
-                "openshift-install {}\nbuilt from commit lab-stand-in\nrelease image {}\nrelease architecture amd64\n",
+                "{} {}\nbuilt from commit lab-stand-in\nrelease image {}\nrelease architecture {}\n",
+                tool.name(),
                 pinned.version.as_deref().unwrap_or("unknown"),
-                pinned.release
+                pinned.release.as_deref().unwrap_or_default(),
+                clean_arch(pinned.architecture.as_deref())
             ),
             ..out
         },
-        (Tool::OpenshiftInstall, ["agent", "create", "image", rest @ ..]) => {
+        (
+            Tool::OpenshiftInstall | Tool::OpenshiftBaremetalInstall,
+            ["agent", "create", "image", rest @ ..],
+        ) => {
             match dir_arg(rest) {
                 Ok(dir) => create_image(&dir, &pinned, out),
                 Err(e) => out.fatal(e),
             }
         }
+        (Tool::Oc, ["adm", "release", "info", rest @ ..]) => {
+            match crate::oc::release_info(rest) {
+                Ok(stdout) => Outcome { stdout, ..out },
+                Err(e) => out.oc_error(e),
+            }
+        }
+        (Tool::Oc, ["image", "extract", rest @ ..]) => match crate::oc::image_extract(rest) {
+            Ok(()) => out,
+            Err(e) => out.oc_error(e),
+        },
         (Tool::Oc, ["version", "--client"] | ["version"]) => Outcome {
             stdout: format!(
                 "Client Version: {}\n",
@@ -185,6 +276,16 @@ pub fn run(tool: Tool, self_path: &Path, args: &[String]) -> Outcome {
             tool.name(),
             args.join(" ")
         )),
+    }
+}
+
+/// The installer's `cleanArch`: `multi (linux/amd64)` is `multi`, `linux/amd64` is `amd64`; a
+/// placeholder left as built is `unknown`.
+fn clean_arch(platform: Option<&str>) -> String {
+    match platform {
+        None => "unknown".into(),
+        Some(p) if p.starts_with("multi") => "multi".into(),
+        Some(p) => p.replace("linux/", ""),
     }
 }
 
@@ -251,6 +352,7 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
     for m in &manifests {
         out.info(format!("Adding extra manifest openshift/{m}"));
     }
+    let base = base_iso(dir, &install, pinned, out)?;
     let lab = LabCluster::generate(&install)?;
     let iso = write_iso(
         dir,
@@ -259,6 +361,7 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
         &manifests,
         pinned,
         &lab,
+        &base,
     )?;
     write_outputs(dir, &install, &rendezvous, &lab)?;
     // The installer consumes the assets it read.
@@ -267,6 +370,151 @@ fn build_image(dir: &Path, pinned: &Pinned, out: &mut Outcome) -> Result<()> {
     let _ = fs_err::remove_dir_all(dir.join("openshift"));
     out.info(format!("Generated ISO at {}", iso.display()));
     Ok(())
+}
+
+/// The CoreOS base ISO the agent ISO is made from: where it came from and its sha256.
+struct BaseIso {
+    from: String,
+    sha256: String,
+}
+
+/// The base ISO as the installer gets it (`pkg/asset/agent/image/baseiso.go`): from
+/// `OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE` when set (the real installer downloads that URL; the
+/// lab takes a local path or `file://` URL), else out of the release payload with `oc`
+/// (`oc.go`: `oc adm release info --image-for=machine-os-images --insecure=true`, then `oc image
+/// extract --path /coreos/coreos-x86_64.iso:CACHE --confirm`, both with the install-config's
+/// pull secret as `--registry-config` and its `imageDigestSources` as an ICSP file) into
+/// `$XDG_CACHE_HOME/agent/image_cache`. When that fails the real installer warns and downloads
+/// the ISO named in its rhcos.json from the Internet, which an air-gapped site cannot reach:
+/// the stand-in fails there with the installer's words.
+fn base_iso(
+    dir: &Path,
+    install: &serde_json::Value,
+    pinned: &Pinned,
+    out: &mut Outcome,
+) -> Result<BaseIso> {
+    if let Some(over) = std::env::var_os("OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE") {
+        out.warn("Found override for OS Image. Please be warned, this is not advised");
+        let over = over.to_string_lossy().into_owned();
+        let path = over.strip_prefix("file://").unwrap_or(&over).to_string();
+        let bytes = fs_err::read(&path).context("failed to get base ISO image")?;
+        return Ok(BaseIso {
+            from: over,
+            sha256: bootstrap::oci::digest::Digest::of(&bytes).hex().to_string(),
+        });
+    }
+    out.info("Extracting base ISO from release payload");
+    match extract_base_iso(dir, install, pinned) {
+        Ok(found) => Ok(found),
+        Err(e) => {
+            out.warn(format!("{e:#}"));
+            out.warn(
+                "Failed to extract base ISO from release payload - check registry configuration",
+            );
+            out.info("Downloading base ISO");
+            bail!("failed to get base ISO image: failed to download base ISO image https://rhcos.mirror.openshift.com/art/storage/prod/streams/4.18-9.4/builds/418.94.202501221327-0/x86_64/rhcos-418.94.202501221327-0-live.x86_64.iso: the lab is air-gapped, as a site is")
+        }
+    }
+}
+
+fn extract_base_iso(dir: &Path, install: &serde_json::Value, pinned: &Pinned) -> Result<BaseIso> {
+    let release = pinned
+        .release
+        .as_deref()
+        .context("the installer was not pinned to a release")?;
+    let scratch = dir.join(".stand-in-oc");
+    let _ = fs_err::remove_dir_all(&scratch);
+    fs_err::create_dir_all(&scratch)?;
+    let result = (|| -> Result<BaseIso> {
+        let registry_config = scratch.join("registry-config");
+        let secret = install["pullSecret"].as_str().unwrap_or_default();
+        bootstrap::fs::write_atomic_mode(&registry_config, secret.as_bytes(), 0o600)?;
+        let mut mirror_args = Vec::new();
+        if let Some(icsp) = icsp_file(install) {
+            let path = scratch.join("icsp-file");
+            fs_err::write(&path, icsp)?;
+            mirror_args.push(format!("--icsp-file={}", path.display()));
+        }
+        let oc = |args: Vec<String>| -> Result<String> {
+            let mut all = args;
+            all.push(format!("--registry-config={}", registry_config.display()));
+            let done = std::process::Command::new("oc")
+                .args(&all)
+                .output()
+                .context("command 'oc' is not available")?;
+            if !done.status.success() {
+                bail!(
+                    "command 'oc {}' exited with non-zero exit code {}: {}",
+                    all.join(" "),
+                    done.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&done.stderr).trim()
+                );
+            }
+            Ok(String::from_utf8_lossy(&done.stdout).trim().to_string())
+        };
+        let mut info = vec![
+            "adm".to_string(),
+            "release".into(),
+            "info".into(),
+            "--image-for=machine-os-images".into(),
+            "--insecure=true".into(),
+        ];
+        info.extend(mirror_args.iter().cloned());
+        info.push(release.to_string());
+        let image = oc(info)?;
+        let cache = cache_dir()?;
+        fs_err::create_dir_all(&cache)?;
+        let mut extract = vec![
+            "image".to_string(),
+            "extract".into(),
+            "--path".into(),
+            format!("/coreos/coreos-x86_64.iso:{}", cache.display()),
+            "--confirm".into(),
+        ];
+        extract.extend(mirror_args.iter().cloned());
+        extract.push(image.clone());
+        oc(extract)?;
+        let bytes = fs_err::read(cache.join("coreos-x86_64.iso"))?;
+        Ok(BaseIso {
+            from: image,
+            sha256: bootstrap::oci::digest::Digest::of(&bytes).hex().to_string(),
+        })
+    })();
+    let _ = fs_err::remove_dir_all(&scratch);
+    result
+}
+
+/// The installer's image cache: `$XDG_CACHE_HOME/agent/image_cache` (`GetCacheDir`).
+fn cache_dir() -> Result<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(
+            std::env::var_os("HOME").context("neither XDG_CACHE_HOME nor HOME is set")?,
+        )
+        .join(".cache"),
+    };
+    Ok(base.join("agent").join("image_cache"))
+}
+
+/// The install-config's digest mirrors as the ImageContentSourcePolicy the installer hands
+/// `oc` (`getIcspContents`: one entry per source and mirror); `None` without mirrors.
+fn icsp_file(install: &serde_json::Value) -> Option<String> {
+    let mut entries = String::new();
+    for key in ["imageDigestSources", "imageContentSources"] {
+        for e in install[key].as_array().into_iter().flatten() {
+            let Some(source) = e["source"].as_str() else {
+                continue;
+            };
+            for m in e["mirrors"].as_array().into_iter().flatten() {
+                if let Some(m) = m.as_str() {
+                    entries.push_str(&format!("  - mirrors:\n    - {m}\n    source: {source}\n"));
+                }
+            }
+        }
+    }
+    (!entries.is_empty()).then(|| {
+        format!("apiVersion: operator.openshift.io/v1alpha1\nkind: ImageContentSourcePolicy\nmetadata:\n  name: image-policy\nspec:\n  repositoryDigestMirrors:\n{entries}")
+    })
 }
 
 /// `D/agent.x86_64.iso`: the two files, the manifests under `openshift/` and the release
@@ -278,6 +526,7 @@ fn write_iso(
     manifests: &[String],
     pinned: &Pinned,
     lab: &LabCluster,
+    base: &BaseIso,
 ) -> Result<PathBuf> {
     let staging = dir.join(".stand-in-iso");
     let _ = fs_err::remove_dir_all(&staging);
@@ -292,7 +541,11 @@ fn write_iso(
     }
     fs_err::write(
         staging.join("release-image"),
-        format!("{}\n", pinned.release),
+        format!("{}\n", pinned.release.as_deref().unwrap_or_default()),
+    )?;
+    fs_err::write(
+        staging.join("base-iso"),
+        format!("{} sha256:{}\n", base.from, base.sha256),
     )?;
     lab.write_iso_files(&staging.join(LAB_ISO_DIR))?;
     let iso = dir.join("agent.x86_64.iso");
@@ -530,35 +783,60 @@ fn watcher_token() -> Result<(String, String)> {
 mod tests {
     use super::*;
 
-    /// A fresh script refuses to start; pinned by the extraction code, it reports the release
-    /// and version it was pinned to.
+    /// A fresh installer script refuses to start; pinned by the extraction code with the
+    /// markers oc fills in it, it reports the release, version and architecture it was pinned
+    /// to. `oc` carries only the version placeholder (and oc's own `!` constants, untouched).
     #[test]
     fn a_stand_in_reads_the_release_it_was_pinned_to() {
         let s = script(
-            Tool::OpenshiftInstall,
+            Tool::OpenshiftBaremetalInstall,
             Path::new("/opt/bootstrap-lab"),
             "4.18.3",
         );
-        assert!(pinned(&s).is_err());
+        assert!(pinned(Tool::OpenshiftBaremetalInstall, &s).is_err());
+        let release = "site:5000/ocp/openshift/release-images@sha256:ab";
         let reps = [
-            pin::Replacement::release_image("site:5000/ocp/openshift/release-images@sha256:ab")
-                .unwrap(),
+            pin::Replacement::release_image(release).unwrap(),
             pin::Replacement::release_version("4.18.3").unwrap(),
+            pin::Replacement::new(pin::Marker::ReleaseArchitecture, "linux/amd64").unwrap(),
         ];
         let mut out = Vec::new();
         let found = pin::copy_and_replace(&mut s.as_slice(), &mut out, &reps).unwrap();
         assert!(found.iter().all(Option::is_some));
         assert_eq!(
-            pinned(&out).unwrap(),
+            pinned(Tool::OpenshiftBaremetalInstall, &out).unwrap(),
             Pinned {
-                release: "site:5000/ocp/openshift/release-images@sha256:ab".into(),
+                release: Some(release.into()),
                 version: Some("4.18.3".into()),
+                architecture: Some("linux/amd64".into()),
             }
         );
         let text = String::from_utf8_lossy(&s);
         assert!(text.starts_with("#!/bin/sh\n"));
         assert!(text.contains(
-            "exec '/opt/bootstrap-lab' stand-in openshift-install --self \"$0\" -- \"$@\""
+            "exec '/opt/bootstrap-lab' stand-in openshift-baremetal-install --self \"$0\" -- \"$@\""
         ));
+
+        let oc = script(Tool::Oc, Path::new("/opt/bootstrap-lab"), "4.18");
+        assert_eq!(
+            pin::unpinned_marker(&oc),
+            None,
+            "oc has no image placeholder"
+        );
+        let mut out = Vec::new();
+        let found = pin::copy_and_replace(&mut oc.as_slice(), &mut out, &reps).unwrap();
+        assert_eq!(
+            (found[0], found[1].is_some(), found[2]),
+            (None, true, None),
+            "only the version placeholder is in oc"
+        );
+        assert_eq!(
+            pinned(Tool::Oc, &out).unwrap(),
+            Pinned {
+                release: None,
+                version: Some("4.18.3".into()),
+                architecture: None,
+            }
+        );
     }
 }

@@ -505,6 +505,17 @@ pub struct ReleaseExtractArgs {
     #[arg(value_name = "RELEASE")]
     pub release: String,
 
+    /// The mirror record: its release components are looked for where it says they were
+    /// mirrored (its image digest mirror set).
+    #[arg(long, value_name = "FILE", conflicts_with = "idms_file")]
+    pub record: Option<PathBuf>,
+
+    /// An ImageDigestMirrorSet file (idms-oc-mirror.yaml, or one another mirroring tool
+    /// wrote), as `oc adm release extract --idms-file`: the components are looked for at its
+    /// mirrors. Without it or --record they are read where image-references names them.
+    #[arg(long, value_name = "FILE")]
+    pub idms_file: Option<PathBuf>,
+
     /// The binary: openshift-install, openshift-baremetal-install or oc.
     #[arg(long, value_name = "NAME")]
     pub command: String,

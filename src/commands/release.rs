@@ -7,6 +7,8 @@ use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
 use crate::oci::retry::RetryPolicy;
 use crate::openshift::extract::{ExtractRequest, Tool};
+use crate::openshift::mirrors::DigestMirrors;
+use crate::openshift::record::MirrorRecord;
 use anyhow::{Context, Result};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,11 +28,22 @@ impl ExtractRequest {
             .command
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--command: {e}"))?;
+        let mirrors = match (&args.record, &args.idms_file) {
+            (Some(record), _) => DigestMirrors::new(
+                MirrorRecord::load(record)
+                    .with_context(|| format!("reading the mirror record {}", record.display()))?
+                    .digest_sources()
+                    .map_err(|e| anyhow::anyhow!("the mirror record {}: {e}", record.display()))?,
+            ),
+            (None, Some(idms)) => DigestMirrors::from_idms_file(idms)?,
+            (None, None) => DigestMirrors::default(),
+        };
         Ok(ExtractRequest {
             release,
             tool,
             to: args.to.clone(),
             arch: args.arch.clone(),
+            mirrors,
         })
     }
 }

@@ -59,6 +59,8 @@ pub const INSTALLER_DIR: &str = "work";
 /// What the iso stage made (in the iso folder): the ISO's size and sha256, rendezvousIP, the
 /// extra manifests.
 pub const ISO_FILE: &str = "iso.json";
+/// In the iso stage's folder: the installer's TLS roots (its `SSL_CERT_FILE`).
+pub const TRUST_BUNDLE_FILE: &str = "trust-bundle.pem";
 /// The boot stage's folder: `NODE.json` per node and [`BOOT_FILE`].
 pub const BOOT_DIR: &str = "boot";
 /// Where the BMCs fetch the ISO (in the boot folder).
@@ -115,6 +117,7 @@ fn file_patterns() -> Vec<String> {
         format!("{TOOLS_DIR}/{TOOLS_FILE}"),
         format!("{ISO_DIR}/{INSTALLER_DIR}/**"),
         format!("{ISO_DIR}/{ISO_FILE}"),
+        format!("{ISO_DIR}/{TRUST_BUNDLE_FILE}"),
         format!("{BOOT_DIR}/*.json"),
         format!("{WAIT_DIR}/{WAIT_FILE}"),
         format!("{PREP_DIR}/{FACTS_DIR}/*.json"),

@@ -1,24 +1,28 @@
 //! `oc adm release extract --command`, done by bootstrap against the site registry: the
 //! installer (`openshift-install`, or `openshift-baremetal-install`) or `oc`, taken out of the
-//! release payload that the mirror placed there, by digest, and pinned to that release.
+//! release payload that the mirror placed there, by digest, and pinned to that release
+//! (openshift/oc `pkg/cli/admin/release/extract_tools.go`).
 //!
 //! The release image (by digest; an index is narrowed to `linux/ARCH`) names its components in
-//! `release-manifests/image-references`. The mirror puts them, by digest, in the
-//! `openshift/release` repository beside the release's `openshift/release-images` (oc-mirror's
-//! placement), which is where they are read from. The component's layers are read top layer first
-//! until one holds the binary (see [`crate::oci::layerfile`]); each layer is streamed from the
-//! registry, hashed as it passes, and must match its digest before the binary is kept. The binary
-//! is written under a temporary name in the target directory, its release placeholders
-//! overwritten on the way (see [`super::pin`]), then made executable and renamed into place: a
-//! failed or killed extraction leaves no binary under the final name. A binary without the release
-//! image placeholder is refused: it would install the release compiled into it.
+//! `release-manifests/image-references`, at their source. Each is found where the digest mirror
+//! set maps it ([`super::mirrors`]: the mirror record's, or an ImageDigestMirrorSet file), as oc
+//! finds it with `--idms-file`, whatever layout the mirroring tool chose. The component's
+//! layers are read top layer first until one holds the binary (see [`crate::oci::layerfile`]);
+//! each layer is streamed from the registry, hashed as it passes, and must match its digest
+//! before the binary is kept. The binary is written under a temporary name in the target
+//! directory, the release placeholders oc fills for that binary overwritten on the way
+//! ([`Tool::markers`], [`super::pin`]), then made executable and renamed into place: a failed
+//! or killed extraction leaves no binary under the final name. An installer without the release
+//! image placeholder is refused: it would install the release compiled into it. A placeholder
+//! that is not there otherwise is recorded as not rewritten, as oc warns and goes on.
 
-use super::pin::{self, Replacement};
-use super::release::{self, COMPONENTS_REPO, IMAGE_REFERENCES, RELEASE_IMAGES_REPO};
+use super::mirrors::DigestMirrors;
+use super::pin::{self, Marker, Replacement};
+use super::release::{self, IMAGE_REFERENCES};
 use crate::oci::blob_read::{read_image_dir, BlobRead};
 use crate::oci::digest::Digest;
 use crate::oci::digest::StreamHasher;
-use crate::oci::layerfile::{self, Found};
+use crate::oci::layerfile;
 use crate::oci::manifest::{select_entries, OciImageManifest, Parsed};
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
@@ -73,6 +77,25 @@ impl Tool {
             Tool::Oc => "usr/bin/oc",
         }
     }
+
+    /// The placeholders oc fills in it (`extract_tools.go`'s `InjectRelease*` for the linux
+    /// target): `oc` the version only, the installers the image, version and architecture.
+    pub fn markers(self) -> &'static [Marker] {
+        match self {
+            Tool::Oc => &[Marker::ReleaseVersion],
+            Tool::OpenshiftInstall | Tool::OpenshiftBaremetalInstall => &[
+                Marker::ReleaseImage,
+                Marker::ReleaseVersion,
+                Marker::ReleaseArchitecture,
+            ],
+        }
+    }
+
+    /// Whether a binary without the release image placeholder must be refused: an installer
+    /// without one installs the release compiled into it.
+    pub fn needs_release_image(self) -> bool {
+        self.markers().contains(&Marker::ReleaseImage)
+    }
 }
 
 impl std::str::FromStr for Tool {
@@ -102,6 +125,21 @@ pub struct ExtractRequest {
     pub to: PathBuf,
     /// The architecture (`amd64`) an index is narrowed to.
     pub arch: String,
+    /// Where the release's components were mirrored (empty: where image-references names
+    /// them).
+    pub mirrors: DigestMirrors,
+}
+
+/// A placeholder of the binary and what became of it.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedMarker {
+    /// Which.
+    pub marker: Marker,
+    /// The value written.
+    pub value: String,
+    /// Where in the binary it was written; absent when the binary has no such placeholder.
+    pub offset: Option<u64>,
 }
 
 /// A binary extracted and pinned.
@@ -116,17 +154,28 @@ pub struct Extracted {
     pub sha256: String,
     /// Its size in bytes.
     pub size: u64,
-    /// The release pullspec written into it.
+    /// The release, by digest, it was taken from (and, for an installer, pinned to).
     pub release: String,
-    /// The release version (its `io.openshift.release` label), written into the version
-    /// placeholder when the binary has one.
+    /// The release version (oc's preferred name: `release-metadata`'s version).
     pub version: Option<String>,
-    /// The component image it came from, by digest.
+    /// The component image it came from, by digest, where it was found.
     pub component: String,
     /// The layer that held it.
     pub layer: String,
-    /// Whether the binary had a version placeholder (filled).
-    pub version_pinned: bool,
+    /// Each placeholder oc fills in this binary, and whether it was there to fill.
+    pub markers: Vec<PinnedMarker>,
+}
+
+impl Extracted {
+    /// The placeholders that were rewritten.
+    pub fn rewritten(&self) -> impl Iterator<Item = &PinnedMarker> {
+        self.markers.iter().filter(|m| m.offset.is_some())
+    }
+
+    /// The placeholders oc fills in this binary that it does not have.
+    pub fn missing(&self) -> impl Iterator<Item = &PinnedMarker> {
+        self.markers.iter().filter(|m| m.offset.is_none())
+    }
 }
 
 impl std::fmt::Display for Extracted {
@@ -139,9 +188,12 @@ impl std::fmt::Display for Extracted {
             self.size,
             self.sha256
         )?;
-        writeln!(f, "  pinned to {}", self.release)?;
-        if let Some(v) = &self.version {
-            writeln!(f, "  release version {v}")?;
+        writeln!(f, "  from release {}", self.release)?;
+        for m in &self.markers {
+            match m.offset {
+                Some(at) => writeln!(f, "  {}: {} (at byte {at})", m.marker.name(), m.value)?,
+                None => writeln!(f, "  {}: no placeholder, not written", m.marker.name())?,
+            }
         }
         writeln!(f, "  from {} (layer {})", self.component, self.layer)
     }
@@ -157,13 +209,13 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
         "{}/{}@{release_digest}",
         release_ref.registry, release_ref.repository
     );
-    let (release_manifest, _) = image_manifest(regs, release_ref, &request.arch).await?;
-    let config = small_blob(regs, release_ref, &release_manifest.config.digest).await?;
-    let version = release::version_label(&config);
-    let files = read_image_dir(regs, release_ref, &release_manifest, "/release-manifests").await?;
+    let release = image_manifest(regs, release_ref, &request.arch).await?;
+    let config = small_blob(regs, release_ref, &release.manifest.config.digest).await?;
+    let files = read_image_dir(regs, release_ref, &release.manifest, "/release-manifests").await?;
     let refs = files
         .get("image-references")
         .with_context(|| format!("{pullspec} has no {IMAGE_REFERENCES}: is it a release image?"))?;
+    let version = release::preferred_name(files.get("release-metadata").map(Vec::as_slice), refs);
     let components = release::components(refs, &pullspec)?;
     let wanted = request.tool.component();
     let component = components
@@ -172,18 +224,27 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
         .with_context(|| {
             format!("{pullspec}: its {IMAGE_REFERENCES} lists no '{wanted}' component, which carries {}", request.tool.name())
         })?;
-    let located = component_in_site(release_ref, component.image.digest.as_ref())?;
-    let (manifest, _) = image_manifest(regs, &located, &request.arch)
+    let (located, manifest) = locate(regs, &request.mirrors, &component.image, &request.arch)
         .await
         .with_context(|| {
             format!(
-                "the '{wanted}' component {} of {pullspec}, mirrored as {located}",
+                "the '{wanted}' component of {pullspec} ({})",
                 component.image
             )
         })?;
-    let mut replacements = vec![Replacement::release_image(&pullspec)?];
-    if let Some(v) = &version {
-        replacements.push(Replacement::release_version(v)?);
+    let values = [
+        (Marker::ReleaseImage, Some(pullspec.clone())),
+        (Marker::ReleaseVersion, version.clone()),
+        (
+            Marker::ReleaseArchitecture,
+            Some(platform(&config, release.from_index)),
+        ),
+    ];
+    let mut replacements = Vec::new();
+    for marker in request.tool.markers() {
+        if let Some((_, Some(value))) = values.iter().find(|(m, _)| m == marker) {
+            replacements.push(Replacement::new(*marker, value)?);
+        }
     }
     fs_err::create_dir_all(&request.to)
         .with_context(|| format!("creating the target directory {}", request.to.display()))?;
@@ -193,7 +254,15 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
         request.tool.name(),
         std::process::id()
     ));
-    let result = copy_out(regs, &located, &manifest, request.tool, &temp, replacements).await;
+    let result = copy_out(
+        regs,
+        &located,
+        &manifest,
+        request.tool,
+        &temp,
+        replacements.clone(),
+    )
+    .await;
     let written = match result {
         Ok(w) => w,
         Err(e) => {
@@ -201,7 +270,19 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
             return Err(e);
         }
     };
-    if written.offsets.first().copied().flatten().is_none() {
+    let markers: Vec<PinnedMarker> = replacements
+        .iter()
+        .zip(&written.offsets)
+        .map(|(r, at)| PinnedMarker {
+            marker: r.marker,
+            value: r.value().to_string(),
+            offset: *at,
+        })
+        .collect();
+    let image_pinned = markers
+        .iter()
+        .any(|m| m.marker == Marker::ReleaseImage && m.offset.is_some());
+    if request.tool.needs_release_image() && !image_pinned {
         let _ = fs_err::remove_file(&temp);
         bail!(
             "{} in {located} carries no release image placeholder (\\0_RELEASE_IMAGE_LOCATION_\\0 and 300 X): refusing it, since it would install the release compiled into it rather than {pullspec}",
@@ -219,41 +300,76 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
         version,
         component: located.to_string(),
         layer: written.layer,
-        version_pinned: written.offsets.get(1).copied().flatten().is_some(),
+        markers,
     })
 }
 
-/// Where the mirror put a release component: by digest, in `openshift/release` beside the
-/// release's `openshift/release-images`.
-fn component_in_site(release: &ImageRef, digest: Option<&Digest>) -> Result<ImageRef> {
-    let Some(prefix) = release.repository.strip_suffix(RELEASE_IMAGES_REPO) else {
-        bail!(
-            "{release}: the release is not in a '{RELEASE_IMAGES_REPO}' repository, so where its components were mirrored is unknown; pass the release as the mirror placed it (its record names it)"
-        );
+/// The release's platform as oc writes it into the architecture placeholder (oc's
+/// `ReleaseInfo.Platform`): `OS/ARCH` from the image's config, `multi (OS/ARCH)` when the
+/// release was given as an index.
+fn platform(config: &[u8], from_index: bool) -> String {
+    let v: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
+    let field = |k: &str| {
+        v.get(k)
+            .and_then(|s| s.as_str())
+            .filter(|s| !s.is_empty())
+            .unwrap_or("unknown")
+            .to_string()
     };
-    let digest = digest.context("a release component without a digest")?;
-    Ok(ImageRef {
-        registry: release.registry.clone(),
-        repository: format!("{prefix}{COMPONENTS_REPO}"),
-        tag: None,
-        digest: Some(digest.clone()),
-    })
+    let p = format!("{}/{}", field("os"), field("architecture"));
+    if from_index {
+        format!("multi ({p})")
+    } else {
+        p
+    }
+}
+
+/// The component where the mirror set puts it: the first candidate whose manifest answers.
+async fn locate(
+    regs: &Arc<Registries>,
+    mirrors: &DigestMirrors,
+    image: &ImageRef,
+    arch: &str,
+) -> Result<(ImageRef, Box<OciImageManifest>)> {
+    let candidates = mirrors.candidates(image);
+    let mut tried = Vec::new();
+    for candidate in candidates {
+        match image_manifest(regs, &candidate, arch).await {
+            Ok(found) => return Ok((candidate, found.manifest)),
+            Err(e) => tried.push(format!("{candidate}: {e:#}")),
+        }
+    }
+    if mirrors.is_empty() {
+        bail!(
+            "not found where image-references names it, and no mirror set was given: {}; pass the mirror record (or the ImageDigestMirrorSet the mirror wrote) so that it is looked for where it was mirrored",
+            tried.join("; ")
+        );
+    }
+    bail!(
+        "not found at any mirror the mirror set gives for it: {}",
+        tried.join("; ")
+    )
+}
+
+/// A single-platform manifest, and whether it was reached through an index.
+struct Found {
+    manifest: Box<OciImageManifest>,
+    from_index: bool,
 }
 
 /// The single-platform manifest of `image` for `linux/arch` (the image itself, or the index
 /// entry for that platform).
-async fn image_manifest(
-    regs: &Arc<Registries>,
-    image: &ImageRef,
-    arch: &str,
-) -> Result<(Box<OciImageManifest>, Digest)> {
+async fn image_manifest(regs: &Arc<Registries>, image: &ImageRef, arch: &str) -> Result<Found> {
     let client = regs.client(&image.registry)?;
     let raw = client
         .get_manifest(&image.repository, &image.reference())
         .await
         .with_context(|| format!("reading the manifest of {image}"))?;
     match raw.parse().with_context(|| format!("{image}"))? {
-        Parsed::Image(m) => Ok((m, raw.digest)),
+        Parsed::Image(manifest) => Ok(Found {
+            manifest,
+            from_index: false,
+        }),
         Parsed::Index(index) => {
             let archs = [arch.to_string()];
             let entry = select_entries(&index, &archs)
@@ -265,7 +381,10 @@ async fn image_manifest(
                 .await
                 .with_context(|| format!("reading the linux/{arch} manifest of {image}"))?;
             match child.parse().with_context(|| format!("{image}"))? {
-                Parsed::Image(m) => Ok((m, child.digest)),
+                Parsed::Image(manifest) => Ok(Found {
+                    manifest,
+                    from_index: true,
+                }),
                 Parsed::Index(_) => bail!("{image}: nested indexes are not supported"),
             }
         }
@@ -315,35 +434,36 @@ async fn copy_out(
         let temp = temp.to_path_buf();
         let replacements = replacements.clone();
         let what = format!("{image}: layer {digest}");
-        let outcome = tokio::task::spawn_blocking(move || -> Result<(Found, Option<Written>)> {
-            let mut written = None;
-            let found = layerfile::find_in_layer(index, &mut reader, path, &mut |file| {
-                let w = write_pinned(file, &temp, &replacements)?;
-                let size = w.1;
-                written = Some(w);
-                Ok(size)
+        let outcome =
+            tokio::task::spawn_blocking(move || -> Result<(layerfile::Found, Option<Written>)> {
+                let mut written = None;
+                let found = layerfile::find_in_layer(index, &mut reader, path, &mut |file| {
+                    let w = write_pinned(file, &temp, &replacements)?;
+                    let size = w.1;
+                    written = Some(w);
+                    Ok(size)
+                })
+                .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
+                // The layer is trusted only once every byte of it matched its digest.
+                reader.drain().with_context(|| what.clone())?;
+                Ok((
+                    found,
+                    written.map(|(sha256, size, offsets)| Written {
+                        sha256,
+                        size,
+                        layer: String::new(),
+                        offsets,
+                    }),
+                ))
             })
-            .map_err(|e| anyhow::anyhow!("{what}: {e}"))?;
-            // The layer is trusted only once every byte of it matched its digest.
-            reader.drain().with_context(|| what.clone())?;
-            Ok((
-                found,
-                written.map(|(sha256, size, offsets)| Written {
-                    sha256,
-                    size,
-                    layer: String::new(),
-                    offsets,
-                }),
-            ))
-        })
-        .await
-        .context("the layer reader task failed")??;
+            .await
+            .context("the layer reader task failed")??;
         match outcome {
-            (Found::File(_), Some(mut w)) => {
+            (layerfile::Found::File(_), Some(mut w)) => {
                 w.layer = layer.digest.clone();
                 return Ok(w);
             }
-            (Found::Removed(by), _) => {
+            (layerfile::Found::Removed(by), _) => {
                 bail!(
                     "{image}: {path} is not in the image (layer {} removes it: {by})",
                     layer.digest

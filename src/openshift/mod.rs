@@ -5,7 +5,8 @@
 //! - [`cluster`]: the resources a cluster needs to use the mirror (ImageDigestMirrorSet,
 //!   ImageTagMirrorSet, CatalogSources, the release signature ConfigMap);
 //! - [`release`]: a release payload's components; [`extract`]: a binary (the installer, `oc`)
-//!   out of a mirrored release, pinned to it by [`pin`];
+//!   out of a mirrored release, pinned to it by [`pin`], its components found through
+//!   [`mirrors`] (the digest mirror set, as oc finds them);
 //! - [`graph`]: the update graph and the releases a channel selects from it;
 //! - [`fbc`]: file-based operator catalogs, and [`rebuild`]: a filtered catalog as a new image;
 //! - [`helm`]: Helm charts, the images they reference and their OCI form; [`graph_data`]: the
@@ -21,6 +22,7 @@ pub mod fbc;
 pub mod graph;
 pub mod graph_data;
 pub mod helm;
+pub mod mirrors;
 pub mod pin;
 pub mod readiness;
 pub mod rebuild;

@@ -22,6 +22,27 @@ pub fn version_label(config: &[u8]) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Where the release's update metadata lives inside the release image.
+pub const RELEASE_METADATA: &str = "release-manifests/release-metadata";
+
+/// The release's name as oc writes it into a binary's version placeholder (oc's
+/// `ReleaseInfo.PreferredName`): `release-metadata`'s `version` when the release has that file,
+/// else `image-references`' `metadata.name`.
+pub fn preferred_name(metadata: Option<&[u8]>, image_references: &[u8]) -> Option<String> {
+    let field = |bytes: &[u8], pointer: &str| {
+        serde_json::from_slice::<serde_json::Value>(bytes)
+            .ok()?
+            .pointer(pointer)?
+            .as_str()
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    match metadata {
+        Some(m) => field(m, "/version"),
+        None => field(image_references, "/metadata/name"),
+    }
+}
+
 /// One component of a release.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Component {

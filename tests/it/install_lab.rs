@@ -271,6 +271,129 @@ fn the_lab_goes_through_iso_and_reruns_only_what_changed() {
     assert!(!seen.contains(&basic), "the pull secret's token leaked");
 }
 
+/// `cluster.release.installer: openshift-baremetal-install`: the tools stage takes that binary
+/// (from the `baremetal-installer` component) and `oc` (built as the real one is: the version
+/// placeholder only), records each placeholder written, and the iso stage runs the installer
+/// tools.json names, with a trust bundle of the system's roots and the site CA checked against
+/// the mirror first; the installer's `oc` took the base ISO out of the release over that trust,
+/// which it could not do without it.
+#[test]
+fn the_installer_the_inventory_names_runs_and_trusts_the_site_registry() {
+    let lab = Lab::new();
+    let run = lab.run_dir();
+    lab.edit(
+        "site.yaml",
+        "    version: 4.18.3",
+        "    version: 4.18.3\n    installer: openshift-baremetal-install",
+    );
+    until_iso(&lab);
+    let tools = json(&run.join("tools/tools.json"));
+    assert_eq!(tools["installer"]["name"], "openshift-baremetal-install");
+    assert_eq!(tools["oc"]["name"], "oc");
+    let written = |who: &str| -> Vec<String> {
+        tools[who]["markers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["offset"].is_u64())
+            .map(|m| m["marker"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        written("installer"),
+        ["release-image", "release-version", "release-architecture"]
+    );
+    assert_eq!(written("oc"), ["release-version"]);
+    assert!(run.join("tools/openshift-baremetal-install").is_file());
+    assert!(!run.join("tools/openshift-install").exists());
+    let log = fs_err::read_to_string(run.join("logs/iso.log")).unwrap();
+    assert!(
+        log.contains("tools/openshift-baremetal-install agent create image"),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!(
+            "{} verifies with trust-bundle.pem",
+            lab.site.host()
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("Extracting base ISO from release payload"),
+        "{log}"
+    );
+    let bundle = fs_err::read_to_string(run.join("iso/trust-bundle.pem")).unwrap();
+    let ca = fs_err::read_to_string(lab.site.ca_pem().unwrap()).unwrap();
+    assert!(bundle.contains(ca.trim()), "the site CA is in the bundle");
+    // The ISO records the base ISO the installer's oc took from machine-os-images.
+    let base = iso_file(
+        &run.join("iso/work/agent.x86_64.iso"),
+        "/base-iso",
+        lab.dir.path(),
+    );
+    assert!(
+        base.contains("/openshift-release-dev/ocp-v4.0-art-dev@sha256:"),
+        "{base}"
+    );
+
+    // The installer's trust is needed: the extracted `oc`, run as the installer runs it but
+    // without SSL_CERT_FILE, cannot take the base ISO out of the mirror (the site CA is not a
+    // system root); with the bundle it can.
+    let icsp = lab.dir.path().join("icsp.yaml");
+    let ic: Value = serde_saphyr::from_str(
+        &fs_err::read_to_string(run.join("config/install-config.yaml")).unwrap(),
+    )
+    .unwrap();
+    let mut entries = String::new();
+    for e in ic["imageDigestSources"].as_array().unwrap() {
+        for m in e["mirrors"].as_array().unwrap() {
+            entries.push_str(&format!(
+                "  - mirrors:\n    - {}\n    source: {}\n",
+                m.as_str().unwrap(),
+                e["source"].as_str().unwrap()
+            ));
+        }
+    }
+    fs_err::write(
+        &icsp,
+        format!("apiVersion: operator.openshift.io/v1alpha1\nkind: ImageContentSourcePolicy\nmetadata:\n  name: image-policy\nspec:\n  repositoryDigestMirrors:\n{entries}"),
+    )
+    .unwrap();
+    let secret = lab.dir.path().join("registry-config.json");
+    fs_err::write(&secret, ic["pullSecret"].as_str().unwrap()).unwrap();
+    let image = base.split_whitespace().next().unwrap().to_string();
+    let extract = |bundle: Option<&Path>| {
+        let mut cmd = std::process::Command::new(run.join("tools/oc"));
+        cmd.args(["image", "extract", "--path"])
+            .arg(format!(
+                "/coreos/coreos-x86_64.iso:{}",
+                lab.dir.path().join("out").display()
+            ))
+            .arg("--confirm")
+            .arg(format!("--icsp-file={}", icsp.display()))
+            .arg(&image)
+            .arg(format!("--registry-config={}", secret.display()))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        if let Some(b) = bundle {
+            cmd.env("SSL_CERT_FILE", b);
+        }
+        cmd.output().unwrap()
+    };
+    let without = extract(None);
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert_eq!(without.status.code(), Some(1), "{err}");
+    assert!(err.contains("error:"), "{err}");
+    assert!(!lab.dir.path().join("out/coreos-x86_64.iso").exists());
+    let with = extract(Some(&run.join("iso/trust-bundle.pem")));
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert!(lab.dir.path().join("out/coreos-x86_64.iso").is_file());
+}
+
 /// kill -9 while the iso stage holds (after its work, before publishing; the documented test
 /// hook), then rerun: it completes, and nothing under RUN/iso was taken for a finished output.
 /// An --installer that was never pinned is refused by the tools stage.

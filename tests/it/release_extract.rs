@@ -16,10 +16,11 @@ use support::Registry;
 /// release's destination by digest.
 struct Site {
     site: Registry,
-    _upstream: Registry,
+    upstream: Registry,
     dir: tempfile::TempDir,
     release: String,
     version: String,
+    record: PathBuf,
 }
 
 impl Site {
@@ -77,13 +78,15 @@ impl Site {
         let release = format!("{repo}@{}", img["digest"].as_str().unwrap());
         Site {
             site,
-            _upstream: upstream,
+            upstream,
             dir,
             release,
             version,
+            record,
         }
     }
 
+    /// `bootstrap release extract` with the mirror record saying where the components are.
     fn extract(&self, command: &str, to: &Path) -> std::process::Output {
         bootstrap(&[
             "release",
@@ -93,6 +96,8 @@ impl Site {
             "--to",
             to.to_str().unwrap(),
             &format!("docker://{}", self.release),
+            "--record",
+            self.record.to_str().unwrap(),
             "--plain-http",
             &self.site.host(),
             "--output",
@@ -117,48 +122,209 @@ impl Site {
     }
 }
 
-/// The binary's placeholder holds the release pullspec by digest, byte for byte, and a NUL; the
-/// version placeholder the release version; the rest is the image's file unchanged.
+/// Each binary is pinned with exactly the placeholders oc fills in it (openshift/oc
+/// `extract_tools.go`): the installers get the release pullspec by digest, the version and the
+/// platform; `oc`, built as the real one is (no image placeholder, oc's own `!` search
+/// constants, a version placeholder), gets the version only and is not refused. Each value is
+/// followed by a NUL and the rest of its placeholder; the rest of the file is unchanged.
 #[test]
-fn extracted_binaries_are_pinned_to_the_mirrored_release() {
+fn extracted_binaries_are_pinned_with_the_markers_oc_fills() {
+    use bootstrap::openshift::pin::Marker;
     let site = Site::new();
-    for (command, file) in [("openshift-install", "openshift-install"), ("oc", "oc")] {
+    let installer_markers = [
+        ("release-image", site.release.clone()),
+        ("release-version", site.version.clone()),
+        ("release-architecture", "linux/amd64".to_string()),
+    ];
+    let oc_markers = [("release-version", site.version.clone())];
+    for (command, markers) in [
+        ("openshift-install", &installer_markers[..]),
+        ("openshift-baremetal-install", &installer_markers[..]),
+        ("oc", &oc_markers[..]),
+    ] {
         let to = site.dir.path().join(format!("bin-{command}"));
         let out: Value = serde_json::from_str(&ok(&site.extract(command, &to))).unwrap();
-        let path = to.join(file);
+        let path = to.join(command);
         assert_eq!(out["path"], path.to_str().unwrap());
         assert_eq!(out["release"], site.release.as_str());
         assert_eq!(out["version"], site.version.as_str());
-        assert_eq!(out["versionPinned"], true);
         let bytes = fs_err::read(&path).unwrap();
         assert_eq!(out["size"], bytes.len() as u64);
         let sha = support::layers::sha256_digest(&bytes);
         assert_eq!(out["sha256"], sha.trim_start_matches("sha256:"));
-        assert_eq!(
-            pin::unpinned_marker(&bytes),
-            None,
-            "{command} is still unpinned"
-        );
-        let mut expected = site.release.as_bytes().to_vec();
-        expected.push(0);
-        let at = bytes
-            .windows(expected.len())
-            .position(|w| w == expected.as_slice())
-            .unwrap_or_else(|| panic!("{command} does not hold the pullspec and a NUL"));
-        let rest = &pin::release_image_placeholder()[expected.len()..];
-        assert_eq!(
-            &bytes[at + expected.len()..at + expected.len() + rest.len()],
-            rest
-        );
-        let mut version = site.version.as_bytes().to_vec();
-        version.push(0);
-        assert!(bytes
-            .windows(version.len())
-            .any(|w| w == version.as_slice()));
+        assert_eq!(pin::unpinned_marker(&bytes), None, "{command}");
+        let recorded: Vec<(String, String)> = out["markers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                assert!(m["offset"].is_u64(), "{command}: {m} was not rewritten");
+                (
+                    m["marker"].as_str().unwrap().to_string(),
+                    m["value"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let wanted: Vec<(String, String)> = markers
+            .iter()
+            .map(|(m, v)| (m.to_string(), v.clone()))
+            .collect();
+        assert_eq!(recorded, wanted, "{command}");
+        for m in out["markers"].as_array().unwrap() {
+            let marker = match m["marker"].as_str().unwrap() {
+                "release-image" => Marker::ReleaseImage,
+                "release-version" => Marker::ReleaseVersion,
+                _ => Marker::ReleaseArchitecture,
+            };
+            let at = m["offset"].as_u64().unwrap() as usize;
+            let value = m["value"].as_str().unwrap().as_bytes();
+            assert_eq!(&bytes[at..at + value.len()], value, "{command}");
+            assert_eq!(bytes[at + value.len()], 0);
+            let placeholder = marker.placeholder();
+            assert_eq!(
+                &bytes[at + value.len() + 1..at + placeholder.len()],
+                &placeholder[value.len() + 1..],
+                "{command}: the rest of the placeholder is kept"
+            );
+        }
+        if command == "oc" {
+            for m in [
+                Marker::ReleaseImage,
+                Marker::ReleaseVersion,
+                Marker::ReleaseArchitecture,
+            ] {
+                let c = m.search_constant();
+                assert!(
+                    bytes.windows(c.len()).any(|w| w == c.as_slice()),
+                    "oc's own {} constant was touched",
+                    m.name()
+                );
+            }
+        }
         use std::os::unix::fs::PermissionsExt;
         let mode = fs_err::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o755);
+        let version = std::process::Command::new(&path)
+            .arg("version")
+            .env_clear()
+            .output()
+            .unwrap();
+        let text = ok(&version);
+        if command == "oc" {
+            assert!(
+                text.contains(&format!("Client Version: {}", site.version)),
+                "{text}"
+            );
+        } else {
+            assert!(
+                text.starts_with(&format!("{command} {}", site.version)),
+                "{text}"
+            );
+            assert!(text.contains("release architecture amd64"), "{text}");
+        }
     }
+}
+
+/// A release mirrored by another tool into another layout (`oc adm release mirror`'s: the
+/// release and every component in one repository, `ocp4/openshift4`, components tagged
+/// VERSION-ARCH-NAME, copied here with skopeo) is found through the ImageDigestMirrorSet that
+/// tool gives, as `oc adm release extract --idms-file` finds it; without a mirror set the
+/// components are looked for where image-references names them, and the error says so.
+#[test]
+fn a_release_in_another_layout_is_found_through_its_mirror_set() {
+    let site = Site::new();
+    let other = Registry::plain();
+    let seeded = json(&site.dir.path().join("seed/seed.json"));
+    let release = seeded["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["version"] == site.version.as_str())
+        .unwrap()
+        .clone();
+    let up = site.upstream.host();
+    let copy = |from: &str, to: &str| {
+        let st = std::process::Command::new("skopeo")
+            .args([
+                "copy",
+                "-q",
+                "--all",
+                "--preserve-digests",
+                "--src-tls-verify=false",
+                "--dest-tls-verify=false",
+            ])
+            .arg(format!("docker://{from}"))
+            .arg(format!("docker://{to}"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "skopeo copy {from} {to}");
+    };
+    let repo = format!("{}/ocp4/openshift4", other.host());
+    let release_image = release["image"].as_str().unwrap();
+    let release_digest = release["digest"].as_str().unwrap();
+    copy(
+        &format!(
+            "{}@{release_digest}",
+            release_image.rsplit_once(':').unwrap().0
+        ),
+        &format!("{repo}:{}-x86_64", site.version),
+    );
+    for (name, pinned) in release["components"].as_object().unwrap() {
+        if ["cli", "baremetal-installer"].contains(&name.as_str()) {
+            copy(
+                pinned.as_str().unwrap(),
+                &format!("{repo}:{}-x86_64-{name}", site.version),
+            );
+        }
+    }
+    let idms = site.dir.path().join("idms.yaml");
+    fs_err::write(
+        &idms,
+        format!("apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: release\nspec:\n  imageDigestMirrors:\n  - mirrors:\n    - {repo}\n    source: {up}/openshift-release-dev/ocp-release\n  - mirrors:\n    - {repo}\n    source: {up}/openshift-release-dev/ocp-v4.0-art-dev\n"),
+    )
+    .unwrap();
+    let run = |command: &str, to: &Path, idms: Option<&Path>| {
+        let mut args = vec![
+            "release".to_string(),
+            "extract".into(),
+            "--command".into(),
+            command.into(),
+            "--to".into(),
+            to.display().to_string(),
+            format!("docker://{repo}@{release_digest}"),
+            "--plain-http".into(),
+            other.host(),
+            "--output".into(),
+            "json".into(),
+        ];
+        if let Some(f) = idms {
+            args.extend(["--idms-file".to_string(), f.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        bootstrap(&args)
+    };
+    for command in ["oc", "openshift-baremetal-install"] {
+        let to = site.dir.path().join(format!("other-{command}"));
+        let out: Value = serde_json::from_str(&ok(&run(command, &to, Some(&idms)))).unwrap();
+        assert!(
+            out["component"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{repo}@sha256:")),
+            "{out}"
+        );
+        assert!(to.join(command).is_file());
+    }
+    let to = site.dir.path().join("no-idms");
+    let text = failed(&run("oc", &to, None));
+    assert!(
+        text.contains("no mirror set was given")
+            && text.contains(&format!(
+                "{up}/openshift-release-dev/ocp-v4.0-art-dev@sha256:"
+            )),
+        "{text}"
+    );
+    assert!(!to.join("oc").exists());
 }
 
 /// A layer whose bytes changed in the registry is refused naming it; nothing is left under the
@@ -245,6 +411,13 @@ fn push_release_with_installer(registry: &Registry, binary: Vec<u8>) -> String {
 fn a_binary_without_the_placeholder_is_refused() {
     let site = Registry::plain();
     let work = tempfile::tempdir().unwrap();
+    // The component is named at quay.io, mirrored to the test registry.
+    let idms = work.path().join("idms.yaml");
+    fs_err::write(
+        &idms,
+        format!("apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: bad\nspec:\n  imageDigestMirrors:\n  - source: quay.io/bad\n    mirrors:\n    - {}/bad\n", site.host()),
+    )
+    .unwrap();
     let run = |release: &str, to: &Path| {
         bootstrap(&[
             "release",
@@ -254,6 +427,8 @@ fn a_binary_without_the_placeholder_is_refused() {
             "--to",
             to.to_str().unwrap(),
             &format!("docker://{release}"),
+            "--idms-file",
+            idms.to_str().unwrap(),
             "--plain-http",
             &site.host(),
         ])
@@ -302,6 +477,10 @@ fn the_installer_stand_in_makes_an_agent_iso() {
 
     let work = site.dir.path().join("work");
     fs_err::create_dir_all(work.join("openshift")).unwrap();
+    // The release's base ISO is taken with `oc` over verified TLS; this registry speaks plain
+    // HTTP, so the ISO is given as the installer's override (install_lab shows the other way).
+    let base = site.dir.path().join("coreos-x86_64.iso");
+    fs_err::write(&base, b"a base ISO").unwrap();
     for f in ["install-config.yaml", "agent-config.yaml"] {
         fs_err::copy(
             support::run::repo("tests/testdata/render/lab").join(f),
@@ -314,13 +493,34 @@ fn the_installer_stand_in_makes_an_agent_iso() {
         "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  name: 99-worker-blacklist-irdma\n",
     )
     .unwrap();
-    let made = std::process::Command::new(&installer)
-        .args(["agent", "create", "image", "--dir"])
-        .arg(&work)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .output()
-        .unwrap();
+    let create = |over: Option<&Path>| {
+        let mut cmd = std::process::Command::new(&installer);
+        cmd.args(["agent", "create", "image", "--dir"])
+            .arg(&work)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("XDG_CACHE_HOME", site.dir.path().join("cache"));
+        if let Some(f) = over {
+            cmd.env("OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE", f);
+        }
+        cmd.output().unwrap()
+    };
+    // No `oc` on PATH: the base ISO cannot come out of the release, and the installer's
+    // fallback (a download from the Internet) fails as it does on an air-gapped site.
+    let made = create(None);
+    let log = String::from_utf8_lossy(&made.stderr).into_owned();
+    assert_eq!(made.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("Failed to extract base ISO from release payload")
+            && log.contains("level=fatal")
+            && log.contains("failed to get base ISO image"),
+        "{log}"
+    );
+    assert!(
+        work.join("install-config.yaml").exists(),
+        "nothing consumed"
+    );
+    let made = create(Some(&base));
     let log = String::from_utf8_lossy(&made.stderr).into_owned();
     assert!(made.status.success(), "{log}");
     assert!(log.contains("level=info msg=\"Generated ISO at"), "{log}");
@@ -335,6 +535,7 @@ fn the_installer_stand_in_makes_an_agent_iso() {
         "'/install-config.yaml'",
         "'/agent-config.yaml'",
         "'/openshift/99-worker-blacklist-irdma.yaml'",
+        "'/base-iso'",
     ] {
         assert!(files.contains(f), "{f} not in the ISO: {files}");
     }

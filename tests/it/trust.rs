@@ -293,3 +293,35 @@ fn a_self_signed_ca_true_certificate_is_trusted_through_ca_bundle() {
         "nothing was pushed under mirror/"
     );
 }
+
+/// The iso stage's check of the installer's trust bundle: a TLS registry verifies with a bundle
+/// holding its CA and nothing else, and not with a bundle of another CA (the error names the
+/// registry, the bundle and the TLS reason); a registry speaking plain HTTP does not pass either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_verifies_only_with_a_bundle_that_holds_its_ca() {
+    use bootstrap::oci::registry::check_bundle;
+    let site = Registry::tls_basic(USER, PASSWORD);
+    let other = Registry::tls_basic(USER, PASSWORD);
+    check_bundle(&site.host(), &site.ca_pem().unwrap())
+        .await
+        .expect("the site's own CA");
+    let e = check_bundle(&site.host(), &other.ca_pem().unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "{} does not verify with {}",
+            site.host(),
+            other.ca_pem().unwrap().display()
+        )),
+        "{e}"
+    );
+    assert!(e.to_lowercase().contains("certificate"), "{e}");
+    let plain = Registry::plain();
+    let e = check_bundle(&plain.host(), &site.ca_pem().unwrap())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not verify with"), "{e}");
+}

@@ -125,13 +125,17 @@ impl LabInstall {
 /// `work/` holds the ISO, rendezvousIP, auth/kubeconfig and the state file.
 fn make_iso(scratch: &Path, work: &Path) {
     use bootstrap::openshift::pin;
-    use bootstrap_lab::standin::{run, script, Tool};
+    use bootstrap_lab::standin::{script, Tool};
     let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/render/lab");
     fs_err::create_dir_all(work).unwrap();
     for f in ["install-config.yaml", "agent-config.yaml"] {
         fs_err::copy(testdata.join(f), work.join(f)).unwrap();
     }
-    let s = script(Tool::OpenshiftInstall, Path::new("/nonexistent"), "4.18.3");
+    let s = script(
+        Tool::OpenshiftInstall,
+        &crate::support::run::lab_bin(),
+        "4.18.3",
+    );
     let reps = [
         pin::Replacement::release_image("site:5000/ocp/release@sha256:ab").unwrap(),
         pin::Replacement::release_version("4.18.3").unwrap(),
@@ -140,13 +144,24 @@ fn make_iso(scratch: &Path, work: &Path) {
     pin::copy_and_replace(&mut s.as_slice(), &mut pinned, &reps).unwrap();
     let installer = scratch.join("openshift-install");
     fs_err::write(&installer, pinned).unwrap();
-    let args: Vec<String> = ["agent", "create", "image", "--dir"]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([work.display().to_string()])
-        .collect();
-    let out = run(Tool::OpenshiftInstall, &installer, &args);
-    assert_eq!(out.status, 0, "{:?}", out.log);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs_err::set_permissions(&installer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // No release registry here: the base ISO is the installer's override.
+    let base = scratch.join("coreos-x86_64.iso");
+    fs_err::write(&base, b"a base ISO").unwrap();
+    let out = std::process::Command::new(&installer)
+        .args(["agent", "create", "image", "--dir"])
+        .arg(work)
+        .env("OPENSHIFT_INSTALL_OS_IMAGE_OVERRIDE", &base)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn limits(bootstrap: u64, install: u64) -> WaitLimits {

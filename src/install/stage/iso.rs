@@ -2,22 +2,26 @@
 //! originals in `RUN/config/` stay: the installer consumes its inputs), the extra manifests go
 //! under `work/openshift/` (every `*.yaml|yml` of the inventory's `manifests/` folder, and the
 //! day-1 MachineConfigs the inventory asks for: `99-<role>-blacklist-irdma`), and
-//! `RUN/tools/openshift-install agent create image --dir work` runs with `RUN/tools` first on
-//! PATH (the installer calls `oc`) and only the environment it needs. Its log streams into the
+//! the installer the tools stage recorded (`RUN/tools/openshift-install`, or
+//! `openshift-baremetal-install` when the inventory names it) runs `agent create image --dir
+//! work` with `RUN/tools` first on PATH (the installer calls `oc`) and only the environment it
+//! needs, `SSL_CERT_FILE` among it: a trust bundle of the system's roots and the site
+//! registry's CA, checked against every registry the installer pulls from before it runs. Its log streams into the
 //! stage log; a failure quotes its last error line. The outputs it leaves (the ISO,
 //! `rendezvousIP`, `auth/kubeconfig` made 0600, `.openshift_install_state.json` whose watcher
 //! token the wait stage needs) are checked and described in `RUN/iso/iso.json`.
 
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::{InstallerDir, CONFIG_DIR, ISO_DIR, ISO_FILE, TOOLS_DIR};
+use crate::install::rundir::{
+    InstallerDir, CONFIG_DIR, ISO_DIR, ISO_FILE, TOOLS_DIR, TRUST_BUNDLE_FILE,
+};
 use crate::inventory::model::MachineRole;
 use crate::inventory::Inventory;
-use crate::openshift::extract::Tool;
 use crate::render::{AGENT_CONFIG_FILE, INSTALL_CONFIG_FILE};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -36,7 +40,12 @@ impl StageWork for Iso {
         for (name, path) in manifest_files(&cx.inventory)? {
             inputs.file(format!("inventory:{MANIFESTS_DIR}/{name}"), &path)?;
         }
-        let roles = irdma_roles(&cx.inventory()?).join(",");
+        let inv = cx.inventory()?;
+        // The installer's trust: the site registry's CA goes into its bundle.
+        if let Some(ca) = &inv.site.references.registry_ca {
+            inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+        }
+        let roles = irdma_roles(&inv).join(",");
         inputs.setting("day1.blacklistIrdma", &roles);
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
         Ok(inputs)
@@ -76,7 +85,9 @@ impl StageWork for Iso {
             manifests.push(name);
         }
         log.line(&format!("extra manifests: {}", manifests.join(", ")))?;
-        run_installer(cx, &work, log)?;
+        let bundle = trust_bundle(&inv, out, log)?;
+        check_trust(cx, &bundle, log)?;
+        run_installer(cx, &work, &bundle, log)?;
         describe(out, &work, &manifests, log)
     }
 }
@@ -124,21 +135,115 @@ pub fn irdma_machine_config(role: &str) -> String {
     )
 }
 
+/// Where Go's `crypto/x509` looks for the system's roots on Linux (`root_linux.go`), in its
+/// order: the first that exists is the base of the installer's bundle.
+const SYSTEM_ROOT_FILES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/pki/tls/cacert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// `RUN/iso/trust-bundle.pem`: the system's roots (this process's `SSL_CERT_FILE` when set,
+/// else the first of Go's files that exists) and the site registry's CA
+/// (`references.registryCA`), for the installer and the `oc` it runs as `SSL_CERT_FILE`.
+/// `openshift-install agent create image` runs `oc image extract` against the mirror without
+/// `--insecure` (openshift/installer `pkg/asset/agent/image/oc.go`), so the mirror must verify
+/// with the roots Go reads.
+fn trust_bundle(inv: &Inventory, out: &Path, log: &mut StageLog) -> Result<PathBuf> {
+    let system = match std::env::var_os("SSL_CERT_FILE") {
+        Some(f) => Some(PathBuf::from(f)),
+        None => SYSTEM_ROOT_FILES
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file()),
+    };
+    let mut pem = Vec::new();
+    let mut parts = Vec::new();
+    if let Some(system) = &system {
+        pem = crate::bounded::read_regular(system, 16 << 20)
+            .with_context(|| format!("reading the system's TLS roots {}", system.display()))?;
+        parts.push(format!("the system's roots ({})", system.display()));
+    }
+    if let Some(ca) = &inv.site.references.registry_ca {
+        let path = inv.resolve(&ca.file);
+        let bytes = crate::bounded::read_regular(&path, 1 << 20)
+            .with_context(|| format!("reading references.registryCA {}", path.display()))?;
+        if !pem.is_empty() && !pem.ends_with(b"\n") {
+            pem.push(b'\n');
+        }
+        pem.extend(bytes);
+        parts.push(format!("references.registryCA ({})", ca.file));
+    }
+    if pem.is_empty() {
+        bail!("no TLS roots for the installer: this machine has none of {} and site.yaml gives no references.registryCA; install the system's CA certificates or set SSL_CERT_FILE", SYSTEM_ROOT_FILES.join(", "));
+    }
+    let bundle = out.join(TRUST_BUNDLE_FILE);
+    crate::fs::write_atomic_mode(&bundle, &pem, 0o644)?;
+    log.line(&format!(
+        "the installer's trust ({TRUST_BUNDLE_FILE}, its SSL_CERT_FILE): {}",
+        parts.join(" and ")
+    ))?;
+    Ok(bundle)
+}
+
+/// Checks, before the installer runs, that every registry it will pull from (the release's and
+/// each `imageDigestSources` mirror's, from the rendered install-config) verifies with exactly
+/// the bundle: an installer that cannot would fail deep inside `oc image extract` and fall
+/// back to downloading the base ISO from the Internet.
+fn check_trust(cx: &StageContext, bundle: &Path, log: &mut StageLog) -> Result<()> {
+    let mut hosts = std::collections::BTreeSet::new();
+    hosts.insert(host_of(&super::tools::release(cx.run.root())?));
+    let config = cx.run.root().join(CONFIG_DIR).join(INSTALL_CONFIG_FILE);
+    let text = crate::bounded::read_regular(&config, 4 << 20)
+        .with_context(|| format!("reading {}", config.display()))?;
+    let ic: serde_json::Value = serde_saphyr::from_slice(&text)
+        .with_context(|| format!("{} does not parse", config.display()))?;
+    for key in ["imageDigestSources", "imageContentSources"] {
+        for e in ic[key].as_array().into_iter().flatten() {
+            for m in e["mirrors"].as_array().into_iter().flatten() {
+                if let Some(m) = m.as_str() {
+                    hosts.insert(host_of(m));
+                }
+            }
+        }
+    }
+    let handle = tokio::runtime::Handle::current();
+    for host in &hosts {
+        handle
+            .block_on(crate::oci::registry::check_bundle(host, bundle))
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{e:#}. The installer's oc verifies the mirror with this bundle only: put the CA that signed {host}'s certificate in the file site.yaml's references.registryCA names, then run again"
+                )
+            })?;
+        log.line(&format!("{host} verifies with {TRUST_BUNDLE_FILE}"))?;
+    }
+    Ok(())
+}
+
+/// The registry (`HOST[:PORT]`) of an image name or mirror scope.
+fn host_of(name: &str) -> String {
+    name.split('/').next().unwrap_or(name).to_string()
+}
+
 /// Runs `openshift-install agent create image --dir work`, its output streamed into the log;
 /// killed when the run is interrupted.
-fn run_installer(cx: &StageContext, work: &InstallerDir, log: &mut StageLog) -> Result<()> {
+fn run_installer(
+    cx: &StageContext,
+    work: &InstallerDir,
+    bundle: &Path,
+    log: &mut StageLog,
+) -> Result<()> {
     let work = work.path();
     let tools = cx.run.root().join(TOOLS_DIR);
-    let installer = tools.join(Tool::OpenshiftInstall.name());
-    if !installer.is_file() {
-        bail!(
-            "{} is missing: run the tools stage first",
-            installer.display()
-        );
-    }
+    let installer = super::tools::installer(cx.run.root())?;
     let cache = cx.run.cache();
     fs_err::create_dir_all(&cache)?;
     let mut cmd = installer_command(&installer, &tools, &cache, work);
+    cmd.env("SSL_CERT_FILE", bundle);
     log.line(&format!(
         "running {} agent create image --dir {}",
         installer.display(),
@@ -150,7 +255,10 @@ fn run_installer(cx: &StageContext, work: &InstallerDir, log: &mut StageLog) -> 
     let (status, last_error) = stream_to_log(child, cx, log)?;
     if !status.success() {
         let quoted = last_error.unwrap_or_else(|| format!("it exited with {status}"));
-        bail!("openshift-install agent create image failed: {quoted}");
+        bail!(
+            "{} agent create image failed: {quoted}",
+            installer.file_name().unwrap_or_default().to_string_lossy()
+        );
     }
     Ok(())
 }

@@ -4,7 +4,10 @@
 //! that release ([`crate::openshift::extract`]), into `RUN/tools/`. `--installer PATH` uses a
 //! given binary instead: its sha256 is recorded with a warning that bootstrap did not pin it, and
 //! a binary whose release placeholder was never rewritten is refused (it would install its
-//! compiled-in release). `RUN/tools/tools.json` says what each binary is.
+//! compiled-in release). The components are found through the mirror record's digest mirror
+//! set, as oc finds them. `RUN/tools/tools.json` says what each binary is, which placeholders
+//! oc fills in it and what was written there; its installer name is the one every later stage
+//! runs ([`installer`]).
 
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
@@ -16,6 +19,7 @@ use crate::oci::digest::Digest;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::{Registries, RegistryOptions};
 use crate::openshift::extract::{self, ExtractRequest, Extracted, Tool};
+use crate::openshift::mirrors::DigestMirrors;
 use crate::openshift::record::MirrorRecord;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -72,37 +76,48 @@ impl StageWork for Tools {
             InstallerBinary::OpenshiftInstall => Tool::OpenshiftInstall,
             InstallerBinary::OpenshiftBaremetalInstall => Tool::OpenshiftBaremetalInstall,
         };
+        let mirrors = site_mirrors(&inv)?;
         let handle = tokio::runtime::Handle::current();
-        let take = |tool: Tool| -> Result<Extracted> {
+        let take = |tool: Tool, log: &mut StageLog| -> Result<Described> {
             let request = ExtractRequest {
                 release: release.clone(),
                 tool,
                 to: out.to_path_buf(),
                 arch: ARCH.to_string(),
+                mirrors: mirrors.clone(),
             };
-            handle
+            let e = handle
                 .block_on(extract::extract(&registries, &request))
-                .with_context(|| format!("taking {} out of {release}", tool.name()))
-        };
-        let oc = take(Tool::Oc)?;
-        log.line(&oc.to_string())?;
-        let installer = match &cx.installer {
-            None => {
-                let e = take(installer_tool)?;
-                log.line(&e.to_string())?;
-                Described::from(&e)
+                .with_context(|| format!("taking {} out of {release}", tool.name()))?;
+            log.line(&e.to_string())?;
+            for m in e.missing() {
+                // As oc does: a placeholder the binary lacks is a warning, not an error (the
+                // installer's release image placeholder is refused by the extraction).
+                log.line(&format!(
+                    "warning: {} has no {} placeholder: oc would not have written it either",
+                    tool.name(),
+                    m.marker.name()
+                ))?;
             }
+            Ok(Described::from(&e))
+        };
+        // The installer first: it is the binary the install stands on, and the one a release
+        // can lack (openshift-baremetal-install is optional in a payload).
+        let installer = match &cx.installer {
+            None => take(installer_tool, log)?,
             Some(path) => given_installer(path, out, installer_tool, log)?,
         };
-        let summary = serde_json::json!({
-            "release": release.to_string(),
-            "installer": installer,
-            "oc": Described::from(&oc),
-        });
+        let oc = take(Tool::Oc, log)?;
+        let summary = ToolsFile {
+            release: release.to_string(),
+            installer,
+            oc,
+        };
         crate::fs::write_json(&out.join(TOOLS_FILE), &summary)?;
         if cx.cancelled() {
             bail!("interrupted");
         }
+        let installer = &summary.installer;
         Ok(format!(
             "{} ({}) and oc, {}",
             installer.name,
@@ -116,8 +131,58 @@ impl StageWork for Tools {
     }
 }
 
+/// `RUN/tools/tools.json`: the release, and each binary as written.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ToolsFile {
+    release: String,
+    installer: Described,
+    oc: Described,
+}
+
+/// The release the tools stage took the binaries from (`tools.json`), by digest.
+pub fn release(run: &Path) -> Result<String> {
+    Ok(recorded(run)?.1.release)
+}
+
+fn recorded(run: &Path) -> Result<(std::path::PathBuf, ToolsFile)> {
+    let file = run.join(TOOLS_DIR).join(TOOLS_FILE);
+    let text = match fs_err::read(&file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{} is missing: run the tools stage first", file.display())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let described: ToolsFile = serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not the tools stage's record", file.display()))?;
+    Ok((file, described))
+}
+
+/// The installer the tools stage wrote, by the name it recorded in `tools.json` (the one the
+/// inventory's `cluster.release.installer` asks for): every later stage runs this one.
+pub fn installer(run: &Path) -> Result<std::path::PathBuf> {
+    let tools = run.join(TOOLS_DIR);
+    let (file, described) = recorded(run)?;
+    let name = &described.installer.name;
+    let tool: Tool = name
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("{}: installer.name: {e}", file.display()))?;
+    if tool == Tool::Oc {
+        bail!("{}: installer.name is oc, not an installer", file.display());
+    }
+    let path = tools.join(tool.name());
+    if !path.is_file() {
+        bail!(
+            "{} is missing although {} names it: run the tools stage again",
+            path.display(),
+            file.display()
+        );
+    }
+    Ok(path)
+}
+
 /// A binary in `tools.json`.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Described {
     name: String,
     sha256: String,
@@ -125,6 +190,10 @@ struct Described {
     /// Pinned by bootstrap to the release (false for `--installer PATH`).
     pinned: bool,
     from: String,
+    /// The placeholders oc fills in this binary: each with the value written and where, or
+    /// no offset when the binary has none (empty for `--installer PATH`).
+    #[serde(default)]
+    markers: Vec<serde_json::Value>,
 }
 
 impl From<&Extracted> for Described {
@@ -135,6 +204,11 @@ impl From<&Extracted> for Described {
             size: e.size,
             pinned: true,
             from: e.component.clone(),
+            markers: e
+                .markers
+                .iter()
+                .map(|m| serde_json::to_value(m).unwrap_or_default())
+                .collect(),
         }
     }
 }
@@ -165,6 +239,7 @@ fn given_installer(path: &Path, out: &Path, tool: Tool, log: &mut StageLog) -> R
         size: bytes.len() as u64,
         pinned: false,
         from: path.display().to_string(),
+        markers: Vec::new(),
     })
 }
 
@@ -209,6 +284,21 @@ pub fn site_release(inv: &Inventory) -> Result<ImageRef> {
         digest: Some(found.digest.clone()),
         ..dest
     })
+}
+
+/// Where the mirror put the release's components: the mirror record's image digest mirror set,
+/// the same pairs install-config's `imageDigestSources` gets.
+fn site_mirrors(inv: &Inventory) -> Result<DigestMirrors> {
+    let Some(rec) = &inv.site.references.mirror_record else {
+        bail!("the tools stage needs references.mirrorRecord in site.yaml: the mirror record says where the release is in the site registry");
+    };
+    let path = inv.resolve(&rec.file);
+    let record = MirrorRecord::load(&path)
+        .with_context(|| format!("reading the mirror record {}", path.display()))?;
+    let sources = record
+        .digest_sources()
+        .map_err(|e| anyhow::anyhow!("the mirror record {}: {e}", path.display()))?;
+    Ok(DigestMirrors::new(sources))
 }
 
 /// The site registry as the inventory reaches it: the pull secret's credentials, the registry

@@ -21,6 +21,7 @@ mod upload;
 pub use blobs::{Mount, Ranged};
 pub use client::RegistryClient;
 pub use error::{describe_transport_error, describe_web_error, ErrorCode, RegistryError};
+pub use tls::check_bundle;
 pub use transport::authority;
 pub use upload::UploadStatus;
 

@@ -142,3 +142,58 @@ fn is_ca_used_as_end_entity(err: &TlsError) -> bool {
         _ => false,
     }
 }
+
+/// Whether `registry` (`HOST[:PORT]`) presents a certificate that verifies against exactly the
+/// certificates of `bundle` (a PEM file) and nothing else: what a program given
+/// `SSL_CERT_FILE=bundle` trusts. A self-signed registry certificate of the bundle is accepted
+/// as in [`verified_config`]. Any HTTP answer to `GET /v2/` means the handshake verified; the
+/// error names the registry, the bundle and the TLS reason.
+pub async fn check_bundle(registry: &str, bundle: &Path) -> anyhow::Result<()> {
+    let certs = read_bundle(bundle)?;
+    let mut roots = rustls::RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(certs.iter().cloned());
+    if added == 0 {
+        anyhow::bail!("{} holds no usable CA certificate", bundle.display());
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| anyhow::anyhow!("{}: {e}", bundle.display()))?;
+    let verifier = Arc::new(BundleVerifier {
+        inner,
+        pinned: certs,
+    });
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow::anyhow!("setting up TLS: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(config)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|e| anyhow::anyhow!("setting up TLS: {e}"))?;
+    match client.get(format!("https://{registry}/v2/")).send().await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let mut reason = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                reason.push_str(": ");
+                reason.push_str(&s.to_string());
+                source = s.source();
+            }
+            Err(anyhow::anyhow!(
+                "{registry} does not verify with {}: {}",
+                bundle.display(),
+                crate::secret::redact_url(&reason)
+            ))
+        }
+    }
+}
