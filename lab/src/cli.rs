@@ -87,6 +87,17 @@ pub struct LabUpArgs {
     #[arg(long, value_name = "NODE")]
     pub inject_validation_failure: Option<String>,
 
+    /// Make this node (not the rendezvous host) boot the ISO again when it reboots, as one whose
+    /// boot order puts the virtual CD first: it goes installing-pending-user-action (the wait
+    /// stage must fail at once, naming it and the fix).
+    #[arg(long, value_name = "NODE")]
+    pub inject_pending_user_action: Option<String>,
+
+    /// Keep this ClusterOperator Available=True but Progressing=True for some steps after
+    /// ClusterVersion says done, as one still rolling out (the wait stage must wait for it).
+    #[arg(long, value_name = "OPERATOR")]
+    pub inject_operator_progressing: Option<String>,
+
     /// Start every node's SSH host at once, as if installed (prep rehearsals and tests without
     /// an install); otherwise each starts when the simulated install says its node finished.
     #[arg(long)]

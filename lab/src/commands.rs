@@ -50,9 +50,12 @@ pub async fn up(args: LabUpArgs, printer: &Printer) -> Result<ExitCode> {
         simulation: crate::site::Simulation {
             step_ms: args.step.as_millis() as u64,
             validation_failure: args.inject_validation_failure,
+            pending_user_action: args.inject_pending_user_action,
+            progressing_operator: args.inject_operator_progressing,
             hosts_up: args.hosts_up,
         },
     };
+    settings.simulation.config().check()?;
     let status = crate::site::up(&settings).await?;
     printer.result(&status)?;
     Ok(ExitCode::SUCCESS)

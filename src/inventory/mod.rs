@@ -160,6 +160,16 @@ pub fn load_validated(
     Ok((inv, problems))
 }
 
+/// [`validate::validate_for_install`] on a loaded inventory: `bootstrap install`'s own rules.
+/// When any refuses, the files are read again with positions (a valid inventory may have been
+/// loaded without them), so every problem carries its line and column.
+pub fn install_problems(inv: &Inventory) -> Result<Vec<(InventoryFile, Problem)>, InventoryError> {
+    if validate::validate_for_install(inv).is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(validate::validate_for_install(&load(&inv.dir)?))
+}
+
 fn load_with(dir: &Path, positions: Positions) -> Result<Inventory, InventoryError> {
     let site = read_file::<Site>(dir, InventoryFile::Site, positions)?;
     let nodes = read_file::<NodeList>(dir, InventoryFile::Nodes, positions)?;

@@ -2,9 +2,16 @@
 //! kubeconfig, as `openshift-install agent wait-for` decides it:
 //! - bootstrap complete: ConfigMap `kube-system/bootstrap` has `data.status: complete`;
 //! - install complete: ClusterVersion `version` (config.openshift.io/v1) is Available=True,
-//!   Failing=False and Progressing=False, and Route `openshift-console/console`
-//!   (route.openshift.io/v1) is admitted (`status.ingress[].conditions` Admitted=True);
-//! - while waiting, the ClusterOperators that are not Available or are Degraded.
+//!   Failing=False and Progressing=False (openshift/installer pkg/agent/ocp.go
+//!   `AreClusterOperatorsInitialized`), Route `openshift-console/console` (route.openshift.io/v1)
+//!   is admitted (`status.ingress[].conditions` Admitted=True; `IsConsoleRouteAvailable`), and
+//!   every ClusterOperator is stable as `oc adm wait-for-stable-cluster` judges it (openshift/oc
+//!   pkg/cli/admin/waitforstable/command.go `unstableOperatorReason`): Available=True,
+//!   Progressing=False, Degraded=False, and Failing not True where an operator still reports it.
+//!   The installer itself only lists the others (`LogClusterOperatorConditions`); ClusterVersion
+//!   can say done while an operator is still rolling out, and a hand-off onto such a cluster
+//!   meets it half-ready.
+//! - while waiting, the ClusterOperators not yet stable, each with why.
 //!
 //! The OpenShift kinds are read as dynamic objects with hand-built API resources: no discovery
 //! round trips, and nothing asked of the API but these four reads.
@@ -81,40 +88,98 @@ pub struct ClusterApi {
 pub struct InstallStatus {
     /// ClusterVersion Available=True.
     pub available: bool,
-    /// ClusterVersion Progressing=True.
+    /// ClusterVersion Progressing is not False (True, Unknown or absent).
     pub progressing: bool,
-    /// ClusterVersion Failing=True.
+    /// ClusterVersion Failing is not False (True, Unknown or absent).
     pub failing: bool,
     /// The message of its Progressing (or Failing) condition.
     pub message: Option<String>,
     /// `status.desired.version`.
     pub version: Option<String>,
-    /// ClusterOperators not Available or Degraded, by name.
+    /// The ClusterOperators not yet stable ([`OperatorHealth::unstable_reason`]), by name.
     pub unhealthy_operators: Vec<OperatorHealth>,
     /// The console's host, once its Route is admitted.
     pub console: Option<String>,
 }
 
 impl InstallStatus {
-    /// Install complete, as the installer decides it.
+    /// Install complete: as the installer decides it (ClusterVersion and the console Route),
+    /// and every ClusterOperator stable.
     pub fn complete(&self) -> bool {
-        self.available && !self.progressing && !self.failing && self.console.is_some()
+        self.available
+            && !self.progressing
+            && !self.failing
+            && self.console.is_some()
+            && self.unhealthy_operators.is_empty()
     }
 }
 
-/// A ClusterOperator that is not yet healthy.
+/// A ClusterOperator's conditions, as `oc adm wait-for-stable-cluster` reads them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct OperatorHealth {
     /// Its name.
     pub name: String,
     /// Available=True.
     pub available: bool,
-    /// Degraded=True.
-    pub degraded: bool,
-    /// Progressing=True.
+    /// Progressing is not False (True, Unknown or absent: still rolling out).
     pub progressing: bool,
-    /// The message of its Degraded (or Available) condition.
+    /// Degraded is not False (True, Unknown, or absent on an operator that does not report
+    /// Failing either).
+    pub degraded: bool,
+    /// Failing is reported and not False (operators from before Degraded replaced it).
+    pub failing: bool,
+    /// The message of its Degraded, Failing, Progressing or Available condition, the first
+    /// that explains why it is not stable.
     pub message: Option<String>,
+}
+
+impl OperatorHealth {
+    /// The operator `name` with `status.conditions` of `status`.
+    pub fn from_status(name: &str, status: &Value) -> Self {
+        let state = |kind| condition_status(status, kind);
+        let reported_false = |kind| state(kind) == Some("False");
+        let failing = state("Failing").is_some() && !reported_false("Failing");
+        let degraded = match (state("Degraded"), state("Failing")) {
+            (None, Some(_)) => false,
+            (d, _) => d != Some("False"),
+        };
+        let h = OperatorHealth {
+            name: name.to_string(),
+            available: state("Available") == Some("True"),
+            progressing: !reported_false("Progressing"),
+            degraded,
+            failing,
+            message: None,
+        };
+        let why = [
+            ("Degraded", h.degraded),
+            ("Failing", h.failing),
+            ("Progressing", h.progressing),
+            ("Available", !h.available),
+        ];
+        let message = why
+            .iter()
+            .filter(|(_, bad)| *bad)
+            .find_map(|(kind, _)| condition(status, kind).1);
+        OperatorHealth { message, ..h }
+    }
+
+    /// Why it is not stable, in `oc adm wait-for-stable-cluster`'s words ("unavailable and
+    /// progressing"), or None when it is Available=True, Progressing=False, Degraded=False
+    /// and not Failing.
+    pub fn unstable_reason(&self) -> Option<String> {
+        let reasons: Vec<&str> = [
+            (!self.available, "unavailable"),
+            (self.progressing, "progressing"),
+            (self.degraded, "degraded"),
+            (self.failing, "failing"),
+        ]
+        .iter()
+        .filter(|(bad, _)| *bad)
+        .map(|(_, word)| *word)
+        .collect();
+        (!reasons.is_empty()).then(|| reasons.join(" and "))
+    }
 }
 
 impl ClusterApi {
@@ -149,12 +214,14 @@ impl ClusterApi {
             .context("reading ClusterVersion version")?
         {
             let status = &cv.data["status"];
-            st.available = condition(status, "Available").0;
-            st.progressing = condition(status, "Progressing").0;
-            st.failing = condition(status, "Failing").0;
+            // The installer's cov1helpers.IsStatusConditionTrue/False: an absent condition is
+            // neither.
+            st.available = condition_status(status, "Available") == Some("True");
+            st.progressing = condition_status(status, "Progressing") != Some("False");
+            st.failing = condition_status(status, "Failing") != Some("False");
             st.message = condition(status, "Failing")
                 .1
-                .filter(|_| st.failing)
+                .filter(|_| condition(status, "Failing").0)
                 .or_else(|| condition(status, "Progressing").1);
             st.version = status["desired"]["version"].as_str().map(str::to_string);
         }
@@ -165,17 +232,9 @@ impl ClusterApi {
             .await
             .context("listing ClusterOperators")?;
         for op in operators {
-            let status = &op.data["status"];
-            let h = OperatorHealth {
-                name: op.metadata.name.clone().unwrap_or_default(),
-                available: condition(status, "Available").0,
-                degraded: condition(status, "Degraded").0,
-                progressing: condition(status, "Progressing").0,
-                message: condition(status, "Degraded")
-                    .1
-                    .or_else(|| condition(status, "Available").1),
-            };
-            if !h.available || h.degraded {
+            let name = op.metadata.name.clone().unwrap_or_default();
+            let h = OperatorHealth::from_status(&name, &op.data["status"]);
+            if h.unstable_reason().is_some() {
                 st.unhealthy_operators.push(h);
             }
         }
@@ -191,6 +250,16 @@ impl ClusterApi {
         }
         Ok(st)
     }
+}
+
+/// The `status` (`True`, `False`, `Unknown`) of the condition `kind` of `status.conditions`,
+/// None when it is not reported.
+pub fn condition_status<'a>(status: &'a Value, kind: &str) -> Option<&'a str> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
 }
 
 /// Whether the condition `kind` of `status.conditions` is True, and its message.
@@ -230,6 +299,115 @@ fn admitted_host(route: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn operator(conditions: &[(&str, &str)]) -> OperatorHealth {
+        let conditions: Vec<Value> = conditions
+            .iter()
+            .map(|(t, s)| serde_json::json!({"type": t, "status": s, "message": format!("{t} is {s}")}))
+            .collect();
+        OperatorHealth::from_status("console", &serde_json::json!({"conditions": conditions}))
+    }
+
+    /// A ClusterOperator is stable only when Available=True, Progressing=False and
+    /// Degraded=False (or Failing=False, on one that reports Failing instead), as
+    /// `oc adm wait-for-stable-cluster` judges it: Available but still Progressing, Degraded,
+    /// Failing, Unknown, or silent about a condition is not stable, and says why.
+    #[test]
+    fn an_operator_is_stable_only_available_not_progressing_not_degraded() {
+        let stable = [
+            ("Available", "True"),
+            ("Progressing", "False"),
+            ("Degraded", "False"),
+        ];
+        assert_eq!(operator(&stable).unstable_reason(), None);
+        let old_style = [
+            ("Available", "True"),
+            ("Progressing", "False"),
+            ("Failing", "False"),
+        ];
+        assert_eq!(operator(&old_style).unstable_reason(), None);
+        let cases: [(&[(&str, &str)], &str); 7] = [
+            (
+                &[
+                    ("Available", "True"),
+                    ("Progressing", "True"),
+                    ("Degraded", "False"),
+                ],
+                "progressing",
+            ),
+            (
+                &[
+                    ("Available", "True"),
+                    ("Progressing", "False"),
+                    ("Degraded", "True"),
+                ],
+                "degraded",
+            ),
+            (
+                &[
+                    ("Available", "True"),
+                    ("Progressing", "False"),
+                    ("Degraded", "False"),
+                    ("Failing", "True"),
+                ],
+                "failing",
+            ),
+            (
+                &[
+                    ("Available", "True"),
+                    ("Progressing", "False"),
+                    ("Failing", "True"),
+                ],
+                "failing",
+            ),
+            (
+                &[
+                    ("Available", "False"),
+                    ("Progressing", "True"),
+                    ("Degraded", "False"),
+                ],
+                "unavailable and progressing",
+            ),
+            (
+                &[
+                    ("Available", "True"),
+                    ("Progressing", "Unknown"),
+                    ("Degraded", "False"),
+                ],
+                "progressing",
+            ),
+            (&[("Available", "True")], "progressing and degraded"),
+        ];
+        for (conditions, why) in cases {
+            let h = operator(conditions);
+            assert_eq!(h.unstable_reason().as_deref(), Some(why), "{conditions:?}");
+        }
+        let degraded = operator(&[
+            ("Available", "True"),
+            ("Progressing", "True"),
+            ("Degraded", "True"),
+        ]);
+        assert_eq!(degraded.message.as_deref(), Some("Degraded is True"));
+    }
+
+    /// The install is not complete while one ClusterOperator is not stable, though
+    /// ClusterVersion says done and the console Route is admitted (what the installer alone
+    /// would call complete).
+    #[test]
+    fn the_install_waits_for_every_operator() {
+        let mut st = InstallStatus {
+            available: true,
+            console: Some("console.apps.lab".into()),
+            ..Default::default()
+        };
+        assert!(st.complete());
+        st.unhealthy_operators.push(operator(&[
+            ("Available", "True"),
+            ("Progressing", "True"),
+            ("Degraded", "False"),
+        ]));
+        assert!(!st.complete());
+    }
 
     /// A Route is admitted only when one ingress has Admitted=True.
     #[test]

@@ -2,16 +2,23 @@
 //! does (REFERENCE section 7), from the rendezvous host's address, the installer's watcher
 //! token and its admin kubeconfig.
 //!
-//! Until bootstrap completes it polls the rendezvous host's assisted-service ([`super::assisted`],
-//! the four watcher endpoints only): the cluster's status and progress, one line per host
-//! (status, stage, percentage), each failed validation and each new warning or error event
-//! told once to a [`WaitView`] (remembered in a file the caller names, so a rerun does not tell
-//! them again). When that API goes away (node 0 reboots into the cluster) it reads the
-//! cluster's API with the kubeconfig ([`super::readiness`]): bootstrap is complete when
-//! ConfigMap `kube-system/bootstrap` says so, the install when ClusterVersion is Available (not
-//! Progressing, not Failing) and the console Route is admitted; the ClusterOperators not yet
-//! healthy are told while it waits. The limits are the installer's (`--bootstrap-timeout`,
-//! `--install-timeout`), and a timeout is a [`WaitFailure`] in the installer's words.
+//! Until bootstrap completes, each poll is the installer's `IsBootstrapComplete`
+//! (openshift/installer pkg/agent/cluster.go), in its order: first the cluster's API with the
+//! kubeconfig ([`super::readiness`]): bootstrap is complete when ConfigMap
+//! `kube-system/bootstrap` says so, which bootkube writes on node 0 before node 0 reboots, so
+//! while the rendezvous host still answers; then the rendezvous host's assisted-service
+//! ([`super::assisted`], the four watcher endpoints only), while it answers: the cluster's
+//! status and progress, one line per host (status, stage, percentage), each failed validation
+//! and each new warning or error event told once to a [`WaitView`] (remembered in a file the
+//! caller names, so a rerun does not tell them again). A host in
+//! `installing-pending-user-action` (assisted-service internal/host/statemachine.go: it booted
+//! the discovery ISO again after writing its disk, or never came up from that disk) ends the
+//! wait at once with its fix: the installer counts it as errored (`HasErrored`), and nothing
+//! but the user moves it on. Then the install is complete when ClusterVersion is Available (not
+//! Progressing, not Failing), the console Route is admitted and every ClusterOperator is
+//! stable; the ClusterOperators not yet stable are told while it waits. The limits are the
+//! installer's (`--bootstrap-timeout`, `--install-timeout`), and a timeout is a
+//! [`WaitFailure`] in the installer's words.
 
 use super::assisted::{self, ApiError, Cluster, EventQuery};
 use super::readiness::{ClusterApi, InstallStatus};
@@ -111,9 +118,43 @@ pub enum WaitFailure {
     /// The cluster stayed `ready` and never started installing.
     #[error("bootstrap process returned error: failed to progress after all hosts available")]
     StuckReady,
+    /// Hosts wait for the user (`installing-pending-user-action`): each host's name with its
+    /// `status_info` (an empty name: the cluster is in that status and no host says which).
+    #[error("bootstrap process returned error: {}", pending_user_action(.0))]
+    PendingUserAction(Vec<(String, String)>),
     /// The run was interrupted.
     #[error("interrupted while waiting; run again to resume waiting")]
     Interrupted,
+}
+
+/// What is wrong with each host waiting for the user, and the fix. assisted-service puts a host
+/// there when it registers from the discovery ISO again while `Rebooting` ("Wrong boot order
+/// detection") or does not come back from its reboot in time (its `statusRebootTimeout`); it
+/// stays there until the host boots its installation disk (internal/host/statemachine.go).
+fn pending_user_action(hosts: &[(String, String)]) -> String {
+    let each: Vec<String> = hosts
+        .iter()
+        .map(|(name, info)| {
+            let info = if info.is_empty() {
+                "no status_info"
+            } else {
+                info.trim_end_matches('.')
+            };
+            // A cluster in that status whose hosts do not say which: the name is empty.
+            let (who, host) = if name.is_empty() {
+                ("the cluster".to_string(), "the host")
+            } else {
+                (format!("host {name}"), name.as_str())
+            };
+            format!(
+                "{who} is installing-pending-user-action: {info}. A host booted the agent ISO again instead of the disk it was installed to, or never came up from that disk. Fix: in {host}'s BMC make the installation disk boot first (or eject the virtual media), then reboot {host}; if the image went to a disk its firmware does not boot, correct {host}'s rootDevice in nodes.yaml (bootstrap install then makes a new ISO and boots again)"
+            )
+        })
+        .collect();
+    format!(
+        "{}; then run bootstrap install again to resume waiting",
+        each.join("; ")
+    )
 }
 
 impl WaitFailure {
@@ -241,8 +282,10 @@ impl Watch {
         Ok(w.result)
     }
 
-    /// Polls the rendezvous host while it answers, then the cluster's API, until bootstrap is
-    /// complete.
+    /// Polls until bootstrap is complete, as the installer's `IsBootstrapComplete` does: the
+    /// cluster's API first, then the rendezvous host while it answers. The poll that finds
+    /// bootstrap complete still reads the rendezvous host, as the installer's does, so the
+    /// hosts' last lines are current.
     async fn until_bootstrap(
         &self,
         w: &mut Watcher<'_>,
@@ -258,18 +301,22 @@ impl Watch {
             if started.elapsed() > self.limits.bootstrap {
                 return Err(WaitFailure::BootstrapTimedOut(self.limits.bootstrap).into());
             }
-            if w.rest_poll().await? {
-                tokio::time::sleep(self.poll).await;
-                continue;
-            }
-            match api.bootstrap_complete().await {
-                Ok(true) => return Ok(()),
-                Ok(false) if !api_seen => {
-                    api_seen = true;
-                    w.view.say("Cluster Kube API Initialized");
+            let complete = match api.bootstrap_complete().await {
+                Ok(complete) => {
+                    if !api_seen {
+                        api_seen = true;
+                        w.view.say("Bootstrap Kube API Initialized");
+                    }
+                    complete
                 }
-                Ok(false) => {}
-                Err(e) => w.trace(&format!("cluster API: {e:#}")),
+                Err(e) => {
+                    w.trace(&format!("cluster API: {e:#}"));
+                    false
+                }
+            };
+            w.rest_poll().await?;
+            if complete {
+                return Ok(());
             }
             tokio::time::sleep(self.poll).await;
         }
@@ -360,21 +407,21 @@ impl<'a> Watcher<'a> {
         })
     }
 
-    /// Polls the rendezvous host once: true when it answered.
-    async fn rest_poll(&mut self) -> Result<bool> {
+    /// Polls the rendezvous host once; an API that does not answer is no error.
+    async fn rest_poll(&mut self) -> Result<()> {
         let Err(e) = self.rest_once().await else {
-            return Ok(true);
+            return Ok(());
         };
         match e.downcast::<ApiError>() {
             Ok(ApiError::Unreachable { reason, .. }) => {
                 self.unreachable(&reason);
-                Ok(false)
+                Ok(())
             }
             // A refused token stays refused: no use waiting out the limit.
             Ok(refused @ ApiError::Refused { .. }) => Err(refused.into()),
             Ok(other) => {
                 self.trace(&format!("rendezvous API: {other}"));
-                Ok(true)
+                Ok(())
             }
             Err(other) => Err(other),
         }
@@ -429,7 +476,7 @@ impl<'a> Watcher<'a> {
             self.events(env).await?;
         }
         self.save();
-        Ok(())
+        pending_user_action_of(&cluster)
     }
 
     /// Tells each new warning or error event of the infra-env once.
@@ -511,11 +558,7 @@ impl<'a> Watcher<'a> {
 
     fn hosts(&mut self, c: &Cluster) {
         for h in &c.hosts {
-            let name = if h.requested_hostname.is_empty() {
-                h.id.clone()
-            } else {
-                h.requested_hostname.clone()
-            };
+            let name = host_name(h);
             let summary = HostSummary {
                 role: h.role.clone(),
                 status: h.status.clone(),
@@ -530,22 +573,17 @@ impl<'a> Watcher<'a> {
     }
 
     fn install_progress(&mut self, st: &InstallStatus) {
-        let unhealthy: Vec<String> = st
+        let unstable: Vec<String> = st
             .unhealthy_operators
             .iter()
-            .map(|o| {
-                let what = if o.degraded {
-                    "degraded"
-                } else {
-                    "not available"
-                };
-                format!("{} ({what})", o.name)
-            })
+            .filter_map(|o| Some(format!("{} ({})", o.name, o.unstable_reason()?)))
             .collect();
         let line = format!(
-            "Waiting for the install: ClusterVersion {}{}; unhealthy ClusterOperators: {}",
-            if st.available {
+            "Waiting for the install: ClusterVersion {}{}; console {}; ClusterOperators not yet stable: {}",
+            if st.available && !st.progressing && !st.failing {
                 "available"
+            } else if st.available {
+                "available, not yet done"
             } else {
                 "not available"
             },
@@ -553,10 +591,15 @@ impl<'a> Watcher<'a> {
                 .as_ref()
                 .map(|m| format!(" ({m})"))
                 .unwrap_or_default(),
-            if unhealthy.is_empty() {
+            if st.console.is_some() {
+                "admitted"
+            } else {
+                "not admitted"
+            },
+            if unstable.is_empty() {
                 "none".to_string()
             } else {
-                unhealthy.join(", ")
+                unstable.join(", ")
             }
         );
         if line != self.operators {
@@ -597,6 +640,34 @@ impl<'a> Watcher<'a> {
     }
 }
 
+/// [`WaitFailure::PendingUserAction`] when a host of `c` waits for the user, or the cluster
+/// does (`installing-pending-user-action` either way: the cluster's status is its hosts').
+fn pending_user_action_of(c: &Cluster) -> Result<()> {
+    const PENDING: &str = "installing-pending-user-action";
+    let mut hosts: Vec<(String, String)> = c
+        .hosts
+        .iter()
+        .filter(|h| h.status == PENDING)
+        .map(|h| (host_name(h), h.status_info.clone()))
+        .collect();
+    if hosts.is_empty() && c.status == PENDING {
+        hosts.push((String::new(), c.status_info.clone()));
+    }
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    Err(WaitFailure::PendingUserAction(hosts).into())
+}
+
+/// A host's name: the one it was given, or its id.
+fn host_name(h: &assisted::Host) -> String {
+    if h.requested_hostname.is_empty() {
+        h.id.clone()
+    } else {
+        h.requested_hostname.clone()
+    }
+}
+
 fn host_line(name: &str, h: &HostSummary) -> String {
     format!(
         "{name:<16} {:<8} {:<26} {}{}",
@@ -605,4 +676,44 @@ fn host_line(name: &str, h: &HostSummary) -> String {
         h.stage.as_deref().unwrap_or("-"),
         h.percentage.map(|p| format!(" {p}%")).unwrap_or_default()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every host in `installing-pending-user-action` is named with its status_info; a cluster
+    /// in that status whose hosts do not say which is named itself; any other status passes.
+    #[test]
+    fn pending_user_action_names_each_host_or_the_cluster() {
+        let host = |name: &str, status: &str| assisted::Host {
+            requested_hostname: name.into(),
+            status: status.into(),
+            status_info: format!("{name} booted the installation image."),
+            ..Default::default()
+        };
+        let mut c = Cluster {
+            name: "lab".into(),
+            status: "installing".into(),
+            hosts: vec![
+                host("master-0", "installing-in-progress"),
+                host("master-1", "installing-pending-user-action"),
+            ],
+            ..Default::default()
+        };
+        let err = pending_user_action_of(&c).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("host master-1 is installing-pending-user-action: master-1 booted the installation image. A host booted"), "{text}");
+        assert!(!text.contains("master-0"), "{text}");
+        c.hosts.pop();
+        assert!(pending_user_action_of(&c).is_ok());
+        c.status = "installing-pending-user-action".into();
+        c.status_info = "Cluster has hosts pending user action".into();
+        let text = pending_user_action_of(&c).unwrap_err().to_string();
+        assert!(
+            text.contains("the cluster is installing-pending-user-action: Cluster has hosts pending user action. A host booted"),
+            "{text}"
+        );
+        assert!(text.contains("in the host's BMC"), "{text}");
+    }
 }

@@ -357,3 +357,52 @@ fn a_wrong_server_and_a_wrong_password_fail_only_their_nodes() {
     seen.push_str(&fs_err::read_to_string(run.join("state.json")).unwrap());
     assert!(!seen.contains(wrong), "the BMC password leaked");
 }
+
+/// `bootstrap-lab up --inject-pending-user-action master-1`: after writing its disk, master-1
+/// boots the ISO again (the lab's wrong boot order, as assisted-service detects it) and the
+/// rendezvous host reports it `installing-pending-user-action`. `bootstrap install` fails its
+/// wait stage at once, well inside the bootstrap limit, naming master-1, assisted-service's
+/// words and the fix; result.json is not written, the wait stage is failed, and a rerun would
+/// wait again.
+#[test]
+fn a_node_that_boots_the_iso_again_fails_the_wait_at_once_naming_it_and_the_fix() {
+    let lab = Lab::new();
+    site_bmcs(&lab);
+    let state = lab.dir.path().join("site");
+    let (_site, _) = SiteLab::up(
+        &lab.inventory,
+        &state,
+        &[
+            "--step",
+            "300ms",
+            "--inject-pending-user-action",
+            "master-1",
+        ],
+    );
+    let started = Instant::now();
+    let o = install(&lab, &["--bootstrap-timeout", "10m"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(300),
+        "{:?}",
+        started.elapsed()
+    );
+    let run = lab.run_dir();
+    assert_eq!(stage_status(&run, "wait"), "failed");
+    let log = fs_err::read_to_string(run.join("logs/wait.log")).unwrap();
+    for needle in [
+        "host master-1 is installing-pending-user-action: Expected the host to boot from disk, but it booted the installation image",
+        "Fix: in master-1's BMC make the installation disk boot first",
+        "correct master-1's rootDevice in nodes.yaml",
+    ] {
+        assert!(err.contains(needle) || log.contains(needle), "{needle:?} in neither:\n{err}\n{log}");
+    }
+    assert!(
+        log.contains("master-1") && log.contains("Rebooting"),
+        "{log}"
+    );
+    assert!(!run.join("wait/result.json").exists());
+}

@@ -658,3 +658,65 @@ fn secrets_appear_in_no_log_state_or_status() {
         "the pull secret belongs in install-config.yaml"
     );
 }
+
+/// A release older than 4.18 is refused by `bootstrap install`'s validate stage, at the field
+/// that names it (`cluster.release.version`, or `cluster.release.image` by the version the
+/// mirror record holds for its digest), with the reason: the wait stage needs the watcher token,
+/// which the agent installer issues from 4.18 on. `bootstrap render` still accepts it.
+#[test]
+fn a_release_older_than_4_18_is_refused_for_install_with_the_watcher_token_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = tmp.path().join("inv");
+    copy_dir(&repo("inventory/example-site"), &inv);
+    let record = inv.join("mirror/mirror-record.json");
+    let text = fs_err::read_to_string(&record).unwrap();
+    fs_err::write(&record, text.replace("4.18.3", "4.17.9")).unwrap();
+    let site = inv.join("site.yaml");
+    let text = fs_err::read_to_string(&site).unwrap();
+    fs_err::write(&site, text.replace("version: 4.18.3", "version: 4.17.9")).unwrap();
+
+    let rendered = tmp.path().join("rendered");
+    ok(&command(&[
+        "render",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "--out",
+        rendered.to_str().unwrap(),
+    ])
+    .output()
+    .unwrap());
+
+    let run = tmp.path().join("run");
+    let o = install(&inv, &run, &["--until", "validate"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(stage_status(&run, "validate"), "failed");
+    let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
+    let at = format!("{}:9:14: cluster.release.version:", site.display());
+    assert!(log.contains(&at), "{at} not in {log}");
+    for words in [
+        "release '4.17.9' cannot be installed by bootstrap install",
+        "the watcher token the agent installer issues from 4.18 on",
+        "install 4.18 or later",
+    ] {
+        assert!(log.contains(words), "{words:?} not in {log}");
+    }
+
+    // By digest: the record says which version that is.
+    let by_digest = "image: quay.io/openshift-release-dev/ocp-release@sha256:9a3b2d07c287c578f6973829b8ed124562d2cb91ddc499eb89d03769e3be7b73";
+    let text = fs_err::read_to_string(&site).unwrap();
+    fs_err::write(&site, text.replace("version: 4.17.9", by_digest)).unwrap();
+    let o = install(&inv, &run, &["--until", "validate"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
+    let at = format!(
+        "{}:9:12: cluster.release.image: release '4.17.9-x86_64'",
+        site.display()
+    );
+    assert!(log.contains(&at), "{at} not in {log}");
+
+    // 4.18 passes the same stage.
+    let text = fs_err::read_to_string(&record).unwrap();
+    fs_err::write(&record, text.replace("4.17.9", "4.18.3")).unwrap();
+    let o = install(&inv, &run, &["--until", "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}

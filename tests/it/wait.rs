@@ -2,8 +2,12 @@
 //! makes the ISO and the run's `iso/work` files from the lab's rendered configs, bootstrap's own
 //! ISO server serves it, the simulator "boots" the three nodes from it (fetching and reading the
 //! ISO as a BMC would), and the watcher follows the install through the rendezvous stand-in and
-//! then the cluster API stand-in, as `openshift-install agent wait-for` would.
+//! the cluster API stand-in, as `openshift-install agent wait-for` would (issue 26 point 5: the
+//! cluster API before the rendezvous API on every poll, a host pending user action fails at
+//! once, an operator still rolling out is waited for). Where the lab cannot show a behaviour, a
+//! scripted rendezvous host stands in ([`support::scripted`]).
 
+use crate::support;
 use bootstrap::install::WaitLimits;
 use bootstrap::openshift::assisted::{self, ApiError};
 use bootstrap::openshift::watch::{watcher_token, WaitFailure, WaitResult, WaitView, Watch};
@@ -62,19 +66,21 @@ async fn serve_iso(work: &Path) -> bootstrap::serve::Running {
 
 impl LabInstall {
     async fn start(validation_failure: Option<&str>, step: Duration) -> LabInstall {
+        Self::start_with(SimulatorConfig {
+            step,
+            validation_failure: validation_failure.map(str::to_string),
+            ..SimulatorConfig::default()
+        })
+        .await
+    }
+
+    async fn start_with(config: SimulatorConfig) -> LabInstall {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path().join("work");
         make_iso(dir.path(), &work);
         let served = serve_iso(&work).await;
         let iso_url = served.url.clone();
-        let sim = Arc::new(
-            Simulator::new(SimulatorConfig {
-                step,
-                validation_failure: validation_failure.map(str::to_string),
-                failure_steps: 3,
-            })
-            .unwrap(),
-        );
+        let sim = Arc::new(Simulator::new(config).unwrap());
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let api = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let (rendezvous, api_addr) = (rest.local_addr().unwrap(), api.local_addr().unwrap());
@@ -173,10 +179,12 @@ fn limits(bootstrap: u64, install: u64) -> WaitLimits {
 
 /// The whole lab install, watched: every host's stages shown (node 0 up to Rebooting, the
 /// others to Done), the injected validation failure printed exactly once although it lasts
-/// several polls, the rendezvous API's going away reported, bootstrap and install complete
-/// detected from the cluster API with the kubeconfig's CA, token and tls-server-name, the
-/// ClusterOperators listed while they come up; a rerun with the same memory prints none of the
-/// events or validations again and finds the install complete.
+/// several polls, bootstrap complete detected from the cluster API (kubeconfig's CA, token and
+/// tls-server-name) while the rendezvous API still answers (bootkube is done before node 0
+/// reboots: the cluster API is read first on every poll, as the installer's
+/// `IsBootstrapComplete` does), install complete from the cluster API, the ClusterOperators
+/// listed while they come up; a rerun with the same memory prints none of the events or
+/// validations again and finds the install complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watcher_follows_the_lab_install_to_complete() {
     let lab = LabInstall::start(Some("master-1"), SLOW_STEP).await;
@@ -233,23 +241,28 @@ async fn the_watcher_follows_the_lab_install_to_complete() {
         "the warning event, once: {:#?}",
         view.said
     );
-    assert_eq!(view.count("API went away"), 1, "{:#?}", view.said);
+    assert_eq!(view.count("API went away"), 0, "{:#?}", view.said);
+    assert_eq!(view.count("Bootstrap Kube API Initialized"), 1);
     assert_eq!(view.count("cluster bootstrap is complete"), 1);
     assert!(
-        view.count("unhealthy ClusterOperators: ") >= 2,
+        view.count("ClusterOperators not yet stable: ") >= 2,
         "{:#?}",
         view.said
     );
     assert!(view
         .said
         .iter()
-        .any(|l| l.contains("console (not available)")));
+        .any(|l| l.contains("console (unavailable and progressing)")));
     assert!(view
         .said
         .last()
         .unwrap()
         .starts_with("Cluster is installed"));
-    assert!(result.rest_api_gone.is_some() && result.bootstrap_complete.is_some());
+    assert!(
+        result.rest_api_gone.is_none() && result.bootstrap_complete.is_some(),
+        "bootstrap was seen complete only once the rendezvous API went away: {:?}",
+        result.rest_api_gone
+    );
     assert!(result.install_complete.is_some());
     assert_eq!(
         result.console.as_deref(),
@@ -480,8 +493,8 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
     let sim = Arc::new(
         Simulator::new(SimulatorConfig {
             step: STEP,
-            validation_failure: None,
             failure_steps: 1,
+            ..SimulatorConfig::default()
         })
         .unwrap(),
     );
@@ -537,4 +550,158 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
     assert!(!log.contains(&token) && !log.contains(&admin), "{log}");
     let remembered = fs_err::read_to_string(run.join("cache/wait.json")).unwrap();
     assert!(!remembered.contains(&token) && !remembered.contains(&admin));
+}
+
+/// A host that boots the agent ISO again when it reboots (the lab's upstream-shaped wrong boot
+/// order: assisted-service puts it in `installing-pending-user-action`) fails the wait at once,
+/// naming the node, assisted-service's own words and the fix, with the bootstrap exit code;
+/// not after the 60-minute bootstrap limit the installer would wait out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_pending_user_action_fails_the_wait_at_once_with_its_fix() {
+    let lab = LabInstall::start_with(SimulatorConfig {
+        step: STEP,
+        pending_user_action: Some("master-1".into()),
+        ..SimulatorConfig::default()
+    })
+    .await;
+    lab.boot_all().await;
+    let watch = lab.watch(limits(60, 60), None);
+    let mut view = Recorded::default();
+    let started = std::time::Instant::now();
+    let err = watch
+        .run(&AtomicBool::new(false), &mut view)
+        .await
+        .unwrap_err();
+    let failure = err.downcast_ref::<WaitFailure>().expect("a WaitFailure");
+    assert!(
+        matches!(failure, WaitFailure::PendingUserAction(hosts) if hosts.len() == 1 && hosts[0].0 == "master-1"),
+        "{err:#}"
+    );
+    assert_eq!(failure.exit_code(), 5);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let text = err.to_string();
+    for needle in [
+        "bootstrap process returned error: host master-1 is installing-pending-user-action",
+        "booted the installation image - please reboot and fix boot order",
+        "make the installation disk boot first",
+        "master-1's rootDevice in nodes.yaml",
+        "run bootstrap install again",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    assert!(
+        view.hosts
+            .iter()
+            .any(|(n, l)| n == "master-1" && l.contains("installing-pending-user-action")),
+        "{:?}",
+        view.hosts
+    );
+    assert_eq!(
+        view.count("updated status from installing-in-progress to installing-pending-user-action"),
+        1,
+        "{:#?}",
+        view.said
+    );
+}
+
+/// A ClusterOperator still rolling out (Available=True, Progressing=True) keeps the install
+/// from being complete though ClusterVersion says done and the console Route is admitted (all
+/// the installer itself checks): the watcher shows it as progressing and ends only once the
+/// operator has settled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_install_is_not_complete_while_an_operator_is_still_progressing() {
+    let lab = LabInstall::start_with(SimulatorConfig {
+        step: STEP,
+        progressing_operator: Some("ingress".into()),
+        progressing_steps: 8,
+        ..SimulatorConfig::default()
+    })
+    .await;
+    lab.boot_all().await;
+    let watch = lab.watch(limits(60, 60), None);
+    let mut view = Recorded::default();
+    let result = watch.run(&AtomicBool::new(false), &mut view).await.unwrap();
+    assert!(result.install_complete.is_some());
+    assert!(
+        view.said
+            .iter()
+            .any(|l| l.contains("ClusterVersion available (")
+                && l.contains("console admitted")
+                && l.contains("ClusterOperators not yet stable: ingress (progressing)")),
+        "the watcher never waited on the operator alone: {:#?}",
+        view.said
+    );
+    let ingress = lab
+        .sim
+        .store()
+        .get(&bootstrap_lab::site::kube::ObjectRef {
+            api_version: "config.openshift.io/v1".into(),
+            kind: "ClusterOperator".into(),
+            namespace: None,
+            name: "ingress".into(),
+        })
+        .unwrap();
+    let progressing = ingress["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        progressing["status"], "False",
+        "complete while ingress was still rolling out: {ingress}"
+    );
+}
+
+/// A rendezvous host that answers every poll, still `installing` (a scripted assisted-service:
+/// the lab's goes away one step after bootkube is done), does not keep the watcher from seeing
+/// bootstrap complete on the cluster API: each poll reads the cluster API first, as the
+/// installer's `IsBootstrapComplete` does, and the watch goes on to the install, while the
+/// rendezvous host was still being read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_completes_on_the_cluster_api_while_the_rendezvous_host_still_answers() {
+    use support::scripted::{Answer, Scripted};
+    let lab = LabInstall::start(None, STEP).await;
+    lab.boot_all().await;
+    let cluster = serde_json::json!({"id": "c1", "name": "lab", "status": "installing",
+        "status_info": "Installation in progress", "hosts": [{"id": "h0",
+        "requested_hostname": "master-0", "role": "master", "bootstrap": true,
+        "status": "installing-in-progress", "status_info": "",
+        "progress": {"current_stage": "Waiting for bootkube", "installation_percentage": 50}}]});
+    let rendezvous = Scripted::plain(move |seen| {
+        let path = seen.target.split('?').next().unwrap_or_default();
+        let body = match path.trim_start_matches("/api/assisted-install/v2") {
+            "/clusters" => serde_json::json!([cluster]),
+            "/clusters/c1" => cluster.clone(),
+            "/infra-envs" => serde_json::json!([{"id": "e1", "name": "lab", "cluster_id": "c1"}]),
+            "/events" => serde_json::json!([]),
+            _ => return Answer::status(404),
+        };
+        Answer::status(200)
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+    });
+    let watch = Watch {
+        rendezvous: rendezvous.host(),
+        ..lab.watch(limits(30, 60), None)
+    };
+    let mut view = Recorded::default();
+    let result = watch
+        .run(&AtomicBool::new(false), &mut view)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}: {:#?}", view.said));
+    assert!(result.bootstrap_complete.is_some() && result.install_complete.is_some());
+    assert!(result.rest_api_gone.is_none());
+    assert_eq!(result.cluster.unwrap().status, "installing");
+    let polls = rendezvous
+        .seen()
+        .iter()
+        .filter(|s| s.target.ends_with("/clusters/c1"))
+        .count();
+    assert!(polls >= 2, "the rendezvous host was read {polls} times");
 }

@@ -2,13 +2,15 @@
 //! ISO carries (signed by the CA of the installer's kubeconfig, for `api.NAME.DOMAIN`), answered
 //! by the lab's Kubernetes API stand-in ([`super::kube`]: discovery, get/list/watch-free reads,
 //! server-side apply, the status subresource, dry run, strict validation, RBAC, tables) over the
-//! [`Simulator`]'s store. It answers only once node 0 has rebooted into the cluster (see
+//! [`Simulator`]'s store. It answers once node 0 runs the bootstrap control plane (see
 //! [`super::gate`]).
 //!
 //! The install's progress is written into the store as a real cluster's operators write it:
 //! ConfigMap `kube-system/bootstrap` (`data.status: complete` once bootstrap is done; absent,
 //! so 404, before), ClusterVersion `version` (Progressing, then Available), the ClusterOperators
-//! (Available one per step), Route `openshift-console/console` (admitted at the end). The
+//! (each with Available, Progressing and Degraded as openshift/api config/v1 types_cluster_operator.go
+//! defines them: Available one per step, Progressing until a step later), Route
+//! `openshift-console/console` (admitted at the end). The
 //! kubeconfig's admin token (checked against the sha256 the ISO carries) is `system:admin`;
 //! anything else is 401 with a `Status` body. The lab's OLM and Argo CD imitations work on the
 //! same store (`bootstrap-lab site-run` starts them), so the hand-off runs against this API as against a
@@ -71,7 +73,12 @@ pub(crate) fn write_view(store: &Store, view: &ApiView, name: &str, domain: &str
         FIELD_MANAGER,
     )?;
     let mut objs = vec![cluster_version(view), route(view, name, domain)];
-    objs.extend((0..OPERATORS.len()).map(|i| operator(view, i)));
+    objs.extend(
+        OPERATORS
+            .iter()
+            .zip(&view.operators)
+            .map(|(name, state)| operator(name, *state)),
+    );
     for mut obj in objs {
         let status = obj["status"].take();
         if let Some(m) = obj.as_object_mut() {
@@ -111,7 +118,10 @@ fn cluster_version(view: &ApiView) -> Value {
     } else {
         format!(
             "Working towards 4.18.3: {} of {} operators available",
-            view.operators_available,
+            view.operators
+                .iter()
+                .filter(|(available, _)| *available)
+                .count(),
             OPERATORS.len()
         )
     };
@@ -128,19 +138,19 @@ fn cluster_version(view: &ApiView) -> Value {
             condition("Progressing", !done, &msg)]}})
 }
 
-fn operator(view: &ApiView, i: usize) -> Value {
-    let available = i < view.operators_available;
-    let msg = if available {
-        "All is well"
-    } else {
-        "Rolling out"
+/// A ClusterOperator with its (Available, Progressing) conditions; never Degraded.
+fn operator(name: &str, (available, progressing): (bool, bool)) -> Value {
+    let msg = match (available, progressing) {
+        (true, false) => "All is well",
+        (true, true) => "Rolling out the new revision; the previous one serves",
+        (false, _) => "Rolling out",
     };
     json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
-        "metadata": {"name": OPERATORS[i]}, "spec": {},
+        "metadata": {"name": name}, "spec": {},
         "status": {"conditions": [
             condition("Available", available, msg),
             condition("Degraded", false, ""),
-            condition("Progressing", !available, msg)]}})
+            condition("Progressing", progressing, msg)]}})
 }
 
 fn route(view: &ApiView, name: &str, domain: &str) -> Value {
@@ -177,7 +187,13 @@ mod tests {
         crate::site::olm::seed(&store).unwrap();
         let mut view = ApiView {
             bootstrap_complete: true,
-            operators_available: 2,
+            operators: vec![
+                (true, false),
+                (true, true),
+                (false, true),
+                (false, true),
+                (false, true),
+            ],
             installed: false,
             install: None,
         };
@@ -197,7 +213,7 @@ mod tests {
                 .contains("Rolling out"),
             "{console}"
         );
-        view.operators_available = OPERATORS.len();
+        view.operators = vec![(true, false); OPERATORS.len()];
         view.installed = true;
         write_view(&store, &view, "lab", "example.com").unwrap();
         let cv = get(

@@ -153,7 +153,7 @@ fn plan_git(state: &Path, inv: &Inventory) -> Result<Option<GitSite>> {
     }))
 }
 
-/// How the simulated nodes install (`bootstrap-lab up --step`, `--inject-validation-failure`).
+/// How the simulated nodes install (`bootstrap-lab up --step`, `--inject-...`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Simulation {
@@ -162,6 +162,13 @@ pub struct Simulation {
     /// A node whose host validation fails for its first steps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_failure: Option<String>,
+    /// A node that boots the ISO again when it reboots (`--inject-pending-user-action`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_user_action: Option<String>,
+    /// A ClusterOperator still Progressing after ClusterVersion is done
+    /// (`--inject-operator-progressing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressing_operator: Option<String>,
     /// Every node's SSH host starts at once, as if installed (`bootstrap-lab up --hosts-up`).
     #[serde(default)]
     pub hosts_up: bool,
@@ -175,6 +182,8 @@ impl Simulation {
             c.step = Duration::from_millis(self.step_ms);
         }
         c.validation_failure = self.validation_failure.clone();
+        c.pending_user_action = self.pending_user_action.clone();
+        c.progressing_operator = self.progressing_operator.clone();
         c
     }
 }

@@ -15,14 +15,25 @@
 //! host of agent-config is known the cluster goes `ready`, `preparing-for-installation`,
 //! `installing`; each host walks the installer's stages one per step (node 0, the host whose
 //! network config carries the rendezvous IP or else the first, stops at `Waiting for bootkube`
-//! until the others are `Done`, then reboots); then the rendezvous API stops answering, the
-//! cluster API starts, `kube-system/bootstrap` becomes complete, the ClusterOperators become
-//! Available one per step, and finally ClusterVersion is Available and the console Route
+//! until the others are `Done`, then reboots). As on a site, node 0 runs the bootstrap control
+//! plane: the cluster API answers from node 0's `Waiting for control plane` on, and
+//! `kube-system/bootstrap` is complete when node 0 reports `Rebooting` (bootkube is done), one
+//! step before the rendezvous API stops answering. After the reboot the ClusterOperators become
+//! Available one per step and stop Progressing a step later (as a rolling-out operator reports
+//! Available before it settles), and finally ClusterVersion is Available and the console Route
 //! admitted. Events are recorded for registrations, status changes and failed validations.
 //!
+//! Injected faults, each as upstream shapes it: a node whose validation fails for its first
+//! steps; a node that boots the ISO again when it reboots (assisted-service
+//! internal/host/statemachine.go "Wrong boot order detection": the host registers while
+//! `Rebooting` and goes `installing-pending-user-action` with transition.go
+//! `PostRegisterDuringReboot`'s status_info; the cluster follows, internal/cluster/
+//! statemachine.go); a ClusterOperator that stays Available=True, Progressing=True for some
+//! steps after ClusterVersion says done (openshift/api config/v1 ClusterOperator conditions).
+//!
 //! What it does not: time anything as a real install does (a step is configurable, seconds on a
-//! real site would be minutes), fail an install, read disks or the network of the nodes, or
-//! notice a node that boots the ISO a second time.
+//! real site would be minutes), fail an install in other ways, or read disks or the network of
+//! the nodes.
 
 use anyhow::{bail, Context, Result};
 use bootstrap::openshift::assisted::{Cluster, ClusterProgress, Event, Host, HostProgress};
@@ -42,6 +53,30 @@ pub struct SimulatorConfig {
     pub validation_failure: Option<String>,
     /// How many steps the injected failure lasts.
     pub failure_steps: u32,
+    /// A node (by name, not the rendezvous host) that boots the ISO again when it reboots, as
+    /// one whose boot order puts the virtual CD first: it goes `installing-pending-user-action`
+    /// and stays there.
+    pub pending_user_action: Option<String>,
+    /// A ClusterOperator (one of [`OPERATORS`]) that stays Available=True, Progressing=True
+    /// for `progressing_steps` steps after ClusterVersion says done.
+    pub progressing_operator: Option<String>,
+    /// How many steps the injected rollout lasts.
+    pub progressing_steps: u32,
+}
+
+impl SimulatorConfig {
+    /// Refuses an injected operator the lab cluster does not have.
+    pub fn check(&self) -> Result<()> {
+        if let Some(op) = &self.progressing_operator {
+            if !OPERATORS.contains(&op.as_str()) {
+                bail!(
+                    "--inject-operator-progressing {op}: not a ClusterOperator of the lab cluster; name one of {}",
+                    OPERATORS.join(", ")
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for SimulatorConfig {
@@ -50,6 +85,9 @@ impl Default for SimulatorConfig {
             step: Duration::from_secs(3),
             validation_failure: None,
             failure_steps: 3,
+            pending_user_action: None,
+            progressing_operator: None,
+            progressing_steps: 5,
         }
     }
 }
@@ -77,6 +115,8 @@ const STAGES: [(&str, i64); 7] = [
     ("Joined", 90),
     ("Done", 100),
 ];
+/// Node 0's stage from which its bootstrap control plane answers.
+const CONTROL_PLANE_STAGE: usize = 3;
 const BOOTSTRAP_STAGES: [(&str, i64); 6] = [
     ("Starting installation", 5),
     ("Installing", 10),
@@ -112,6 +152,8 @@ struct SimHost {
     stage: Option<usize>,
     failing_steps: u32,
     bootstrap: bool,
+    /// Boots the ISO again when it reboots.
+    boots_iso_again: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,7 +188,7 @@ pub struct Simulator {
     /// The cluster API's tokens: the installer's admin token once the ISO is read.
     pub(crate) api_auth: crate::site::kube::http::Auth,
     /// The install's progress as last written into the store.
-    reflected: Mutex<Option<(bool, usize, bool)>>,
+    reflected: Mutex<Option<ApiView>>,
     http: reqwest::Client,
 }
 
@@ -154,6 +196,7 @@ impl Simulator {
     /// A site with no node booted yet; its cluster holds what a fresh lab cluster holds
     /// (fails only if the lab's own CRDs or catalog seed do not load).
     pub fn new(config: SimulatorConfig) -> Result<Self> {
+        config.check()?;
         let store = crate::site::kube::Store::lab_cluster()
             .map_err(|e| anyhow::anyhow!("the lab cluster's CRDs: {}", e.message))?;
         crate::site::olm::seed(&store)?;
@@ -284,21 +327,31 @@ impl Simulator {
             &format!("Host {node}: Successfully registered"),
             Some(&host.id),
         );
+        if bootstrap && self.config.pending_user_action.as_deref() == Some(node) {
+            tracing::warn!("simulated cluster: {node} is the rendezvous host, which the injected pending user action does not apply to");
+        }
         st.hosts.push(SimHost {
             host,
             stage: None,
             failing_steps: failing,
             bootstrap,
+            boots_iso_again: !bootstrap && self.config.pending_user_action.as_deref() == Some(node),
         });
     }
 
     /// One step of the install. The store has the step's progress before the cluster API
     /// first answers.
     pub fn step(&self) {
-        let api_up = self.step_locked(&mut self.lock());
+        let (rebooted, api_up) = {
+            let mut st = self.lock();
+            let rebooted = self.step_locked(&mut st);
+            (rebooted, api_answers(&st))
+        };
         self.reflect();
-        if api_up {
+        if rebooted {
             self.rendezvous_gate.set(false);
+        }
+        if api_up {
             self.api_gate.set(true);
         }
     }
@@ -312,25 +365,20 @@ impl Simulator {
         };
         self.api_auth
             .add_token(&install.admin_token_sha256, crate::site::kube::rbac::ADMIN);
-        let now = (
-            view.bootstrap_complete,
-            view.operators_available,
-            view.installed,
-        );
         let mut last = self.reflected.lock().unwrap_or_else(|e| e.into_inner());
-        if *last == Some(now) {
+        if last.as_ref() == Some(&view) {
             return;
         }
         match super::cluster_api::write_view(&self.store, &view, &install.name, &install.domain) {
-            Ok(()) => *last = Some(now),
+            Ok(()) => *last = Some(view),
             Err(e) => tracing::warn!("simulated cluster: recording the install's progress: {e:#}"),
         }
     }
 
-    /// Advances the state; whether the cluster API comes up with this step.
+    /// Advances the state; whether node 0 rebooted into the cluster with this step.
     fn step_locked(&self, st: &mut State) -> bool {
         let before = (st.status.clone(), format!("{:?}", st.phase));
-        let api_up = advance(st);
+        let rebooted = advance(st);
         if before != (st.status.clone(), format!("{:?}", st.phase)) {
             tracing::info!(
                 "simulated cluster: {} ({:?}), hosts {}",
@@ -343,8 +391,27 @@ impl Simulator {
                     .join(" ")
             );
         }
-        api_up
+        rebooted
     }
+}
+
+/// Whether the cluster API answers: node 0's bootstrap control plane is up from its
+/// `Waiting for control plane` stage, and the cluster's own after its reboot.
+fn api_answers(st: &State) -> bool {
+    matches!(st.phase, Phase::Rebooted(_))
+        || st
+            .hosts
+            .iter()
+            .any(|h| h.bootstrap && h.stage >= Some(CONTROL_PLANE_STAGE))
+}
+
+/// Whether bootkube is done: node 0 reports `Rebooting` (its last stage), or has rebooted.
+fn bootstrap_done(st: &State) -> bool {
+    matches!(st.phase, Phase::Rebooted(_))
+        || st
+            .hosts
+            .iter()
+            .any(|h| h.bootstrap && h.stage == Some(BOOTSTRAP_STAGES.len() - 1))
 }
 
 /// One step of the state machine; whether node 0 rebooted into the cluster with it (the
@@ -411,18 +478,34 @@ impl Simulator {
         self.lock().events.clone()
     }
 
-    /// The cluster API's view: (bootstrap complete, operators available, install complete).
+    /// The cluster API's view. `n` steps after node 0's reboot, operator `i` is Available
+    /// from `n >= i + 2` and stops Progressing a step later (the injected one
+    /// `progressing_steps` after ClusterVersion is done, at `n >= OPERATORS.len() + 2`).
     pub(crate) fn cluster_api_view(&self) -> ApiView {
         let st = self.lock();
         let n = match st.phase {
-            Phase::Rebooted(n) => n,
+            Phase::Rebooted(n) => n as usize,
             _ => 0,
         };
-        let available = (n.saturating_sub(1) as usize).min(OPERATORS.len());
+        let rebooted = matches!(st.phase, Phase::Rebooted(_));
+        let done_at = OPERATORS.len() + 2;
+        let operators = OPERATORS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let settles = if self.config.progressing_operator.as_deref() == Some(*name) {
+                    done_at + self.config.progressing_steps as usize
+                } else {
+                    i + 3
+                };
+                let available = rebooted && n >= i + 2;
+                (available, !(rebooted && n >= settles))
+            })
+            .collect();
         ApiView {
-            bootstrap_complete: n >= 1,
-            operators_available: available,
-            installed: available == OPERATORS.len() && n as usize > OPERATORS.len(),
+            bootstrap_complete: bootstrap_done(&st),
+            operators,
+            installed: rebooted && n >= done_at,
             install: st.install.clone(),
         }
     }
@@ -441,11 +524,21 @@ impl Simulator {
 }
 
 /// What the cluster API stand-in answers from.
+#[derive(Clone)]
 pub(crate) struct ApiView {
     pub(crate) bootstrap_complete: bool,
-    pub(crate) operators_available: usize,
+    /// Each of [`OPERATORS`]: (Available, Progressing).
+    pub(crate) operators: Vec<(bool, bool)>,
+    /// ClusterVersion is done and the console Route admitted.
     pub(crate) installed: bool,
     pub(crate) install: Option<Arc<Install>>,
+}
+
+impl PartialEq for ApiView {
+    fn eq(&self, other: &Self) -> bool {
+        (self.bootstrap_complete, &self.operators, self.installed)
+            == (other.bootstrap_complete, &other.operators, other.installed)
+    }
 }
 
 fn tempfile_dir() -> Result<std::path::PathBuf> {
@@ -624,6 +717,7 @@ fn install_step(st: &mut State) -> bool {
         .iter()
         .filter(|h| !h.bootstrap)
         .all(|h| h.stage == Some(STAGES.len() - 1));
+    let mut pending = Vec::new();
     for h in &mut st.hosts {
         let stages: &[(&str, i64)] = if h.bootstrap {
             &BOOTSTRAP_STAGES
@@ -631,7 +725,15 @@ fn install_step(st: &mut State) -> bool {
             &STAGES
         };
         let next = h.stage.map_or(0, |s| s + 1);
-        if next >= stages.len() || (h.bootstrap && next == stages.len() - 1 && !others_done) {
+        if next >= stages.len()
+            || (h.bootstrap && next == stages.len() - 1 && !others_done)
+            || h.host.status == PENDING_USER_ACTION
+        {
+            continue;
+        }
+        if h.boots_iso_again && h.stage.is_some_and(|s| STAGES[s].0 == "Rebooting") {
+            boot_iso_again(h);
+            pending.push(h.host.id.clone());
             continue;
         }
         h.stage = Some(next);
@@ -651,6 +753,27 @@ fn install_step(st: &mut State) -> bool {
             stage_updated_at: Some(now),
         });
     }
+    for id in pending {
+        let h = st.hosts.iter().find(|h| h.host.id == id).map(|h| {
+            (
+                h.host.requested_hostname.clone(),
+                h.host.status_info.clone(),
+            )
+        });
+        if let Some((node, info)) = h {
+            let msg = format!("Host {node}: updated status from installing-in-progress to {PENDING_USER_ACTION} ({info})");
+            push_event(st, "warning", &msg, Some(&id));
+        }
+        if st.status != PENDING_USER_ACTION {
+            st.status = PENDING_USER_ACTION.into();
+            push_event(
+                st,
+                "warning",
+                "Updated status of the cluster to installing-pending-user-action",
+                None,
+            );
+        }
+    }
     if st.hosts.iter().any(|h| h.stage.is_some()) && st.status == "installing" && others_done {
         st.status = "finalizing".into();
         push_event(
@@ -661,6 +784,18 @@ fn install_step(st: &mut State) -> bool {
         );
     }
     false
+}
+
+const PENDING_USER_ACTION: &str = "installing-pending-user-action";
+
+/// The host rebooted from its `Rebooting` stage into the discovery ISO and registered again:
+/// assisted-service's "Wrong boot order detection" (internal/host/statemachine.go), with the
+/// status_info transition.go `PostRegisterDuringReboot` writes (its installation disk's model,
+/// serial, name and id).
+fn boot_iso_again(h: &mut SimHost) {
+    let node = &h.host.requested_hostname;
+    h.host.status = PENDING_USER_ACTION.into();
+    h.host.status_info = format!("Expected the host to boot from disk, but it booted the installation image - please reboot and fix boot order to boot from disk QEMU HARDDISK lab-{node}-disk0 (sda, /dev/disk/by-id/wwn-0x5000c500{:08x})", node.len());
 }
 
 fn cluster_percentage(st: &State) -> i64 {
@@ -688,6 +823,7 @@ fn cluster_status_info(status: &str) -> &'static str {
         "preparing-for-installation" => "Preparing cluster for installation",
         "installing" => "Installation in progress",
         "finalizing" => "Finalizing cluster installation",
+        PENDING_USER_ACTION => "Cluster has hosts pending user action",
         _ => "",
     }
 }

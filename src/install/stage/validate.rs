@@ -1,6 +1,9 @@
 //! The validate stage: everything `bootstrap render` checks before it writes ([`render::check`]:
 //! the inventory's rules, what it references, both files built in memory and passed through
-//! `bootstrap validate`'s rules); it writes nothing. Warnings go to its log; problems fail it.
+//! `bootstrap validate`'s rules), then what only an install needs
+//! ([`crate::inventory::install_problems`]: a release from 4.18 on, whose installer issues the
+//! watcher token the wait stage uses); it writes nothing. Warnings go to its log; problems fail
+//! it.
 
 use super::{inputs, Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
@@ -46,6 +49,16 @@ impl StageWork for Validate {
                 rendered,
                 warnings,
             } => {
+                let refused = crate::inventory::install_problems(&inventory)?;
+                if !refused.is_empty() {
+                    let text =
+                        crate::inventory::render_inventory_problems(&inventory.dir, &refused);
+                    // The runner logs the error, which carries every problem.
+                    anyhow::bail!(
+                        "the inventory {} cannot be installed: {text}",
+                        cx.inventory.display()
+                    );
+                }
                 let warned = warnings.as_deref().map_or(0, |w| w.lines().count());
                 if let Some(w) = &warnings {
                     log.line(w)?;

@@ -11,6 +11,7 @@
 
 mod cross;
 mod gitops;
+mod install;
 mod nodes;
 mod prep;
 mod site;
@@ -49,6 +50,19 @@ pub fn validate(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
         (a.0, a.1.location.map(|l| (l.line, l.column)))
             .cmp(&(b.0, b.1.location.map(|l| (l.line, l.column))))
     });
+    v.problems
+}
+
+/// The problems `bootstrap install` adds to [`validate`]'s ([`install`]'s rules: a release
+/// whose installer issues the watcher token), in file order, each with its file, field path,
+/// line and column (when `inv` was loaded with positions).
+pub fn validate_for_install(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
+    let mut v = Validator {
+        inv,
+        problems: Vec::new(),
+        machine: Vec::new(),
+    };
+    v.watcher_token_release();
     v.problems
 }
 
