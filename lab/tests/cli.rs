@@ -58,7 +58,9 @@ fn an_unknown_stand_in_is_refused_by_name() {
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("no lab stand-in 'kubectl': openshift-install, openshift-baremetal-install or oc"),
+        err.contains(
+            "no lab stand-in 'kubectl': openshift-install, openshift-baremetal-install or oc"
+        ),
         "{err}"
     );
 }
