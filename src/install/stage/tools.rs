@@ -90,6 +90,13 @@ impl StageWork for Tools {
                 .block_on(extract::extract(&registries, &request))
                 .with_context(|| format!("taking {} out of {release}", tool.name()))?;
             log.line(&e.to_string())?;
+            // validate checks the version site.yaml or the mirror record gives; a release
+            // named only by digest shows its version here.
+            if let Some(v) = &e.version {
+                if crate::inventory::validate::issues_watcher_token(v) == Some(false) {
+                    bail!("release {v} ({release}) cannot be installed by bootstrap install: its wait stage authenticates as `openshift-install agent wait-for` does, with the watcher token the agent installer issues from 4.18 on, and this installer issues none; install 4.18 or later");
+                }
+            }
             for m in e.missing() {
                 // As oc does: a placeholder the binary lacks is a warning, not an error (the
                 // installer's release image placeholder is refused by the extraction).

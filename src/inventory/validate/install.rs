@@ -58,6 +58,12 @@ impl Validator<'_> {
     }
 }
 
+/// Whether the installer of release `version` issues the watcher token the wait stage needs;
+/// `None` when `version` is not `MAJOR.MINOR...`.
+pub(crate) fn issues_watcher_token(version: &str) -> Option<bool> {
+    major_minor(version).map(|v| v >= WATCHER_TOKEN_SINCE)
+}
+
 /// `4.17.9` or a release tag `4.17.9-x86_64`: (4, 17).
 fn major_minor(version: &str) -> Option<(u64, u64)> {
     let mut parts = version.split(['.', '-']);

@@ -12,6 +12,7 @@
 mod cross;
 mod gitops;
 mod install;
+pub(crate) use install::issues_watcher_token;
 mod nodes;
 mod prep;
 mod site;
