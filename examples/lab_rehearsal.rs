@@ -6,15 +6,19 @@
 //! on the far side of the air gap) with its cluster resources, verifies that registry against
 //! the record, then brings up the lab site (`bootstrap-lab up`: a sushy-tools Redfish BMC per
 //! node, two over TLS verified against the lab CA with Basic auth, one plain; a network
-//! namespace per node; the rendezvous and cluster API stand-ins) and runs `bootstrap install`
-//! with the lab inventory pointed at that registry through prep (the release's own
-//! openshift-install and oc, lab stand-ins, extracted and pinned; the agent ISO built and served;
-//! every node booted over Redfish; the simulated install watched to the end; host prep over SSH
-//! on the lab's sshd hosts, which reports the seven GPUs and the irdma the lab plants), then the
-//! hand-off (the site's GitOps repository from `bootstrap gitops init`, checked, pushed with real
-//! git to the lab's Git server, and `bootstrap gitops handoff` until the root and every child
-//! Application are Synced and Healthy), prints the stage table and the lab's status (each BMC's
-//! reset count), and takes the lab site down. The site
+//! namespace per node; the rendezvous and cluster API stand-ins, the Git server), writes the
+//! site's GitOps repository (`bootstrap gitops init`, checked, pushed with real git to the
+//! lab's Git server) and runs `bootstrap install` with the lab inventory pointed at that
+//! registry (the release's own openshift-install and oc, lab stand-ins, extracted and pinned;
+//! the agent ISO built and served; every node booted over Redfish; the simulated install
+//! watched to the end; host prep over SSH on the lab's sshd hosts, which stops the run on the
+//! seven GPUs and the irdma the lab plants). Then the engineer's part: `bootstrap-lab repair`
+//! reseats master-1's GPU and reboots master-2 with its MachineConfig in effect (no BMC
+//! touched), and the same `bootstrap install` again continues at prep (nothing before it runs
+//! again) and ends with the handoff stage: the root and every child Application Synced and
+//! Healthy. The rehearsal checks from JSON that all eight stages are done, that validate..wait
+//! kept their first run's times, and that each BMC was reset exactly once; it prints the
+//! Applications, the lab's status and the stage table, and takes the lab site down. The site
 //! registry speaks TLS with its own CA and Basic auth, as a site's does. Everything listens on
 //! 127.0.0.1 or in the lab's namespaces and stops at exit.
 //!
@@ -24,7 +28,7 @@
 #[allow(dead_code, unused_imports)]
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::Registry;
 
@@ -137,105 +141,89 @@ impl Drop for LabSite {
     }
 }
 
-/// The hand-off, as the engineer does it once prep's findings are dealt with: the site's GitOps
-/// repository written by `bootstrap gitops init` and pushed with real `git` to the lab's Git
-/// server (HTTPS, verified against the CA lab up wrote into the inventory, the password from
-/// its reference through GIT_ASKPASS), then `bootstrap gitops handoff` with the installer's
-/// admin kubeconfig: OpenShift GitOps from the mirrored catalog, the root Application, and every
-/// child Synced and Healthy, shown by real `kubectl`. (The install's handoff stage runs the same
-/// code after a clean prep; the lab's planted prep findings stop the pipeline before it.)
-fn handoff(
-    bin: &str,
-    inventory: &std::path::Path,
-    work: &std::path::Path,
-    run_dir: &std::path::Path,
-) {
+/// The site's GitOps repository, before the install so that its handoff stage finds it: written
+/// by `bootstrap gitops init` (the mirror's cluster resources beside the record the inventory
+/// names), checked by `bootstrap gitops check`, and pushed with real `git` to the lab's Git
+/// server (HTTPS verified against the CA lab up wrote into the inventory, the password through
+/// GIT_ASKPASS).
+fn site_repository(bin: &str, inventory: &Path, work: &Path) {
     let s = |v: &str| v.to_string();
-    // The mirror's cluster resources go beside the record the inventory names.
     support::run::copy_dir(
         &work.join("cluster-resources"),
         &inventory.join("cluster-resources"),
     );
     let repo = work.join("gitops");
-    run(
-        bin,
-        &[
-            s("gitops"),
-            s("init"),
-            repo.display().to_string(),
-            s("--inventory"),
-            inventory.display().to_string(),
-        ],
+    for verb in ["init", "check"] {
+        run(
+            bin,
+            &[
+                s("gitops"),
+                s(verb),
+                repo.display().to_string(),
+                s("--inventory"),
+                inventory.display().to_string(),
+            ],
+        );
+    }
+    eprintln!(
+        "\n$ git push https://192.168.111.1:8443/site.git main   (in {})",
+        repo.display()
     );
-    run(
-        bin,
-        &[
-            s("gitops"),
-            s("check"),
-            repo.display().to_string(),
-            s("--inventory"),
-            inventory.display().to_string(),
-        ],
+    support::labsite::push_site_repository(&repo, inventory, work);
+}
+
+/// `BIN ARGS --output json`, parsed (exits the rehearsal unless it succeeds).
+fn json(bin: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(bin)
+        .args(args)
+        .args(["--output", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    assert!(
+        out.status.success(),
+        "lab rehearsal FAILED at: {bin} {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
     );
-    let askpass = work.join("git-askpass.sh");
-    fs_err::write(&askpass, "#!/bin/sh\ncase \"$1\" in Username*) echo lab;; *) cat \"$LAB_GIT_PASSWORD_FILE\";; esac\n")
-        .expect("writing the askpass helper");
-    Command::new("chmod")
-        .arg("755")
-        .arg(&askpass)
-        .status()
-        .expect("chmod");
-    let git = |args: &[&str]| {
-        let st = Command::new("git")
-            .current_dir(&repo)
-            .args([
-                "-c",
-                "user.name=delivery-engineer",
-                "-c",
-                "user.email=engineer@lab",
-            ])
-            .args(args)
-            .env("GIT_SSL_CAINFO", inventory.join("secrets/git-ca.pem"))
-            .env("GIT_ASKPASS", &askpass)
-            .env(
-                "LAB_GIT_PASSWORD_FILE",
-                inventory.join("secrets/git-password"),
+    serde_json::from_slice(&out.stdout).expect("a JSON report")
+}
+
+/// Each stage's status and its last attempt's (started, ended, seconds), from
+/// `bootstrap install status --output json`.
+fn stages(bin: &str, run_dir: &Path) -> Vec<(String, String, serde_json::Value)> {
+    let status = json(
+        bin,
+        &["install", "status", "--run", &run_dir.display().to_string()],
+    );
+    status["stages"]
+        .as_array()
+        .expect("install status lists its stages")
+        .iter()
+        .map(|s| {
+            let attempt = serde_json::json!([s["started"], s["ended"], s["seconds"]]);
+            (
+                s["stage"].as_str().unwrap_or_default().to_string(),
+                s["status"].as_str().unwrap_or_default().to_string(),
+                attempt,
             )
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .status()
-            .expect("running git");
-        assert!(st.success(), "git {args:?} failed");
-    };
-    git(&["init", "-q", "-b", "main"]);
-    git(&["add", "-A"]);
-    git(&[
-        "commit",
-        "-q",
-        "-m",
-        "the site's GitOps repository, as bootstrap gitops init wrote it",
-    ]);
-    git(&["push", "-q", "https://192.168.111.1:8443/site.git", "main"]);
-    let kubeconfig = run_dir.join("iso/work/auth/kubeconfig");
-    run(
-        bin,
-        &[
-            s("gitops"),
-            s("handoff"),
-            s("--inventory"),
-            inventory.display().to_string(),
-            s("--kubeconfig"),
-            kubeconfig.display().to_string(),
-            s("--out"),
-            run_dir.join("handoff").display().to_string(),
-        ],
-    );
-    let st = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["get", "applications", "-A"])
-        .status()
-        .expect("running kubectl");
-    assert!(st.success(), "kubectl get applications -A failed");
+        })
+        .collect()
+}
+
+/// Every BMC's reset count, from `bootstrap-lab status --output json`: exactly one each, or
+/// the rehearsal fails.
+fn assert_reset_once(lab: &str, state: &Path, when: &str) {
+    let status = json(lab, &["status", "--state", &state.display().to_string()]);
+    for n in status["nodes"]
+        .as_array()
+        .expect("lab status lists its nodes")
+    {
+        assert_eq!(
+            n["resets"], 1,
+            "lab rehearsal FAILED: {when}: {} was reset {} times, not once",
+            n["node"], n["resets"]
+        );
+    }
 }
 
 fn main() {
@@ -345,22 +333,64 @@ fn main() {
             s("master-1"),
         ],
     );
+    // The site's GitOps repository first: the install's own handoff stage hands the cluster
+    // to Argo CD from it.
+    site_repository(&bin, &inventory, &work);
     let run_dir = work.join("run");
-    run_allowing(
-        &bin,
-        &[
-            s("install"),
-            s("--inventory"),
-            inventory.display().to_string(),
-            s("--run"),
-            run_dir.display().to_string(),
-        ],
-        // 1: prep finds what the lab's hardware fixtures plant (seven GPUs on master-1,
-        // irdma on master-2), checked below.
-        &[1],
-    );
+    let install = [
+        s("install"),
+        s("--inventory"),
+        inventory.display().to_string(),
+        s("--run"),
+        run_dir.display().to_string(),
+    ];
+    // 1: prep finds what the lab's hardware fixtures plant (seven GPUs on master-1, irdma on
+    // master-2), checked below.
+    run_allowing(&bin, &install, &[1]);
     check_prep(&bin, &inventory, &run_dir);
-    handoff(&bin, &inventory, &work, &run_dir);
+    let first = stages(&bin, &run_dir);
+    for (stage, status, _) in &first {
+        let expected = match stage.as_str() {
+            "prep" => "failed",
+            "handoff" => "pending",
+            _ => "done",
+        };
+        assert_eq!(
+            status, expected,
+            "lab rehearsal FAILED: after the first run {stage} is {status}"
+        );
+    }
+    assert_reset_once(&lab, &state, "after the first run");
+
+    // The engineer reseats master-1's GPU and reboots master-2 into its MachineConfig; then
+    // the same command again continues at prep.
+    run(
+        &lab,
+        &[s("repair"), s("--state"), state.display().to_string()],
+    );
+    run(&bin, &install);
+    let second = stages(&bin, &run_dir);
+    for ((stage, status, attempt), (_, _, before)) in second.iter().zip(&first) {
+        assert_eq!(
+            status, "done",
+            "lab rehearsal FAILED: after the second run {stage} is {status}"
+        );
+        if !matches!(stage.as_str(), "prep" | "handoff") {
+            assert_eq!(
+                attempt, before,
+                "lab rehearsal FAILED: {stage} ran again in the second run"
+            );
+        }
+    }
+    assert_eq!(second.len(), 8, "lab rehearsal FAILED: {second:?}");
+    assert_reset_once(&lab, &state, "after the second run");
+    let st = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(run_dir.join("iso/work/auth/kubeconfig"))
+        .args(["get", "applications", "-A"])
+        .status()
+        .expect("running kubectl");
+    assert!(st.success(), "kubectl get applications -A failed");
     run(
         &lab,
         &[s("status"), s("--state"), state.display().to_string()],
@@ -375,7 +405,7 @@ fn main() {
         ],
     );
     eprintln!(
-        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; install through prep (three nodes booted over Redfish, the simulated install watched to the end, each node's hardware checked over SSH and the shipped playbooks run) and the hand-off to Argo CD (root and every child Application Synced and Healthy) in {}; records and cluster-resources/ in {}",
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; bootstrap install stopped at prep on the two findings the lab plants, the lab repaired them, and the same command continued at prep and handed the cluster to Argo CD (root and every child Application Synced and Healthy): all eight stages done in {}, every BMC reset once; records and cluster-resources/ in {}",
         disk,
         site.host(),
         run_dir.display(),

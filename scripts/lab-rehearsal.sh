@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The lab rehearsal on a fresh machine: installs what it needs, builds bootstrap, starts two
 # local registries, seeds one with generated images, mirrors to disk, then on to the other, and
-# verifies both; then brings up the lab site, installs through host prep, and hands the cluster
-# to Argo CD (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)
+# verifies both; then brings up the lab site, pushes the site's GitOps repository, runs
+# `bootstrap install` (it stops at prep on the two findings the lab plants), repairs them with
+# `bootstrap-lab repair`, and runs the same install again: it continues at prep and hands the
+# cluster to Argo CD, all eight stages done, every BMC reset once (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)
 # and `bootstrap-lab` (the lab's). Leaves the archive, records and run in .lab/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -62,6 +62,13 @@ pub enum LabCmd {
     /// Show the lab site: processes, addresses, each BMC's reset count and what the watcher
     /// last saw of each machine.
     Status(LabStateArgs),
+    /// Do what the engineer does about the hardware findings the lab plants, on installed
+    /// nodes of a running lab: reseat a missing GPU, and reboot the node (from its OS, not its
+    /// BMC: reset counts stay) with the kernel arguments of its pool's MachineConfigs in the
+    /// installed cluster, so `module_blacklist=irdma` keeps irdma out. A node with nothing to
+    /// repair is left alone; one with irdma loaded whose pool has no such MachineConfig is
+    /// refused. See docs/lab.md, "Repairing what prep found".
+    Repair(LabRepairArgs),
     /// The lab site's background process (started by `bootstrap-lab up`). Not for direct use.
     #[command(hide = true)]
     SiteRun(LabStateArgs),
@@ -102,6 +109,18 @@ pub struct LabUpArgs {
     /// an install); otherwise each starts when the simulated install says its node finished.
     #[arg(long)]
     pub hosts_up: bool,
+}
+
+/// `bootstrap-lab repair`.
+#[derive(Debug, Args)]
+pub struct LabRepairArgs {
+    /// The lab's state.
+    #[command(flatten)]
+    pub state: LabStateArgs,
+
+    /// The nodes to repair (every node of the lab when none is named).
+    #[arg(value_name = "NODE")]
+    pub nodes: Vec<String>,
 }
 
 /// The lab site's state dir.

@@ -1,7 +1,7 @@
 //! The lab's commands: each resolves its arguments into the lab library's settings (uv's two
 //! phases), runs it, and hands the result to the one [`Printer`].
 
-use crate::cli::{LabSeedArgs, LabStandInArgs, LabStateArgs, LabUpArgs};
+use crate::cli::{LabRepairArgs, LabSeedArgs, LabStandInArgs, LabStateArgs, LabUpArgs};
 use crate::seed::{registry_host, SeedSettings};
 use anyhow::{Context, Result};
 use bootstrap::commands::registry_options;
@@ -72,6 +72,13 @@ pub fn down(args: LabStateArgs, printer: &Printer) -> Result<ExitCode> {
 pub fn status(args: LabStateArgs, printer: &Printer) -> Result<ExitCode> {
     let status = crate::site::status(&args.state)?;
     printer.result(&status)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `bootstrap-lab repair`.
+pub fn repair(args: LabRepairArgs, printer: &Printer) -> Result<ExitCode> {
+    let repaired = crate::site::repair::repair(&args.state.state, &args.nodes)?;
+    printer.result(&repaired)?;
     Ok(ExitCode::SUCCESS)
 }
 

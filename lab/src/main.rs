@@ -38,6 +38,7 @@ fn main() -> ExitCode {
             LabCmd::Up(args) => commands::up(args, &printer).await,
             LabCmd::Down(args) => commands::down(args, &printer),
             LabCmd::Status(args) => commands::status(args, &printer),
+            LabCmd::Repair(args) => commands::repair(args, &printer),
             LabCmd::SiteRun(args) => commands::site_run(args).await,
         }
     });

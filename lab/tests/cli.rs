@@ -30,7 +30,7 @@ fn help_says_what_the_lab_imitates() {
     ] {
         assert!(text.contains(imitated), "--help omits {imitated}:\n{text}");
     }
-    for command in ["seed", "up", "down", "status"] {
+    for command in ["seed", "up", "down", "status", "repair"] {
         assert!(
             text.contains(&format!("  {command} ")),
             "{command} missing:\n{text}"
@@ -65,14 +65,17 @@ fn an_unknown_stand_in_is_refused_by_name() {
     );
 }
 
-/// `status` of a state dir where no lab was brought up says so and names the command that does.
+/// `status` and `repair` of a state dir where no lab was brought up say so and name the
+/// command that does.
 #[test]
 fn status_without_a_lab_names_lab_up() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let o = lab(&["status", "--state", state.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{o:?}");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no lab is up at"), "{err}");
-    assert!(err.contains("bootstrap-lab up"), "{err}");
+    for command in ["status", "repair"] {
+        let o = lab(&[command, "--state", state.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{command}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("no lab is up at"), "{command}: {err}");
+        assert!(err.contains("bootstrap-lab up"), "{command}: {err}");
+    }
 }

@@ -47,6 +47,7 @@ mod records;
 mod redfish;
 mod release_extract;
 mod render;
+mod repair_lab;
 mod resilience;
 mod resume;
 mod serve;

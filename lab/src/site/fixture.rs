@@ -2,7 +2,9 @@
 //! Dell PowerEdge XE9680 with eight NVIDIA H200 SXM, two ConnectX-7 and an Intel E810 would
 //! show them, and the stand-in programs (`lab/src/site/standins/*.sh`) for what this machine
 //! cannot do for a node (no systemd, no kernel modules, no NTP daemon). Every path is under the
-//! fixture directory; nothing of this machine is touched.
+//! fixture directory; nothing of this machine is touched. `bootstrap-lab repair`
+//! ([`super::repair`]) changes a fixture as the engineer changes the node: a GPU reseated
+//! ([`reseat_gpus`]), a boot with the MachineConfigs' kernel arguments ([`boot`]).
 
 use anyhow::Result;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -86,14 +88,6 @@ impl NodeHardware {
     }
 
     fn devices(&self) -> Vec<Pci> {
-        let gpu = |(i, address): (usize, &&'static str)| Pci {
-            address,
-            ids: ("0x10de", "0x2335", "0x030200"),
-            numa: if i < 4 { 0 } else { 1 },
-            width: 16,
-            driver: "nvidia",
-            net: None,
-        };
         let mut devices: Vec<Pci> = GPU_ADDRESSES
             .iter()
             .enumerate()
@@ -159,8 +153,9 @@ impl NodeHardware {
         devices
     }
 
-    /// The loaded modules, in `/proc/modules`' format.
-    fn modules(&self) -> String {
+    /// The modules loaded at boot, in `/proc/modules`' format: with `irdma` on node index 2
+    /// unless a `module_blacklist` kernel argument keeps it out (`blacklist`).
+    fn modules(&self, blacklist: &[String]) -> String {
         let mut lines = vec![
             "nvidia_uvm 6426624 0 - Live 0x0000000000000000 (POE)",
             "nvidia_modeset 1638400 0 - Live 0x0000000000000000 (POE)",
@@ -176,14 +171,84 @@ impl NodeHardware {
             "overlay 200704 0 - Live 0x0000000000000000",
             "br_netfilter 32768 0 - Live 0x0000000000000000",
         ];
-        if self.index == IRDMA_NODE {
+        if self.index == IRDMA_NODE && !blacklist.iter().any(|m| m == "irdma") {
             lines.insert(3, "irdma 409600 0 - Live 0x0000000000000000");
             lines[7] = "ice 1150976 1 irdma, Live 0x0000000000000000";
             lines[8] = "ib_core 507904 3 irdma,mlx5_ib,ib_uverbs, Live 0x0000000000000000";
         }
+        lines.retain(|l| {
+            let name = l.split(' ').next().unwrap_or_default();
+            !blacklist.iter().any(|m| m == name)
+        });
         lines.join("\n") + "\n"
     }
 }
+
+/// One H200 at `address` (the `i`th slot: NUMA node 0 for the first four, 1 for the rest).
+fn gpu((i, address): (usize, &&'static str)) -> Pci {
+    Pci {
+        address,
+        ids: ("0x10de", "0x2335", "0x030200"),
+        numa: if i < 4 { 0 } else { 1 },
+        width: 16,
+        driver: "nvidia",
+        net: None,
+    }
+}
+
+/// The H200 slots of the fixture in `dir` that show no GPU.
+pub fn missing_gpus(dir: &Path) -> Vec<&'static str> {
+    let root = dir.join(PCI_DEVICES);
+    GPU_ADDRESSES
+        .iter()
+        .filter(|a| !root.join(a).exists())
+        .copied()
+        .collect()
+}
+
+/// The GPUs the fixture in `dir` shows.
+pub fn gpus_seen(dir: &Path) -> usize {
+    GPU_ADDRESSES.len() - missing_gpus(dir).len()
+}
+
+/// Reseats the GPUs missing from the fixture in `dir` (the node powered off): each shows again
+/// as the others do. Returns their addresses.
+pub fn reseat_gpus(dir: &Path) -> Result<Vec<&'static str>> {
+    let missing = missing_gpus(dir);
+    let devices: Vec<Pci> = GPU_ADDRESSES
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| missing.contains(a))
+        .map(gpu)
+        .collect();
+    write_pci(&dir.join(PCI_DEVICES), &devices)?;
+    Ok(missing)
+}
+
+/// The names of the modules the fixture in `dir` has loaded (its `proc/modules`).
+pub fn loaded_modules(dir: &Path) -> Result<Vec<String>> {
+    let text = fs_err::read_to_string(dir.join(MODULES))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// The node of the fixture in `dir` boots with `kernel_arguments`: its loaded modules become
+/// those of a fresh boot, less any its `module_blacklist` arguments name (what a playbook or
+/// `modprobe` changed since goes, as on a real reboot). Written in place: the node's `/proc/modules`
+/// is bound to this file.
+pub fn boot(dir: &Path, hw: &NodeHardware, kernel_arguments: &[String]) -> Result<()> {
+    let blacklist = super::machineconfig::blacklisted_modules(kernel_arguments);
+    fs_err::write(dir.join(MODULES), hw.modules(&blacklist))?;
+    Ok(())
+}
+
+/// The fixture's PCI devices, which the node sees as `/sys/bus/pci/devices`.
+const PCI_DEVICES: &str = "sys/bus/pci/devices";
+/// The fixture's loaded modules, which the node sees as `/proc/modules`.
+const MODULES: &str = "proc/modules";
 
 fn put(path: &Path, text: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
@@ -195,9 +260,9 @@ fn put(path: &Path, text: &str) -> Result<()> {
 
 /// Writes the fixture of `hw` into `dir` (a new directory).
 pub fn write(dir: &Path, hw: &NodeHardware) -> Result<()> {
-    write_pci(&dir.join("sys/bus/pci/devices"), &hw.devices())?;
+    write_pci(&dir.join(PCI_DEVICES), &hw.devices())?;
     write_disks(dir, hw)?;
-    put(&dir.join("proc/modules"), &hw.modules())?;
+    put(&dir.join(MODULES), &hw.modules(&[]))?;
     write_standins(dir, hw)?;
     put(
         &dir.join("etc/sysctl.conf"),

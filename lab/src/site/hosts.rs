@@ -27,6 +27,14 @@ pub const HOSTS_FILE: &str = "hosts.json";
 pub const HOSTS_DIR: &str = "hosts";
 /// The port every lab node's sshd listens on.
 pub const SSH_PORT: u16 = 22;
+/// `STATE/hosts/NODE/down`: the node is down (`bootstrap-lab repair` rebooting it); its SSH
+/// host does not start again until the file is gone.
+pub const DOWN_MARKER: &str = "down";
+
+/// Whether `node` is marked down ([`DOWN_MARKER`]).
+pub fn is_down(state: &Path, node: &str) -> bool {
+    node_dir(state, node).join(DOWN_MARKER).exists()
+}
 
 /// One running SSH host, as `STATE/hosts.json` and `bootstrap-lab status` show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,7 +77,9 @@ pub fn to_start(
 /// Runs the lab's SSH hosts until dropped (the site process ends): every ~0.5 s starts the
 /// sshd of each node [`to_start`] names from `installed()` (the simulator's view), and records
 /// the running ones in `STATE/hosts.json`. A host that fails to start is logged once and not
-/// tried again. Dropping the future stops every sshd and its sessions.
+/// tried again. A host whose sshd ended (its node went down: `bootstrap-lab repair`) starts
+/// again once its node is no longer marked down ([`DOWN_MARKER`]), with the same host key.
+/// Dropping the future stops every sshd and its sessions.
 pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Result<()> {
     let inv = bootstrap::inventory::load(&record.inventory)?;
     let nodes: Vec<String> = record
@@ -84,7 +94,27 @@ pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Res
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
     loop {
         tick.tick().await;
-        let busy: BTreeSet<String> = running.keys().chain(&given_up).cloned().collect();
+        let ended: Vec<String> = running
+            .iter_mut()
+            .filter_map(|(name, sshd)| sshd.exited().then(|| name.clone()))
+            .collect();
+        if !ended.is_empty() {
+            for name in &ended {
+                tracing::info!("ssh host {name} went down; it starts again when its node is up");
+                running.remove(name);
+            }
+            write_records(&record, &running)?;
+        }
+        let down = nodes
+            .iter()
+            .filter(|n| is_down(&record.state_dir, n))
+            .cloned();
+        let busy: BTreeSet<String> = running
+            .keys()
+            .chain(&given_up)
+            .cloned()
+            .chain(down)
+            .collect();
         for name in to_start(&nodes, record.simulation.hosts_up, &installed(), &busy) {
             match start(&record, &inv, &name).await {
                 Ok(sshd) => {

@@ -14,11 +14,13 @@ pub mod gate;
 pub mod git_server;
 pub mod hosts;
 pub mod kube;
+pub mod machineconfig;
 pub mod netns;
 pub mod olm;
 pub mod pki;
 pub mod process;
 pub mod rendezvous;
+pub mod repair;
 pub mod simulator;
 pub mod site_run;
 pub mod sshd;
@@ -625,7 +627,13 @@ fn teardown(state: &Path, id: &str, fresh: bool) -> Result<Removed> {
     }
     removed.network = netns::remove(id)?;
     removed.files = remove_written(state)?;
-    for f in [SITE_FILE, READY_FILE, OBSERVATIONS_FILE, hosts::HOSTS_FILE] {
+    for f in [
+        SITE_FILE,
+        READY_FILE,
+        OBSERVATIONS_FILE,
+        hosts::HOSTS_FILE,
+        machineconfig::FILE,
+    ] {
         let path = state.join(f);
         if path.exists() {
             fs_err::remove_file(path)?;

@@ -7,8 +7,9 @@
 //! the override on `Cd` has booted that ISO, which the simulator fetches from the media URL (as
 //! the BMC does) and reads with xorriso: `agent-config.yaml` (the hosts, the rendezvous IP),
 //! `install-config.yaml` (name, domain) and the stand-in installer's `lab/` files (the watcher
-//! public key, the cluster API's serving certificate, the admin token's sha256). Nothing is
-//! shared with bootstrap behind the product's back.
+//! public key, the cluster API's serving certificate, the admin token's sha256), and the
+//! MachineConfigs among its extra manifests (`openshift/`, [`super::machineconfig`]). Nothing
+//! is shared with bootstrap behind the product's back.
 //!
 //! What it imitates: each booted node registers as a host (`discovering`, then `known`, or
 //! `insufficient` for a few steps when a validation failure is injected for it); when every
@@ -145,6 +146,8 @@ pub(crate) struct Install {
     pub(crate) api_cert_pem: String,
     pub(crate) api_key_pem: String,
     pub(crate) admin_token_sha256: String,
+    /// The ISO's MachineConfigs (its `openshift/` manifests of that kind).
+    machine_configs: Vec<super::machineconfig::MachineConfig>,
 }
 
 struct SimHost {
@@ -289,6 +292,14 @@ impl Simulator {
 
     pub(crate) fn install(&self) -> Option<Arc<Install>> {
         self.lock().install.clone()
+    }
+
+    /// The MachineConfigs of the ISO the nodes booted; `None` before a node has read one.
+    pub fn machine_configs(&self) -> Option<Vec<super::machineconfig::MachineConfig>> {
+        self.lock()
+            .install
+            .as_ref()
+            .map(|i| i.machine_configs.clone())
     }
 
     fn register(&self, node: &str) {
@@ -634,6 +645,7 @@ async fn extract_install(dir: &Path, file: &Path) -> Result<Install> {
         api_cert_pem: lab(s::LAB_API_CERT)?,
         api_key_pem: lab(s::LAB_API_KEY)?,
         admin_token_sha256: lab(s::LAB_ADMIN_TOKEN_SHA256)?.trim().to_string(),
+        machine_configs: super::machineconfig::from_manifests(&out.join("openshift"))?,
     })
 }
 

@@ -3,6 +3,8 @@
 //! cluster API listener (`<apiVIP>:6443`) inside the rendezvous host's namespace, announces
 //! itself in `STATE/site-run.json`, and runs the BMC watcher, whose observations it records
 //! (`STATE/observations.json`, and one log line per change) and hands over to the simulator.
+//! Once a node has read the ISO it records the install's MachineConfigs
+//! (`STATE/machineconfigs.json`, [`super::machineconfig`]).
 //! It also runs the cluster's controllers (the OLM and Argo CD imitations, on the simulated
 //! cluster's store) and, when the inventory's GitOps repository is on the lab gateway, the
 //! lab's Git server (`STATE/git`).
@@ -185,9 +187,11 @@ pub async fn hand_over(
     record: Option<SiteRecord>,
 ) -> Result<()> {
     let sim = std::sync::Arc::new(super::simulator::Simulator::new(config)?);
+    let state_dir = record.as_ref().map(|r| r.state_dir.clone());
     let feed = {
         let sim = sim.clone();
         async move {
+            let mut recorded = false;
             while let Some(o) = observations.recv().await {
                 let node = o.node.clone();
                 let seen = super::simulator::Observation {
@@ -198,6 +202,16 @@ pub async fn hand_over(
                 };
                 if let Err(e) = sim.observe(seen).await {
                     tracing::warn!("simulator: {node}: {e:#}");
+                }
+                // What the install carries, for `bootstrap-lab repair`: once, when the first
+                // node has read the ISO.
+                if let (Some(dir), Some(configs), false) =
+                    (&state_dir, sim.machine_configs(), recorded)
+                {
+                    match super::machineconfig::record(dir, &configs) {
+                        Ok(()) => recorded = true,
+                        Err(e) => tracing::warn!("recording the ISO's MachineConfigs: {e:#}"),
+                    }
                 }
             }
         }

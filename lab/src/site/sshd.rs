@@ -116,6 +116,14 @@ impl Sshd {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Whether the daemon has ended (stopped, or killed from outside: a node going down).
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => !matches!(c.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+
     /// Stops the daemon and every session it serves, as a node going down would: every process
     /// in the daemon's own mount namespace ends.
     pub fn stop(&mut self) {

@@ -278,3 +278,66 @@ impl Drop for SiteLab {
         let _ = run_lab(&["down", "--state", self.state.to_str().unwrap()]);
     }
 }
+
+/// Pushes `repo` (what `bootstrap gitops init` wrote) with real `git` to the inventory's
+/// `gitops.repository.url` (the lab's Git server once `bootstrap-lab up` runs), as the engineer
+/// does: HTTPS verified against the CA lab up wrote into the inventory, the password from its
+/// reference through GIT_ASKPASS (never on a command line). `scratch` holds the askpass helper.
+pub fn push_site_repository(repo: &Path, inventory: &Path, scratch: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let inv = bootstrap::inventory::load(inventory).expect("loading the inventory");
+    let g = inv
+        .site
+        .gitops
+        .as_ref()
+        .expect("the inventory has a gitops section");
+    let password = bootstrap::inventory::secret_text(
+        &inv,
+        "gitops.repository.password",
+        g.repository
+            .password
+            .as_ref()
+            .expect("a repository password"),
+        "the repository password",
+    )
+    .expect("reading the repository password");
+    let ca = inv.resolve(&g.repository.ca.as_ref().expect("a CA").file);
+    let askpass = scratch.join("git-askpass.sh");
+    fs_err::write(
+        &askpass,
+        "#!/bin/sh\ncase \"$1\" in Username*) echo lab;; *) echo \"$LAB_GIT_PASSWORD\";; esac\n",
+    )
+    .unwrap();
+    fs_err::set_permissions(&askpass, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .current_dir(repo)
+            .args([
+                "-c",
+                "user.name=delivery-engineer",
+                "-c",
+                "user.email=engineer@lab",
+            ])
+            .args(args)
+            .env("GIT_SSL_CAINFO", &ca)
+            .env("GIT_ASKPASS", &askpass)
+            .env("LAB_GIT_PASSWORD", password.trim())
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .output()
+            .expect("running git");
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&[
+        "commit",
+        "-q",
+        "-m",
+        "the site's GitOps repository, as bootstrap gitops init wrote it",
+    ]);
+    git(&["push", "-q", &g.repository.url, "main"]);
+}
