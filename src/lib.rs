@@ -22,6 +22,7 @@ pub mod netaddr;
 pub mod oci;
 pub mod openshift;
 pub mod output;
+pub mod preflight;
 pub mod redfish;
 pub mod render;
 pub mod secret;

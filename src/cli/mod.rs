@@ -68,6 +68,12 @@ pub enum Command {
     /// Host prep over SSH: connect to every node, check its hardware against the inventory and
     /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
     Prep(PrepArgs),
+    /// Read-only site preflight: every node's BMC (credentials, verified TLS, vendor, MACs and
+    /// UUID, virtual media), the cluster's DNS names on the site's DNS servers, each NTP server,
+    /// the site registry with its CA and the pull secret, the ISO server's address. One table,
+    /// every problem with its fix; nothing is changed on any BMC or host. Exit 1 when a check
+    /// fails.
+    Preflight(PreflightArgs),
     /// The site's GitOps repository: scaffold it from the inventory (`gitops init`), check it
     /// (`gitops check`), hand the cluster to Argo CD (`gitops handoff`).
     #[command(subcommand)]
@@ -544,6 +550,22 @@ pub struct RenderArgs {
     /// files are replaced). Nothing is written when the inventory has a problem.
     #[arg(long, value_name = "RUNDIR")]
     pub out: PathBuf,
+}
+
+/// `bootstrap preflight`.
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    /// The site inventory directory (site.yaml, nodes.yaml).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// Each BMC request's time limit.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub bmc_timeout: std::time::Duration,
+
+    /// Each DNS and NTP try's time limit (two tries each).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub udp_timeout: std::time::Duration,
 }
 
 /// `bootstrap install`.

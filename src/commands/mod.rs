@@ -10,6 +10,7 @@ pub mod handoff;
 pub mod install;
 pub mod mirror;
 pub mod model;
+pub mod preflight;
 pub mod prep;
 pub mod release;
 pub mod render;

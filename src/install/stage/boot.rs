@@ -5,9 +5,11 @@
 //! The BMCs fetch the ISO themselves, so first the ISO is made reachable ([`super::served`]:
 //! served by bootstrap, or the site's URL checked byte for byte) before any BMC is touched.
 //!
-//! The Redfish sequence is the client's ([`crate::redfish::Client::identify`],
-//! [`crate::redfish::NodeIdentity::check`], [`crate::redfish::Client::boot_from_cd`]); this
-//! stage gives it each node and keeps the record. Before it changes anything on a node, the
+//! The Redfish sequence is the client's ([`crate::redfish::Client::boot_from_cd`]); the checks
+//! before it are the preflight's ([`crate::preflight::bmc::inspect`]: the system, its MACs and
+//! UUID, its virtual CD, read-only; [`crate::preflight::site::iso_reach`]: the ISO's address one
+//! the BMCs reach), run on the client the node is then booted with; this stage gives it each
+//! node and keeps the record. Before it changes anything on a node, the
 //! node is checked to be the one the inventory means: every MAC address the inventory gives it
 //! must be among those its BMC's `EthernetInterfaces` report, and its `UUID` must be
 //! `bmc.systemUUID` when that is given. A mismatch (the classic wrong cable, wrong server) stops
@@ -26,12 +28,12 @@ use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
 use crate::install::rundir::{RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR};
 use crate::inventory::model::Node;
-use crate::inventory::{self, Inventory};
+use crate::inventory::Inventory;
 use crate::output::NodeLines;
-use crate::redfish::{
-    self, BootStep, BootSteps, Client, Credentials, Endpoint, NodeIdentity, SystemInfo, Trust,
-};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::preflight::bmc::{self as checks, BmcTarget};
+use crate::preflight::Status;
+use crate::redfish::{self, BootStep, BootSteps, Client, SystemInfo};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -53,7 +55,7 @@ impl StageWork for Boot {
             let at = format!("nodes[{i}]");
             inputs.setting(&format!("{at}.hostname"), &node.hostname);
             inputs.setting(&format!("{at}.bmc.address"), &b.address);
-            inputs.setting(&format!("{at}.bmc.trust"), &trust_label(node));
+            inputs.setting(&format!("{at}.bmc.trust"), &checks::trust_label(node));
             inputs.setting(
                 &format!("{at}.bmc.systemUUID"),
                 b.system_uuid.as_deref().unwrap_or(""),
@@ -107,6 +109,7 @@ impl StageWork for Boot {
         let handle = tokio::runtime::Handle::current();
         let source = handle.block_on(iso_source(cx, iso, &inv, &cx.run.installer().iso()))?;
         log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
+        check_reach(&source, &plans, log)?;
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
         let lines = NodeLines::new("boot", &names);
         let parallel = inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize;
@@ -227,78 +230,47 @@ fn macs(node: &Node) -> Vec<String> {
         .collect()
 }
 
-/// How the node's BMC certificate is trusted, in words (recorded and shown).
-fn trust_label(node: &Node) -> String {
-    let b = &node.bmc;
-    if b.address.starts_with("http://") {
-        "none (plain HTTP, no credentials)".to_string()
-    } else if b.insecure_skip_tls_verify {
-        "NOT VERIFIED (insecureSkipTLSVerify)".to_string()
-    } else if let Some(ca) = &b.ca {
-        format!("CA {}", ca.file)
-    } else if let Some(fp) = &b.fingerprint {
-        format!("pinned {fp}")
-    } else {
-        "system roots".to_string()
-    }
-}
-
-/// What the stage will do to one node.
+/// What the stage will do to one node: its BMC as the preflight checks it, and whether
+/// `--reboot` names it.
 struct NodePlan {
     name: String,
-    endpoint: Endpoint,
-    identity: NodeIdentity,
+    target: BmcTarget,
     reboot: bool,
-    trust: String,
 }
 
 /// Every node's plan; an unreadable credential or CA names the node and field.
 fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
-    inv.nodes
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, node)| {
-            let b = &node.bmc;
-            let at = format!("nodes[{i}].bmc ({})", node.hostname);
-            let credentials = inventory::bmc_credentials(inv, node)?.map(|c| Credentials {
-                password: c.password.expose().to_string(),
-                user: c.user,
-            });
-            let trust = if b.insecure_skip_tls_verify {
-                Trust::Insecure
-            } else if let Some(ca) = &b.ca {
-                let path = inv.resolve(&ca.file);
-                Trust::Ca(fs_err::read(&path).with_context(|| {
-                    format!("{at}.ca: reading the BMC's CA (lab: `bootstrap-lab up` writes it)")
-                })?)
-            } else if let Some(fp) = &b.fingerprint {
-                Trust::Fingerprint(redfish::parse_fingerprint(fp).ok_or_else(|| {
-                    anyhow!("{at}.fingerprint: not a SHA-256 fingerprint (32 hex bytes)")
-                })?)
-            } else {
-                Trust::System
-            };
-            Ok(NodePlan {
-                name: node.hostname.clone(),
-                endpoint: Endpoint {
-                    address: b.address.clone(),
-                    credentials,
-                    trust,
-                },
-                identity: NodeIdentity {
-                    macs: node
-                        .nics
-                        .iter()
-                        .map(|n| (n.name.clone(), n.mac.to_ascii_lowercase()))
-                        .collect(),
-                    uuid: b.system_uuid.clone(),
-                },
-                reboot: reboot.contains(&node.hostname),
-                trust: trust_label(node),
-            })
+    Ok(checks::targets(inv)?
+        .into_iter()
+        .map(|target| NodePlan {
+            name: target.node.clone(),
+            reboot: reboot.contains(&target.node),
+            target,
         })
-        .collect()
+        .collect())
+}
+
+/// The preflight's ISO-server check on the URL the BMCs are given: an address no BMC can
+/// reach stops the stage before any BMC is touched.
+fn check_reach(source: &IsoSource, plans: &[NodePlan], log: &mut StageLog) -> Result<()> {
+    let Some(host) = reqwest::Url::parse(&source.url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+    else {
+        return Ok(());
+    };
+    let targets = plans.iter().map(|p| &p.target);
+    let check = crate::preflight::site::iso_reach(&host, targets, &source.url);
+    log.line(&format!("ISO server: {}", check.detail))?;
+    if check.status == Status::Fail {
+        bail!(
+            "the BMCs cannot fetch the ISO from {}: {}; {} (bootstrap preflight checks this too)",
+            source.url,
+            check.detail,
+            check.fix.unwrap_or_default()
+        );
+    }
+    Ok(())
 }
 
 /// A node's entry in the ledger: what was sent to it, kept across runs and attempts.
@@ -374,8 +346,8 @@ async fn boot_all(
             let _permit = gate.acquire_owned().await;
             let mut result = NodeResult {
                 node: plan.name.clone(),
-                bmc: crate::secret::redact_url(&plan.endpoint.address),
-                trust: plan.trust.clone(),
+                bmc: crate::secret::redact_url(&plan.target.endpoint.address),
+                trust: plan.target.trust.clone(),
                 ..Default::default()
             };
             if cancel.load(std::sync::atomic::Ordering::SeqCst) {
@@ -425,7 +397,7 @@ async fn boot_node(
     let mut ledger = read_ledger(ledger_path)?;
     result.resets = ledger.resets;
     step(result, lines, name, "connecting");
-    let client = Client::connect(&plan.endpoint, redfish::Options::default()).await?;
+    let client = Client::connect(&plan.target.endpoint, redfish::Options::default()).await?;
     let outcome = on_node(
         plan,
         source,
@@ -456,10 +428,15 @@ async fn on_node(
     let name = &plan.name;
     result.auth = Some(client.auth_kind().to_string());
     step(result, lines, name, "connected");
-    let found = client.identify().await?;
-    result.bmc_macs = found.macs.clone();
-    result.system = Some(found.system.clone());
-    plan.identity.check(&found)?;
+    // The preflight's checks, on this client: the node meant, its virtual CD there.
+    let mut read = None;
+    let checked = checks::inspect(client, &plan.target.identity, &mut read).await;
+    if let Some(found) = &read {
+        result.bmc_macs = found.macs.clone();
+        result.system = Some(found.system.clone());
+    }
+    checked?;
+    let found = read.expect("inspect read the system");
     step(result, lines, name, "checked");
     if ledger.reset_requested_at.is_some() && !plan.reboot {
         let outcome = left_alone(ledger, &found.system, source, name);

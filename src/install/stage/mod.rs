@@ -18,6 +18,7 @@ mod wait;
 pub use crate::openshift::watch::WaitLimits;
 pub use inputs::Inputs;
 pub use served::IsoServer;
+pub use tools::{site_registries, site_release};
 
 use super::log::StageLog;
 use super::rundir::RunDir;

@@ -310,7 +310,7 @@ fn site_mirrors(inv: &Inventory) -> Result<DigestMirrors> {
 
 /// The site registry as the inventory reaches it: the pull secret's credentials, the registry
 /// CA beside the system's roots, TLS verified.
-fn site_registries(inv: &Inventory) -> Result<Registries> {
+pub fn site_registries(inv: &Inventory) -> Result<Registries> {
     let referenced = inventory::read_referenced(inv).map_err(|problems| {
         let lines: Vec<String> = problems.iter().map(|(_, p)| p.message.clone()).collect();
         anyhow::anyhow!("reading the inventory's references: {}", lines.join("; "))
