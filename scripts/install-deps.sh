@@ -4,7 +4,7 @@
 # apache2-utils (htpasswd for Basic auth), openssl, and xorriso (the lab's installer stand-in
 # writes the agent ISO with it; tests read ISOs with it), kubernetes-client (kubectl, the cluster
 # API stand-in's protocol peer), iproute2 (the lab site's network
-# namespaces), openssh-server, openssh-client and sudo (the lab's SSH hosts and their user `core`),
+# namespaces), dnsmasq-base and chrony (the lab site's DNS and NTP servers), openssh-server, openssh-client and sudo (the lab's SSH hosts and their user `core`),
 # the user `core` with password-less sudo, python3-venv, and the lab venv with sushy-tools (the
 # Redfish emulator `bootstrap-lab up` runs) and ansible-core (ansible-playbook, which must run the
 # shipped playbooks too) at ${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}. Safe to run again; does
@@ -26,6 +26,10 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # The lab's SSH hosts: a real OpenSSH sshd per node (lab/src/site/hosts.rs), the client the tests
 # log in with, and sudo for the `core` user's become.
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+# The lab site's DNS and NTP servers on its bridge (lab/src/site/dns_ntp.rs): dnsmasq and chronyd,
+# run with their own configuration under the lab's state dir (no system file is used).
+[ -x /usr/sbin/dnsmasq ] || need+=(dnsmasq-base)
+[ -x /usr/sbin/chronyd ] || need+=(chrony)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v sudo >/dev/null 2>&1 || need+=(sudo)
 
@@ -53,7 +57,9 @@ if [ ! -x "$lab_venv/bin/sushy-emulator" ]; then
   "$lab_venv/bin/pip" install -q --disable-pip-version-check sushy-tools
   [ -x "$lab_venv/bin/sushy-emulator" ] || { echo "missing after install: $lab_venv/bin/sushy-emulator" >&2; exit 1; }
 fi
-[ -x /usr/sbin/sshd ] || { echo "missing after install: /usr/sbin/sshd" >&2; exit 1; }
+for daemon in /usr/sbin/sshd /usr/sbin/dnsmasq /usr/sbin/chronyd; do
+  [ -x "$daemon" ] || { echo "missing after install: $daemon" >&2; exit 1; }
+done
 # The lab nodes' login user, as RHCOS has it: `core`, key login only (the password field `*`
 # matches no password but leaves the account unlocked, which sshd needs under UsePAM no), and
 # password-less sudo for become.

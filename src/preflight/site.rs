@@ -252,13 +252,15 @@ async fn registry_checks(inv: &Inventory) -> Vec<Check> {
     }
     let release = match crate::install::stage::site_release(inv) {
         Ok(r) => r,
-        Err(e) => return vec![Check::fail(
+        Err(e) => {
+            return vec![Check::fail(
             Area::Registry,
             "references.mirrorRecord",
             format!("{e:#}"),
             "point references.mirrorRecord at the record `bootstrap mirror` wrote for this release"
                 .into(),
-        )],
+        )]
+        }
     };
     let host = release.registry.clone();
     let mut rows = Vec::new();

@@ -2,13 +2,15 @@
 //! on one machine. Every lab node gets a Redfish BMC (a sushy-tools emulator, [`bmc`]) and a
 //! network namespace on a bridged machine network ([`netns`]); a detached site process
 //! ([`site_run`]) holds the rendezvous and cluster API listeners inside node 0's namespace and
-//! watches the BMCs ([`watcher`]). Everything lab up makes is recorded in `STATE/site.json`
+//! watches the BMCs ([`watcher`]); dnsmasq and chronyd serve the site's DNS and NTP on the
+//! bridge's gateway ([`dns_ntp`]). Everything lab up makes is recorded in `STATE/site.json`
 //! ([`SiteRecord`]) and named after the lab id (from the state dir's path), so `bootstrap-lab down`, or
 //! the next `bootstrap-lab up` after a crash, removes exactly that.
 
 pub mod argocd;
 pub mod bmc;
 pub mod cluster_api;
+pub mod dns_ntp;
 pub mod fixture;
 pub mod gate;
 pub mod git_server;
@@ -92,6 +94,12 @@ pub struct SiteRecord {
     /// the lab gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitSite>,
+    /// The site's DNS server (dnsmasq on the gateway), when `networks.dns` names the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<dns_ntp::Daemon>,
+    /// The site's NTP server (chronyd on the gateway), when `networks.ntp` names the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntp: Option<dns_ntp::Daemon>,
 }
 
 /// The lab's Git server (`git http-backend` over HTTPS, [`git_server`]), run by the site
@@ -376,6 +384,7 @@ fn plan(state: &Path, id: &str, inv: &Inventory, ca: &Path) -> Result<SiteRecord
                 .any(|a| a.starts_with(&format!("{rendezvous_ip}/")))
         })
         .with_context(|| format!("no lab node has the rendezvous IP {rendezvous_ip}"))?;
+    let (dns, ntp) = dns_ntp::plan(state, inv)?;
     let api_vip = inv
         .site
         .cluster
@@ -404,6 +413,8 @@ fn plan(state: &Path, id: &str, inv: &Inventory, ca: &Path) -> Result<SiteRecord
         },
         simulation: Simulation::default(),
         git: plan_git(state, inv)?,
+        dns,
+        ntp,
     })
 }
 
@@ -467,6 +478,10 @@ async fn start(
     bootstrap: &Path,
 ) -> Result<()> {
     record.network.create()?;
+    // On the bridge's gateway address, which exists from here on.
+    for d in [&mut record.dns, &mut record.ntp].into_iter().flatten() {
+        dns_ntp::start(d, inv)?;
+    }
     for (em, node) in record.emulators.iter_mut().zip(&inv.nodes.nodes) {
         let creds = bmc::credentials(inv, node)?;
         bmc::prepare(em, node, creds.as_ref(), ca)?;
@@ -474,6 +489,7 @@ async fn start(
     }
     record.write()?;
     bmc::wait_ready(&record.emulators, &ca.pem.cert, READY_TIMEOUT).await?;
+    dns_ntp::wait_ready(record.dns.as_ref(), record.ntp.as_ref(), inv, READY_TIMEOUT).await?;
     write_cluster_api_cert(record, inv, ca)?;
     if let Some(git) = &record.git {
         let pem = ca.server(&[git.listen.ip()], &[])?;
@@ -643,6 +659,7 @@ fn teardown(state: &Path, id: &str, fresh: bool) -> Result<Removed> {
         fs_err::remove_dir_all(state.join("pki"))?;
     }
     clear_node_dirs(&state.join("bmc"), "emulator.log", fresh)?;
+    dns_ntp::clear(state, fresh)?;
     // A new lab's SSH hosts get new host keys; lab down keeps only their logs.
     clear_node_dirs(&state.join(hosts::HOSTS_DIR), "sshd", fresh)?;
     if fresh && state.join(SITE_LOG).exists() {

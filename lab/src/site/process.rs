@@ -46,13 +46,15 @@ pub fn of_lab(state: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// The lab's programs: an emulator, the site process, or a node's sshd (its config lies in
-/// the state dir). Anything else naming the state dir (a `bootstrap-lab status` running beside) is left
+/// The lab's programs: an emulator, the site process, a node's sshd, or the site's dnsmasq or
+/// chronyd (their configs lie in the state dir). Anything else naming the state dir (a `bootstrap-lab status` running beside) is left
 /// alone.
 fn is_lab_program(cmdline: &str) -> bool {
     cmdline.contains("sushy-emulator")
         || cmdline.contains(" site-run --state ")
         || cmdline.contains(super::sshd::SSHD)
+        || cmdline.starts_with(super::dns_ntp::DNSMASQ)
+        || cmdline.starts_with(super::dns_ntp::CHRONYD)
 }
 
 /// The mount namespaces of the lab's sshd hosts among `pids`: each holds that host's login
@@ -146,6 +148,10 @@ mod tests {
         let sshd = "sshd: /usr/sbin/sshd -D -e -f /x/.lab/site/hosts/master-0/sshd/sshd_config [listener] 0 of 10-100 startups";
         assert!(is_lab_program(sshd) && names_state(sshd, "/x/.lab/site"));
         assert!(!is_lab_program("bootstrap-lab status --state /x/.lab/site"));
+        let dns = "/usr/sbin/dnsmasq --conf-file=/x/.lab/site/dns/dnsmasq.conf";
+        assert!(is_lab_program(dns) && names_state(dns, "/x/.lab/site"));
+        let ntp = "/usr/sbin/chronyd -n -x -u root -f /x/.lab/site/ntp/chrony.conf";
+        assert!(is_lab_program(ntp) && names_state(ntp, "/x/.lab/site"));
     }
 
     /// This process is alive; a pid past the kernel's limit is not.

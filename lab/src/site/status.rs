@@ -8,6 +8,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use super::dns_ntp::Daemon;
 use super::hosts::HostRecord;
 use super::watcher::Observation;
 use super::{absolute_state, bmc, observations, process, Phase, SiteRecord};
@@ -31,6 +32,30 @@ pub struct Status {
     pub nodes: Vec<NodeStatus>,
     /// The SSH hosts started (`STATE/hosts.json`).
     pub hosts: Vec<HostStatus>,
+    /// The site's DNS server (dnsmasq), when the lab serves it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DaemonStatus>,
+    /// The site's NTP server (chronyd), when the lab serves it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ntp: Option<DaemonStatus>,
+}
+
+/// dnsmasq or chronyd in [`Status`].
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonStatus {
+    /// As recorded: program, address, files, pid.
+    #[serde(flatten)]
+    pub daemon: Daemon,
+    /// Whether it runs.
+    pub running: bool,
+}
+
+fn daemon_status(d: &Option<Daemon>) -> Option<DaemonStatus> {
+    d.as_ref().map(|d| DaemonStatus {
+        running: d.pid.is_some_and(process::alive),
+        daemon: d.clone(),
+    })
 }
 
 /// One SSH host in [`Status`].
@@ -132,6 +157,8 @@ pub fn status(state: &Path) -> Result<Status> {
                 host,
             })
             .collect(),
+        dns: daemon_status(&record.dns),
+        ntp: daemon_status(&record.ntp),
     })
 }
 
@@ -175,6 +202,23 @@ impl fmt::Display for Status {
                 run(n.running),
                 n.resets
             )?;
+        }
+        for (what, d) in [("DNS", &self.dns), ("NTP", &self.ntp)] {
+            match d {
+                Some(d) => writeln!(
+                    f,
+                    "site {what} {} {} at {} (pid {}, log {})",
+                    d.daemon.program.display(),
+                    run(d.running),
+                    d.daemon.listen,
+                    d.daemon.pid.map_or("-".into(), |p| p.to_string()),
+                    d.daemon.log.display()
+                )?,
+                None => writeln!(
+                    f,
+                    "site {what}: not served by the lab (networks names no lab gateway)"
+                )?,
+            }
         }
         if self.hosts.is_empty() {
             return writeln!(f, "ssh hosts: none started");
