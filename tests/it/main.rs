@@ -42,6 +42,7 @@ mod olm_lab;
 mod openshift;
 mod platforms;
 mod playbook;
+mod preflight_lab;
 mod prep_lab;
 mod records;
 mod redfish;
