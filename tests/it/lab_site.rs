@@ -237,6 +237,7 @@ fn pids(status: &Value) -> Vec<u64> {
         .map(|n| n["pid"].as_u64().unwrap())
         .collect();
     p.push(status["site"]["pid"].as_u64().unwrap());
+    p.extend(["dns", "ntp"].map(|d| status[d]["pid"].as_u64().unwrap()));
     p
 }
 
@@ -244,7 +245,8 @@ fn pids(status: &Value) -> Vec<u64> {
 /// node's BMC serves one system with the inventory's UUID and MACs; an InsertMedia (downloaded from bootstrap's ISO server), a Cd override and a reset show
 /// up in the watcher's observations and in the reset counts; a listener bound in a node's
 /// namespace answers at its address from this (root) namespace, as does the site process's at
-/// the rendezvous IP; lab down leaves no process, namespace or link behind.
+/// the rendezvous IP; the site's DNS and NTP servers answer on the gateway; lab down leaves no
+/// process, namespace or link behind.
 #[test]
 fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     let dir = tempfile::tempdir().unwrap();
@@ -342,6 +344,30 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
             .unwrap_or_else(|e| panic!("{a}: {e}"));
     }
 
+    // The site's DNS and NTP servers (dnsmasq, chronyd) answer on the gateway, from the
+    // inventory: the API name to the API VIP, a wildcard *.apps name to the ingress VIP.
+    support::block_on(async {
+        use bootstrap::preflight::dns::{query, Limits, RecordType};
+        let dns: SocketAddr = "192.168.111.1:53".parse().unwrap();
+        let domain = "lab.rehearsal.example.com";
+        for (name, want) in [("api", "192.168.111.5"), ("any.apps", "192.168.111.4")] {
+            let got = query(
+                dns,
+                &format!("{name}.{domain}"),
+                RecordType::A,
+                Limits::default(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(got, [want.parse::<std::net::IpAddr>().unwrap()], "{name}");
+        }
+        let ntp = "192.168.111.1:123".parse().unwrap();
+        let time = bootstrap::preflight::ntp::query(ntp, Duration::from_secs(2), 2)
+            .await
+            .unwrap();
+        assert_eq!(time.stratum, 10);
+    });
+
     let before = lab.status();
     // Without --hosts-up no node's SSH host runs before the simulated install says it finished.
     assert_eq!(before["hosts"], serde_json::json!([]), "{before:#}");
@@ -349,7 +375,7 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     let removed = lab.down();
     assert_eq!(
         removed["processes"].as_array().unwrap().len(),
-        4,
+        6,
         "{removed}"
     );
     for pid in pids(&before) {
