@@ -5,8 +5,10 @@
 //! filtered and rebuilt), verifies the disk mirror, pushes it on to a second local registry (as
 //! on the far side of the air gap) with its cluster resources, verifies that registry against
 //! the record, then brings up the lab site (`bootstrap-lab up`: a sushy-tools Redfish BMC per
-//! node, two over TLS verified against the lab CA with Basic auth, one plain; a network
-//! namespace per node; the rendezvous and cluster API stand-ins, the Git server), writes the
+//! node, each over TLS verified against the lab CA with Basic auth; a network namespace per
+//! node; the rendezvous and cluster API stand-ins, the Git server; dnsmasq and chronyd serving
+//! the site's DNS and NTP), runs the read-only site preflight (`bootstrap preflight --output
+//! json`: every check green, nothing changed on a BMC), writes the
 //! site's GitOps repository (`bootstrap gitops init`, checked, pushed with real git to the
 //! lab's Git server) and runs `bootstrap install` with the lab inventory pointed at that
 //! registry (the release's own openshift-install and oc, lab stand-ins, extracted and pinned;
@@ -50,6 +52,39 @@ fn run_allowing(bin: &str, args: &[String], ok: &[i32]) {
     if !status.code().is_some_and(|c| ok.contains(&c)) {
         // A panic, not an exit: the lab site's guard still takes it down.
         panic!("lab rehearsal FAILED at: {name} {}", args.join(" "));
+    }
+}
+
+/// `bootstrap preflight --output json` on the lab site: every check ok (the BMCs over verified
+/// TLS, the cluster's names on the lab's dnsmasq, the lab's chronyd, the site registry with its
+/// CA and the release by digest, the ISO server's address); the table shown.
+fn preflight(bin: &str, inventory: &Path) {
+    let dir = inventory.display().to_string();
+    eprintln!("\n$ bootstrap preflight --inventory {dir} --output json");
+    let out = Command::new(bin)
+        .args(["preflight", "--inventory", &dir, "--output", "json"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "lab rehearsal FAILED: bootstrap preflight printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let checks = report["checks"].as_array().expect("the report's checks");
+    for c in checks {
+        eprintln!(
+            "  {:<13} {:<36} {:<4} {}",
+            c["area"].as_str().unwrap_or_default(),
+            c["subject"].as_str().unwrap_or_default(),
+            c["status"].as_str().unwrap_or_default(),
+            c["detail"].as_str().unwrap_or_default()
+        );
+    }
+    let not_green: Vec<&serde_json::Value> =
+        checks.iter().filter(|c| c["status"] != "ok").collect();
+    if !out.status.success() || !not_green.is_empty() || checks.len() < 19 {
+        panic!("lab rehearsal FAILED: bootstrap preflight is not all green: {not_green:#?}");
     }
 }
 
@@ -311,9 +346,10 @@ fn main() {
     run(&bin, &check);
 
     // The lab site, then the install pipeline through wait, with the lab inventory pointed at
-    // the site registry and its BMCs verified against the lab CA.
+    // the site registry and every BMC over TLS verified against the lab CA.
     let inventory = support::labsite::site_inventory(&work, &site, &record, "4.18.3");
-    support::labsite::site_bmcs(&inventory, &[8001, 8002, 8003]);
+    let bmcs = support::labsite::site_bmcs(&inventory, &[8001, 8002, 8003]);
+    support::labsite::verify_every_bmc(&inventory, &bmcs);
     let state = work.join("site");
     let _site = LabSite {
         bin: lab.clone(),
@@ -333,6 +369,8 @@ fn main() {
             s("master-1"),
         ],
     );
+    // The read-only site preflight before anything is installed: every check green.
+    preflight(&bin, &inventory);
     // The site's GitOps repository first: the install's own handoff stage hands the cluster
     // to Argo CD from it.
     site_repository(&bin, &inventory, &work);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lab rehearsal on a fresh machine: installs what it needs, builds bootstrap, starts two
 # local registries, seeds one with generated images, mirrors to disk, then on to the other, and
-# verifies both; then brings up the lab site, pushes the site's GitOps repository, runs
+# verifies both; then brings up the lab site, runs the read-only `bootstrap preflight` (every
+# check green), pushes the site's GitOps repository, runs
 # `bootstrap install` (it stops at prep on the two findings the lab plants), repairs them with
 # `bootstrap-lab repair`, and runs the same install again: it continues at prep and hands the
 # cluster to Argo CD, all eight stages done, every BMC reset once (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)

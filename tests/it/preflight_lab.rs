@@ -15,20 +15,6 @@ use crate::support::labsite::SiteLab;
 use serde_json::Value;
 use std::path::Path;
 
-/// inventory's master-2 (plain HTTP, no credentials, as shipped) made TLS with Basic auth
-/// verified against the lab CA like the other two, once `site_bmcs` moved the BMCs.
-fn verify_every_bmc(inventory: &Path, master2: &str) {
-    let path = inventory.join("nodes.yaml");
-    let text = fs_err::read_to_string(&path).unwrap();
-    let plain = format!("    address: {master2}/redfish/v1/Systems/master-2\n");
-    assert!(text.contains(&plain), "nodes.yaml has no {plain}");
-    let tls = format!(
-        "    address: {}/redfish/v1/Systems/master-2\n    credentials:\n      file: secrets/bmc.example\n    ca:\n      file: secrets/bmc-ca.pem\n",
-        master2.replace("http://", "https://")
-    );
-    fs_err::write(&path, text.replace(&plain, &tls)).unwrap();
-}
-
 /// `bootstrap preflight --inventory INV --output json`: its exit code and report.
 fn preflight(inventory: &Path) -> (Option<i32>, Value) {
     let o = support::run::command(&[
@@ -108,7 +94,7 @@ fn logged_requests(site: &SiteLab) -> (usize, Vec<String>) {
 fn the_lab_passes_every_check_and_each_break_is_named_with_its_fix() {
     let lab = Lab::new();
     let bases = support::labsite::site_bmcs(&lab.inventory, &support::labsite::free_ports());
-    verify_every_bmc(&lab.inventory, &bases[2]);
+    support::labsite::verify_every_bmc(&lab.inventory, &bases);
     let state = lab.dir.path().join("site");
     let (site, status) = SiteLab::up(&lab.inventory, &state, &[]);
     assert_eq!(status["dns"]["running"], true, "{status:#}");

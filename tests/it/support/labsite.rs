@@ -102,6 +102,27 @@ pub fn site_bmcs(inventory: &Path, ports: &[u16]) -> Vec<String> {
     bases
 }
 
+/// After [`site_bmcs`] (which returned `bases`): the plain BMC (master-2's, no credentials, as
+/// shipped) made TLS with Basic auth verified against the lab CA like the others, so every BMC
+/// is as a site's should be (the preflight's BMC checks all green).
+pub fn verify_every_bmc(inventory: &Path, bases: &[String]) {
+    let path = inventory.join("nodes.yaml");
+    let mut text = fs_err::read_to_string(&path).unwrap();
+    for base in bases.iter().filter(|b| b.starts_with("http://")) {
+        let from = format!("    address: {base}/");
+        let at = text
+            .find(&from)
+            .unwrap_or_else(|| panic!("nodes.yaml has no {from}"));
+        let end = at + text[at..].find('\n').expect("a line");
+        let line = text[at..end].replacen("http://", "https://", 1);
+        let tls = format!(
+            "{line}\n    credentials:\n      file: secrets/bmc.example\n    ca:\n      file: secrets/bmc-ca.pem"
+        );
+        text.replace_range(at..end, &tls);
+    }
+    fs_err::write(&path, text).unwrap();
+}
+
 /// inventory/lab copied to `dir/inv` with free BMC ports: as shipped (master-0 and master-1
 /// TLS + Basic auth without verification, master-2 plain), or with `verified_tls` every node TLS + Basic
 /// auth verified against the lab CA at secrets/bmc-ca.pem (the variant its nodes.yaml describes).
