@@ -129,12 +129,13 @@ pub struct Vendor {
 
 impl std::fmt::Display for Vendor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
         write!(
             f,
             "{} {}, firmware {}",
-            or(&self.manufacturer),
-            or(&self.model),
+            self.manufacturer
+                .as_deref()
+                .unwrap_or("manufacturer not given"),
+            self.model.as_deref().unwrap_or("(model not given)"),
             self.firmware.as_deref().unwrap_or("not read")
         )
     }
