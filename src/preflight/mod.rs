@@ -272,3 +272,52 @@ pub async fn run(inv: &Inventory, limits: Limits) -> anyhow::Result<Report> {
     checks.extend(site);
     Ok(Report::new(checks, facts))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed row is followed by its fix; warnings do not fail the report, a failure does;
+    /// the JSON carries the same rows.
+    #[test]
+    fn every_problem_is_shown_with_its_fix_and_only_failures_fail() {
+        let warned = Report::new(
+            vec![
+                Check::ok(Area::Ntp, "192.0.2.1", "stratum 2".into()),
+                Check::warn(
+                    Area::Bmc,
+                    "gpu-1",
+                    "TLS not verified".into(),
+                    "give bmc.ca".into(),
+                ),
+            ],
+            Vec::new(),
+        );
+        assert!(warned.ok);
+        let failed = Report::new(
+            vec![Check::fail(
+                Area::Dns,
+                "api-int.c.example.com",
+                "NXDOMAIN".into(),
+                "add the record".into(),
+            )],
+            Vec::new(),
+        );
+        assert!(!failed.ok);
+        let text = failed.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[1].starts_with("dns ") && lines[1].contains("FAIL   NXDOMAIN"),
+            "{text}"
+        );
+        assert!(lines[2].trim_start() == "fix: add the record", "{text}");
+        assert!(
+            lines[3].starts_with("preflight FAILED: 0 ok, 0 warnings, 1 failed"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&failed).unwrap();
+        assert_eq!(json["checks"][0]["area"], "dns");
+        assert_eq!(json["checks"][0]["status"], "fail");
+        assert_eq!(json["checks"][0]["fix"], "add the record");
+    }
+}
