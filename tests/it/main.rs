@@ -35,6 +35,7 @@ mod kube_api;
 mod lab_hosts;
 mod lab_seed;
 mod lab_site;
+mod lab_vendors;
 mod mirror;
 mod model;
 mod modules;

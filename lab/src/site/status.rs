@@ -74,6 +74,8 @@ pub struct NodeStatus {
     pub bmc: String,
     /// TLS (lab CA) and Basic auth, or plain.
     pub bmc_variant: String,
+    /// The vendor the BMC behaves as.
+    pub vendor: super::vendor::Vendor,
     /// The emulator's pid.
     pub pid: Option<u32>,
     /// Whether the emulator runs.
@@ -106,6 +108,7 @@ pub fn status(state: &Path) -> Result<Status> {
                 (false, false) => "plain",
             }
             .into(),
+            vendor: em.vendor,
             pid: em.pid,
             running: em.pid.is_some_and(process::alive),
             resets: resets.get(&em.node).copied().unwrap_or(0),
@@ -166,12 +169,16 @@ impl fmt::Display for Status {
             };
             writeln!(
                 f,
-                "{:<10} {} {} BMC {} ({}, {}), resets {}; {seen}",
+                "{:<10} {} {} BMC {} ({}{}, {}), resets {}; {seen}",
                 n.node,
                 n.namespace,
                 n.addresses.join(","),
                 n.bmc,
                 n.bmc_variant,
+                match n.vendor {
+                    super::vendor::Vendor::Generic => String::new(),
+                    v => format!(" as {v}"),
+                },
                 run(n.running),
                 n.resets
             )?;
