@@ -3,7 +3,7 @@
 //! as interrupted, as the next run will treat it.
 
 use super::lock::read_holder;
-use super::rundir::{RunDir, STATE_FILE};
+use super::rundir::{RunDir, BOOT_DIR, BOOT_FILE, STATE_FILE};
 use super::stage::Stage;
 use super::state::{RunState, Status};
 use anyhow::Result;
@@ -43,6 +43,66 @@ pub struct StatusReport {
     pub running: Option<String>,
     /// Every stage, in order.
     pub stages: Vec<StageStatus>,
+    /// Each node the boot stage recorded (`RUN/boot/NODE.json`): its BMC's vendor, model,
+    /// firmware and the profile followed, and the last step reached.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeBoot>,
+}
+
+/// A node as the boot stage recorded it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBoot {
+    /// The node.
+    pub node: String,
+    /// `PROFILE (MANUFACTURER MODEL, manager M, firmware F, detected|bmc.vendor: V)`.
+    pub vendor: Option<String>,
+    /// The last step reached, or what was found.
+    pub outcome: String,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The boot stage's node records, by name; none when the stage has not run. A record that
+/// cannot be read is shown as such, not skipped.
+fn boot_nodes(dir: &RunDir) -> Vec<NodeBoot> {
+    let Ok(entries) = fs_err::read_dir(dir.root().join(BOOT_DIR)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.file_name().is_some_and(|n| n != BOOT_FILE))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let record = fs_err::read(path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+            let text = |key: &str| {
+                record
+                    .as_ref()
+                    .and_then(|r| r.get(key))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
+            NodeBoot {
+                node: text("node").unwrap_or(name),
+                vendor: text("vendor"),
+                outcome: match &record {
+                    Some(_) => text("outcome").unwrap_or_default(),
+                    None => format!("{} cannot be read", path.display()),
+                },
+                error: text("error"),
+            }
+        })
+        .collect()
 }
 
 /// Reads `run`'s state; an error when it has none.
@@ -89,6 +149,7 @@ pub fn status(run: &Path) -> Result<StatusReport> {
         inventory: state.inventory,
         running: holder,
         stages,
+        nodes: boot_nodes(&dir),
     })
 }
 
@@ -141,6 +202,14 @@ impl fmt::Display for StatusReport {
                 c = width[2]
             );
             writeln!(f, "{}", line.trim_end())?;
+        }
+        for n in &self.nodes {
+            let vendor = n.vendor.as_deref().unwrap_or("vendor not read");
+            write!(f, "node {}: {vendor}: {}", n.node, n.outcome)?;
+            match &n.error {
+                Some(e) => writeln!(f, ": {e}")?,
+                None => writeln!(f)?,
+            }
         }
         Ok(())
     }
