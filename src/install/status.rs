@@ -217,6 +217,39 @@ impl fmt::Display for StatusReport {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Each node the boot stage recorded shows its BMC's vendor line and outcome; `boot.json`
+    /// is not a node, and an unreadable record is said to be so.
+    #[test]
+    fn status_names_each_booted_node_with_its_vendor_profile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let boot = tmp.path().join(BOOT_DIR);
+        fs_err::create_dir_all(&boot).unwrap();
+        fs_err::write(
+            boot.join("master-0.json"),
+            r#"{"node": "master-0", "outcome": "powered on", "vendor": "dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected)"}"#,
+        )
+        .unwrap();
+        fs_err::write(boot.join("master-1.json"), "{").unwrap();
+        fs_err::write(boot.join(BOOT_FILE), r#"{"url": "http://x"}"#).unwrap();
+        let nodes = boot_nodes(&RunDir::new(tmp.path()));
+        assert_eq!(nodes.len(), 2, "{nodes:?}");
+        let report = StatusReport {
+            run: "r".into(),
+            inventory: "i".into(),
+            running: None,
+            stages: Vec::new(),
+            nodes,
+        };
+        let text = report.to_string();
+        assert!(text.contains("node master-0: dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected): powered on"), "{text}");
+        assert!(
+            text.contains("node master-1: vendor not read: ") && text.contains("cannot be read"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn durations_read_as_people_say_them() {
         assert_eq!(super::duration(0.04), "0.0s");

@@ -276,11 +276,11 @@ impl Client {
                 return Err(RedfishError::Busy {
                     bmc: self.t.bmc.clone(),
                     path: target,
-                    message_id: busy.id().to_string(),
+                    message_id: busy.id(),
                     message: reason.message,
                     tries: retries + 1,
                     waited: started.elapsed(),
-                    fix: busy.fix().to_string(),
+                    fix: busy.fix(),
                 });
             }
             retries += 1;

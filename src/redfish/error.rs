@@ -177,7 +177,7 @@ pub enum RedfishError {
         /// The action's path.
         path: String,
         /// The refusal's `MessageId` (`RAC0679`, `LC068`).
-        message_id: String,
+        message_id: &'static str,
         /// The BMC's own message.
         message: Option<String>,
         /// Requests sent.
@@ -185,7 +185,7 @@ pub enum RedfishError {
         /// How long it was waited out.
         waited: Duration,
         /// What clears it.
-        fix: String,
+        fix: &'static str,
     },
     /// A wait (task, power state, read-back) ran out.
     #[error("BMC {bmc}: {path}: {what} not done after {}s (last seen: {last})", .waited.as_secs())]
