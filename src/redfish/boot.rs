@@ -1,9 +1,10 @@
 //! The one-time boot override to the virtual CD, the way the node's [`Profile`] says:
 //!
-//! - the standard path: `PATCH {"Boot": {"BootSourceOverrideTarget": T, "BootSourceOverrideEnabled":
-//!   "Once"}}` (T is `Cd`, or `UsbCd` on SuperMicro; AMI also gets `BootSourceOverrideMode`) on
-//!   the system, If-Match with its ETag, or on its `@Redfish.Settings` object when that holds the
-//!   boot properties or the system refuses the PATCH (sushy `set_system_boot_options`); a PATCH
+//! - the standard path: `PATCH {"Boot": {"BootSourceOverrideTarget": T,
+//!   "BootSourceOverrideEnabled": "Once"}}` (T is `Cd`, or `UsbCd` on SuperMicro; AMI also gets
+//!   `BootSourceOverrideMode`) on the system, If-Match with its ETag, or on its
+//!   `@Redfish.Settings` object when that holds the boot properties or the system refuses the
+//!   PATCH (sushy `set_system_boot_options`); a PATCH
 //!   refused with `UnableToModifyDuringSystemPOST` (HPE iLO) is sent again as ironic's
 //!   `redfish/management.py` does;
 //! - Dell: the OEM `ImportSystemConfiguration` (`ServerBoot.1#BootOnce`, `FirstBootDevice

@@ -3,10 +3,10 @@
 //! links followed rather than paths assumed, InsertMedia retried with the parameters the BMC asks
 //! for, If-Match only on PATCH, the boot override on `@Redfish.Settings` or through Dell's OEM
 //! import when the node's vendor profile (`vendor.rs`) says so, resets only from the advertised
-//! values, task monitors followed. Every call is recorded (method, path, status) and logged; passwords and
-//! session tokens never appear in a log, an error or a record. `sequence.rs` puts the calls in
-//! the order that boots a node once it is known to be the one meant; `docs/redfish.md` tells
-//! the whole sequence.
+//! values, task monitors followed. Every call is recorded (method, path, status) and logged;
+//! passwords and session tokens never appear in a log, an error or a record. `sequence.rs` puts
+//! the calls in the order that boots a node once it is known to be the one meant;
+//! `docs/redfish.md` tells the whole sequence.
 
 mod boot;
 mod error;
