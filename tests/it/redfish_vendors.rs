@@ -361,3 +361,19 @@ fn power_on_refused_while_settling_is_sent_again() {
         .collect();
     assert_eq!(statuses, [409, 409, 204]);
 }
+
+/// Point 2: `bmc.vendor: dell` on a BMC without Dell's OEM import fails naming the cause and
+/// the fix, and neither the standard PATCH nor a reset is sent.
+#[test]
+fn a_dell_profile_without_the_oem_import_fails_before_any_reset() {
+    let bmc = start(vendor(FakeVendor::Generic));
+    let (profile, result) = boot(&bmc, Some(Vendor::Dell));
+    assert_eq!(profile.boot_path, BootPath::DellOem);
+    let text = result.unwrap_err().to_string();
+    assert!(
+        text.contains("ImportSystemConfiguration") && text.contains("nodes[].bmc.vendor"),
+        "{text}"
+    );
+    assert_eq!(bmc.fake.count("PATCH", SYSTEM), 0);
+    assert!(bmc.fake.snapshot().resets.is_empty());
+}
