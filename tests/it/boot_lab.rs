@@ -164,6 +164,13 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
         assert_eq!(result["outcome"], "powered on", "{result}");
         assert_eq!(result["reset"], "On", "{result}");
         assert_eq!(result["media"], url.as_str(), "{result}");
+        // sushy-tools is DMTF-clean: the generic profile, detected, named in the record.
+        assert_eq!(result["profile"]["name"], "generic", "{result}");
+        assert_eq!(result["profile"]["source"], "detected", "{result}");
+        assert!(
+            result["vendor"].as_str().unwrap().starts_with("generic ("),
+            "{result}"
+        );
         let trust = result["trust"].as_str().unwrap();
         if i < 2 {
             assert!(trust.starts_with("CA "), "{trust}");

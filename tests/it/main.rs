@@ -46,6 +46,7 @@ mod playbook;
 mod prep_lab;
 mod records;
 mod redfish;
+mod redfish_vendors;
 mod release_extract;
 mod render;
 mod repair_lab;

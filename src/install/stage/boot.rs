@@ -19,7 +19,9 @@
 //! read fails its node rather than be taken for "never reset". A failed node does not stop the
 //! others; the stage fails naming every failed node with its BMC's own message. Each
 //! node's result (what was checked and done, the BMC calls as method, path and status) is
-//! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
+//! `RUN/boot/NODE.json`, with the vendor profile the boot followed (`redfish::vendor`: vendor,
+//! model and firmware as the BMC reports them, or `bmc.vendor`); `RUN/boot/boot.json` says where
+//! the ISO was served.
 
 use super::served::{iso_source, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
@@ -59,6 +61,10 @@ impl StageWork for Boot {
                 b.system_uuid.as_deref().unwrap_or(""),
             );
             inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+            if let Some(v) = b.vendor {
+                // Only when set, so runs from before the setting keep their inputs.
+                inputs.setting(&format!("{at}.bmc.vendor"), v.as_str());
+            }
             if let Some(c) = &b.credentials {
                 inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
             }
@@ -250,6 +256,7 @@ struct NodePlan {
     identity: NodeIdentity,
     reboot: bool,
     trust: String,
+    vendor: Option<redfish::Vendor>,
 }
 
 /// Every node's plan; an unreadable credential or CA names the node and field.
@@ -296,6 +303,7 @@ fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
                 },
                 reboot: reboot.contains(&node.hostname),
                 trust: trust_label(node),
+                vendor: b.vendor,
             })
         })
         .collect()
@@ -335,6 +343,12 @@ pub struct NodeResult {
     pub system: Option<redfish::SystemInfo>,
     /// The MAC addresses the BMC reports.
     pub bmc_macs: Vec<String>,
+    /// Vendor, model, firmware and the profile the boot followed, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    /// The vendor profile the boot followed, and what the BMC said it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<redfish::Profile>,
     /// The image the CD holds after the stage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub media: Option<String>,
@@ -461,6 +475,10 @@ async fn on_node(
     result.system = Some(found.system.clone());
     plan.identity.check(&found)?;
     step(result, lines, name, "checked");
+    // Read-only: chosen before anything changes, and recorded even for a node left alone.
+    let profile = client.profile(&found.system, plan.vendor).await?;
+    result.vendor = Some(profile.summary());
+    result.profile = Some(profile.clone());
     if ledger.reset_requested_at.is_some() && !plan.reboot {
         let outcome = left_alone(ledger, &found.system, source, name);
         step(result, lines, name, &outcome);
@@ -475,7 +493,7 @@ async fn on_node(
         result,
     };
     if let Some(now) = client
-        .boot_from_cd(&found.system, &source.url, &mut steps)
+        .boot_from_cd(&found.system, &source.url, &profile, &mut steps)
         .await?
     {
         result.system = Some(now);
