@@ -367,6 +367,12 @@ fn main() {
             s("1s"),
             s("--inject-validation-failure"),
             s("master-1"),
+            // Three vendors' BMCs, so the rehearsal boots each as a site would: a Dell
+            // iDRAC 9 (the OEM import), a SuperMicro X12 (UsbCd) and sushy-tools as it is.
+            s("--vendor"),
+            s("master-0=dell-idrac9"),
+            s("--vendor"),
+            s("master-1=supermicro-x12"),
         ],
     );
     // The read-only site preflight before anything is installed: every check green.

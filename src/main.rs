@@ -15,8 +15,10 @@ fn main() -> ExitCode {
         .with_env_filter(
             // The platform TLS verifier logs every refusal itself; ours reports it with the fix,
             // and may still accept a self-signed certificate from --ca-bundle it refused.
+            // kube-rs logs every failed request as an ERROR (its trace layer's on_failure): the
+            // wait probes an API that is not up yet on every poll, and says so itself.
             tracing_subscriber::EnvFilter::try_new(format!(
-                "{},rustls_platform_verifier=off",
+                "{},rustls_platform_verifier=off,kube_client::client::builder=off",
                 cli.log
             ))
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

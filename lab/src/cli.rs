@@ -105,6 +105,12 @@ pub struct LabUpArgs {
     #[arg(long, value_name = "OPERATOR")]
     pub inject_operator_progressing: Option<String>,
 
+    /// Make NODE's BMC behave as VENDOR's (dell-idrac9, supermicro-x12 or generic, the default):
+    /// a front at the BMC address answers as that vendor's BMC does, as sushy, sushy-oem-idrac
+    /// and ironic document it, including what the machine then boots. Repeatable.
+    #[arg(long = "vendor", value_name = "NODE=VENDOR", value_parser = parse_vendor)]
+    pub vendors: Vec<(String, crate::site::vendor::Vendor)>,
+
     /// Start every node's SSH host at once, as if installed (prep rehearsals and tests without
     /// an install); otherwise each starts when the simulated install says its node finished.
     #[arg(long)]
@@ -161,4 +167,12 @@ pub struct LabSeedArgs {
     /// Registry access.
     #[command(flatten)]
     pub registry: RegistryArgs,
+}
+
+/// `NODE=VENDOR`.
+fn parse_vendor(s: &str) -> Result<(String, crate::site::vendor::Vendor), String> {
+    let (node, vendor) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': expected NODE=VENDOR, e.g. master-1=dell-idrac9"))?;
+    Ok((node.to_string(), vendor.parse()?))
 }

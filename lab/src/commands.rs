@@ -54,6 +54,7 @@ pub async fn up(args: LabUpArgs, printer: &Printer) -> Result<ExitCode> {
             progressing_operator: args.inject_operator_progressing,
             hosts_up: args.hosts_up,
         },
+        vendors: args.vendors.into_iter().collect(),
     };
     settings.simulation.config().check()?;
     let status = crate::site::up(&settings).await?;

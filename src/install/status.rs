@@ -3,7 +3,7 @@
 //! as interrupted, as the next run will treat it.
 
 use super::lock::read_holder;
-use super::rundir::{RunDir, STATE_FILE};
+use super::rundir::{RunDir, BOOT_DIR, BOOT_FILE, STATE_FILE};
 use super::stage::Stage;
 use super::state::{RunState, Status};
 use anyhow::Result;
@@ -43,6 +43,66 @@ pub struct StatusReport {
     pub running: Option<String>,
     /// Every stage, in order.
     pub stages: Vec<StageStatus>,
+    /// Each node the boot stage recorded (`RUN/boot/NODE.json`): its BMC's vendor, model,
+    /// firmware and the profile followed, and the last step reached.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeBoot>,
+}
+
+/// A node as the boot stage recorded it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeBoot {
+    /// The node.
+    pub node: String,
+    /// `PROFILE (MANUFACTURER MODEL, manager M, firmware F, detected|bmc.vendor: V)`.
+    pub vendor: Option<String>,
+    /// The last step reached, or what was found.
+    pub outcome: String,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The boot stage's node records, by name; none when the stage has not run. A record that
+/// cannot be read is shown as such, not skipped.
+fn boot_nodes(dir: &RunDir) -> Vec<NodeBoot> {
+    let Ok(entries) = fs_err::read_dir(dir.root().join(BOOT_DIR)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.file_name().is_some_and(|n| n != BOOT_FILE))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let record = fs_err::read(path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+            let text = |key: &str| {
+                record
+                    .as_ref()
+                    .and_then(|r| r.get(key))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string)
+            };
+            NodeBoot {
+                node: text("node").unwrap_or(name),
+                vendor: text("vendor"),
+                outcome: match &record {
+                    Some(_) => text("outcome").unwrap_or_default(),
+                    None => format!("{} cannot be read", path.display()),
+                },
+                error: text("error"),
+            }
+        })
+        .collect()
 }
 
 /// Reads `run`'s state; an error when it has none.
@@ -89,6 +149,7 @@ pub fn status(run: &Path) -> Result<StatusReport> {
         inventory: state.inventory,
         running: holder,
         stages,
+        nodes: boot_nodes(&dir),
     })
 }
 
@@ -142,12 +203,53 @@ impl fmt::Display for StatusReport {
             );
             writeln!(f, "{}", line.trim_end())?;
         }
+        for n in &self.nodes {
+            let vendor = n.vendor.as_deref().unwrap_or("vendor not read");
+            write!(f, "node {}: {vendor}: {}", n.node, n.outcome)?;
+            match &n.error {
+                Some(e) => writeln!(f, ": {e}")?,
+                None => writeln!(f)?,
+            }
+        }
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Each node the boot stage recorded shows its BMC's vendor line and outcome; `boot.json`
+    /// is not a node, and an unreadable record is said to be so.
+    #[test]
+    fn status_names_each_booted_node_with_its_vendor_profile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let boot = tmp.path().join(BOOT_DIR);
+        fs_err::create_dir_all(&boot).unwrap();
+        fs_err::write(
+            boot.join("master-0.json"),
+            r#"{"node": "master-0", "outcome": "powered on", "vendor": "dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected)"}"#,
+        )
+        .unwrap();
+        fs_err::write(boot.join("master-1.json"), "{").unwrap();
+        fs_err::write(boot.join(BOOT_FILE), r#"{"url": "http://x"}"#).unwrap();
+        let nodes = boot_nodes(&RunDir::new(tmp.path()));
+        assert_eq!(nodes.len(), 2, "{nodes:?}");
+        let report = StatusReport {
+            run: "r".into(),
+            inventory: "i".into(),
+            running: None,
+            stages: Vec::new(),
+            nodes,
+        };
+        let text = report.to_string();
+        assert!(text.contains("node master-0: dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected): powered on"), "{text}");
+        assert!(
+            text.contains("node master-1: vendor not read: ") && text.contains("cannot be read"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn durations_read_as_people_say_them() {
         assert_eq!(super::duration(0.04), "0.0s");

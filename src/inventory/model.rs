@@ -351,6 +351,10 @@ pub struct Bmc {
     /// boot stage refuses a system with another one (the wrong server behind this BMC address).
     #[serde(default, rename = "systemUUID")]
     pub system_uuid: Option<String>,
+    /// The BMC's vendor behaviour (`generic`, `dell`, `supermicro`, `ami`, `hpe`, `nvidia`),
+    /// when the one detected from its `Manufacturer` is wrong; see `docs/redfish.md`.
+    #[serde(default)]
+    pub vendor: Option<crate::redfish::Vendor>,
 }
 
 /// `rootDevice`: agent-config `rootDeviceHints`.

@@ -49,6 +49,9 @@ pub fn route_resource() -> ApiResource {
     )
 }
 
+/// How long a connection to the cluster API may take to open.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A client for the API the kubeconfig at `path` names (its current context), trusted by its
 /// `certificate-authority-data` (and `tls-server-name` when given); `address`, when given, is
 /// dialled instead of the kubeconfig's server (the certificate is still checked for the
@@ -71,7 +74,11 @@ pub async fn client_from_kubeconfig(
             .parse()
             .context("the cluster API's address")?;
     }
-    config.connect_timeout = Some(std::time::Duration::from_secs(10));
+    // The wait probes the API on every 2 s poll before bootstrap completes, while nothing
+    // answers at the API VIP yet (an address no host holds: a SYN with no reply). A long
+    // connect timeout would make each poll that long and hold up the rendezvous host's
+    // progress; a LAN connect to a live API takes milliseconds.
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(std::time::Duration::from_secs(20));
     kube::Client::try_from(config)
         .with_context(|| format!("a client for the kubeconfig {}", path.display()))

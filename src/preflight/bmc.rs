@@ -1,7 +1,8 @@
 //! The BMC checks, shared with the boot stage: each node's BMC as the inventory names it
 //! ([`targets`]: address, credentials, trust, the identity to expect), and what is read from it
 //! before anything changes ([`inspect`]): the system, its MACs and UUID against the inventory,
-//! its virtual CD. Only GETs (and the session login and logout) are sent: the preflight runs
+//! its virtual CD; and the vendor profile the client would boot it by ([`Client::profile`]:
+//! vendor, model, the Manager's firmware). Only GETs (and the session login and logout) are sent: the preflight runs
 //! [`check_node`] on every node; the boot stage runs [`inspect`] on the client it then boots
 //! with.
 
@@ -9,7 +10,7 @@ use super::{Area, Check};
 use crate::inventory::model::Node;
 use crate::inventory::{self, Inventory};
 use crate::redfish::{
-    self, Client, Credentials, Endpoint, Identified, NodeIdentity, RedfishError, SystemInfo, Trust,
+    self, Client, Credentials, Endpoint, Identified, NodeIdentity, RedfishError, Trust,
     VirtualMedia,
 };
 use anyhow::{anyhow, Context, Result};
@@ -29,6 +30,8 @@ pub struct BmcTarget {
     pub trust: String,
     /// The credentials' reference, in words (`file secrets/bmc`), for fixes.
     pub credentials_ref: Option<String>,
+    /// The inventory's `bmc.vendor`, forcing the vendor profile.
+    pub vendor: Option<redfish::Vendor>,
 }
 
 impl BmcTarget {
@@ -96,6 +99,7 @@ fn target(inv: &Inventory, i: usize, node: &Node) -> Result<BmcTarget> {
         },
         trust: trust_label(node),
         credentials_ref,
+        vendor: b.vendor,
     })
 }
 
@@ -115,51 +119,15 @@ pub fn trust_label(node: &Node) -> String {
     }
 }
 
-/// Who made the system, as read from it.
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Vendor {
-    /// `Manufacturer`.
-    pub manufacturer: Option<String>,
-    /// `Model`.
-    pub model: Option<String>,
-    /// The BMC's firmware version, when known.
-    pub firmware: Option<String>,
-}
-
-impl std::fmt::Display for Vendor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} {}, firmware {}",
-            self.manufacturer
-                .as_deref()
-                .unwrap_or("manufacturer not given"),
-            self.model.as_deref().unwrap_or("(model not given)"),
-            self.firmware.as_deref().unwrap_or("not read")
-        )
-    }
-}
-
-/// The vendor, model and firmware of a system.
-///
-/// TO BE REPLACED by `redfish::vendor` (`Client::vendor()`, the Manager's `FirmwareVersion`
-/// through `Links.ManagedBy`) when that lands: the client has no public read of the Manager
-/// yet, so the firmware is not read here and shows as "not read".
-pub fn vendor_of(system: &SystemInfo) -> Vendor {
-    Vendor {
-        manufacturer: system.manufacturer.clone(),
-        model: system.model.clone(),
-        firmware: None,
-    }
-}
-
-/// What [`inspect`] found on a BMC.
-pub struct Inspected {
+/// What [`inspect`] read from a BMC, as far as it got.
+#[derive(Default)]
+pub struct Inspection {
     /// The system and its MACs.
-    pub found: Identified,
+    pub found: Option<Identified>,
+    /// The vendor profile a boot follows (what the BMC says it is, or `bmc.vendor`).
+    pub profile: Option<redfish::Profile>,
     /// Its virtual CD.
-    pub cd: VirtualMedia,
+    pub cd: Option<VirtualMedia>,
 }
 
 /// Why [`inspect`] stopped: the BMC's error, or the system is another node's.
@@ -173,20 +141,23 @@ pub enum InspectError {
     Identity(#[from] redfish::IdentityMismatch),
 }
 
-/// Reads the system and its MACs, checks them against `identity`, then finds the virtual CD;
-/// `found` is set as soon as the system is read (the caller records it even on a mismatch).
-/// GETs only.
+/// Reads the system and its MACs and checks them against `identity`, then chooses the vendor
+/// profile (`forced`: the inventory's `bmc.vendor`) and finds the virtual CD it boots from;
+/// each into `seen` as soon as it is read (the caller records what was read even on a
+/// mismatch). GETs only.
 pub async fn inspect(
     client: &Client,
     identity: &NodeIdentity,
-    found: &mut Option<Identified>,
-) -> Result<VirtualMedia, InspectError> {
-    let identified = client.identify().await?;
-    let checked = identity.check(&identified);
-    *found = Some(identified);
-    checked?;
-    let system = &found.as_ref().expect("just set").system;
-    Ok(client.virtual_cd(system).await?)
+    forced: Option<redfish::Vendor>,
+    seen: &mut Inspection,
+) -> Result<(), InspectError> {
+    let found = seen.found.insert(client.identify().await?);
+    identity.check(found)?;
+    let profile = seen
+        .profile
+        .insert(client.profile(&found.system, forced).await?);
+    seen.cd = Some(client.virtual_cd(&found.system, profile).await?);
+    Ok(())
 }
 
 /// One node's BMC facts for the preflight's JSON.
@@ -201,8 +172,9 @@ pub struct BmcFacts {
     pub trust: String,
     /// `session`, `basic` or `none`, once connected.
     pub auth: Option<String>,
-    /// The system's vendor.
-    pub vendor: Option<Vendor>,
+    /// The vendor profile a boot would follow, with what the BMC says it is (vendor, model,
+    /// the Manager's model and firmware).
+    pub vendor: Option<redfish::Profile>,
     /// The MACs its BMC reports.
     pub macs: Vec<String>,
     /// Its UUID.
@@ -235,23 +207,18 @@ pub async fn check_node(target: &BmcTarget, opts: redfish::Options) -> (Vec<Chec
         }
     };
     facts.auth = Some(client.auth_kind().to_string());
-    let mut found = None;
-    let inspected = inspect(&client, &target.identity, &mut found).await;
+    let mut seen = Inspection::default();
+    let inspected = inspect(&client, &target.identity, target.vendor, &mut seen).await;
     facts.calls = client.calls();
     client.logout().await;
-    if let Some(f) = &found {
-        facts.vendor = Some(vendor_of(&f.system));
+    if let Some(f) = &seen.found {
         facts.macs = f.macs.clone();
         facts.uuid = f.system.uuid.clone();
     }
+    facts.vendor = seen.profile.clone();
+    facts.virtual_cd = seen.cd.as_ref().map(|cd| cd.path.clone());
     let mut checks = vec![bmc_check(target, &facts)];
-    checks.extend(inspected_checks(
-        target,
-        &subject,
-        found.as_ref(),
-        inspected,
-        &mut facts,
-    ));
+    checks.extend(inspected_checks(target, &subject, &seen, inspected));
     (checks, facts)
 }
 
@@ -260,7 +227,7 @@ fn bmc_check(target: &BmcTarget, facts: &BmcFacts) -> Check {
     let vendor = facts
         .vendor
         .as_ref()
-        .map(|v| format!("; {v}"))
+        .map(|p| format!("; vendor profile {}", p.summary()))
         .unwrap_or_default();
     let detail = format!(
         "{} answers, auth {}, TLS {}{vendor}",
@@ -283,13 +250,11 @@ fn bmc_check(target: &BmcTarget, facts: &BmcFacts) -> Check {
 fn inspected_checks(
     target: &BmcTarget,
     subject: &str,
-    found: Option<&Identified>,
-    inspected: Result<VirtualMedia, InspectError>,
-    facts: &mut BmcFacts,
+    seen: &Inspection,
+    inspected: Result<(), InspectError>,
 ) -> Vec<Check> {
     let at = format!("nodes[{}]", target.index);
-    let identity_ok = || {
-        let f = found.expect("read before the virtual CD");
+    let identity_ok = |f: &Identified| {
         let uuid = f.system.uuid.as_deref().unwrap_or("none");
         Check::ok(
             Area::Identity,
@@ -300,15 +265,14 @@ fn inspected_checks(
             ),
         )
     };
-    match inspected {
-        Ok(cd) => {
-            facts.virtual_cd = Some(cd.path.clone());
+    match (inspected, &seen.found, &seen.cd) {
+        (Ok(()), Some(found), Some(cd)) => {
             let inserted = match (&cd.inserted, &cd.image) {
                 (true, Some(image)) => format!(", holding {}", crate::secret::redact_url(image)),
                 _ => String::new(),
             };
             vec![
-                identity_ok(),
+                identity_ok(found),
                 Check::ok(
                     Area::VirtualMedia,
                     subject,
@@ -316,7 +280,7 @@ fn inspected_checks(
                 ),
             ]
         }
-        Err(InspectError::Identity(e)) => vec![
+        (Err(InspectError::Identity(e)), _, _) => vec![
             Check::fail(
                 Area::Identity,
                 subject,
@@ -325,18 +289,23 @@ fn inspected_checks(
             ),
             Check::skip(Area::VirtualMedia, subject, "not the node meant".into()),
         ],
-        Err(InspectError::Redfish(e)) if found.is_none() => vec![
-            Check::fail(Area::Identity, subject, e.to_string(), format!("check {at}.bmc.address names this node's system")),
-            Check::skip(Area::VirtualMedia, subject, "the system was not read".into()),
-        ],
-        Err(InspectError::Redfish(e)) => vec![
-            identity_ok(),
+        (Err(e), Some(found), _) => vec![
+            identity_ok(found),
             Check::fail(
                 Area::VirtualMedia,
                 subject,
                 e.to_string(),
                 "enable virtual media on this BMC (its licence, e.g. iDRAC Enterprise/Datacenter) so it can boot the agent ISO".into(),
             ),
+        ],
+        (result, _, _) => vec![
+            Check::fail(
+                Area::Identity,
+                subject,
+                result.err().map_or("the system was not read".into(), |e| e.to_string()),
+                format!("check {at}.bmc.address names this node's system"),
+            ),
+            Check::skip(Area::VirtualMedia, subject, "the system was not read".into()),
         ],
     }
 }

@@ -487,6 +487,7 @@ mod tests {
             identity: NodeIdentity::default(),
             trust: "system roots".into(),
             credentials_ref: None,
+            vendor: None,
         }
     }
 

@@ -168,6 +168,25 @@ pub enum RedfishError {
         /// The task's messages.
         messages: Vec<String>,
     },
+    /// The BMC kept refusing for a reason that passes (an iDRAC job running, a configuration
+    /// pending) until the retries ran out.
+    #[error("BMC {bmc}: {path}: still refused with {message_id} after {tries} tries in {}s{}; {fix}", .waited.as_secs(), bmc_says(.message.as_deref()))]
+    Busy {
+        /// The BMC host.
+        bmc: String,
+        /// The action's path.
+        path: String,
+        /// The refusal's `MessageId` (`RAC0679`, `LC068`).
+        message_id: &'static str,
+        /// The BMC's own message.
+        message: Option<String>,
+        /// Requests sent.
+        tries: u32,
+        /// How long it was waited out.
+        waited: Duration,
+        /// What clears it.
+        fix: &'static str,
+    },
     /// A wait (task, power state, read-back) ran out.
     #[error("BMC {bmc}: {path}: {what} not done after {}s (last seen: {last})", .waited.as_secs())]
     Timeout {
@@ -260,8 +279,24 @@ impl BmcReason {
             if let Some(id) = info.get("MessageId").and_then(Value::as_str) {
                 reason.message_ids.push(id.to_string());
             }
-            if let Some(m) = info.get("Message").and_then(Value::as_str) {
-                messages.push(crate::secret::server_text(m, 300));
+            // A BMC may leave `Message` out and say only `MessageId` (and a `Resolution`):
+            // quote those rather than the generic "see ExtendedInfo" of `error.message`.
+            let message = info.get("Message").and_then(Value::as_str);
+            let id = info.get("MessageId").and_then(Value::as_str);
+            match (message, id) {
+                (Some(m), _) => messages.push(crate::secret::server_text(m, 300)),
+                (None, Some(id)) => {
+                    let mut text = format!("MessageId {id}");
+                    let args = strings_of(info.get("MessageArgs"));
+                    if !args.is_empty() {
+                        text.push_str(&format!(" ({})", args.join(", ")));
+                    }
+                    if let Some(r) = info.get("Resolution").and_then(Value::as_str) {
+                        text.push_str(&format!("; resolution: {r}"));
+                    }
+                    messages.push(crate::secret::server_text(&text, 300));
+                }
+                (None, None) => {}
             }
             for p in info
                 .get("RelatedProperties")
@@ -292,6 +327,18 @@ impl BmcReason {
     }
 }
 
+fn strings_of(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +357,22 @@ mod tests {
         assert!(r.names("ActionParameterMissing"));
         assert!(r.names("TransferProtocolType"));
         assert!(!r.names("TransferMethod"));
+    }
+
+    /// The operator once saw only "See @Message.ExtendedInfo for more information": an entry
+    /// without `Message` is quoted by its `MessageId`, arguments and resolution.
+    #[test]
+    fn extended_info_without_message_quotes_its_message_id() {
+        let body = br##"{"error":{"code":"Base.1.8.GeneralError",
+            "message":"A general error has occurred. See @Message.ExtendedInfo for more information",
+            "@Message.ExtendedInfo":[{"MessageId":"IDRAC.2.8.LC068","MessageArgs":["x"],
+            "Resolution":"Clear the job queue"}]}}"##;
+        let r = BmcReason::of(body);
+        assert_eq!(
+            r.message.as_deref(),
+            Some("MessageId IDRAC.2.8.LC068 (x); resolution: Clear the job queue")
+        );
+        assert!(r.names("LC068"));
     }
 
     #[test]

@@ -264,6 +264,9 @@ impl Transport {
             .http
             .request(method.clone(), format!("{}{}", self.base, path))
             .header("accept", "application/json")
+            // sushy connector.py: a BMC offered compression may answer weak ETags it then
+            // refuses; identity keeps the bodies (and their ETags) as they are.
+            .header("accept-encoding", "identity")
             .header("odata-version", "4.0");
         req = match &*self.auth.lock().expect("auth poisoned") {
             Auth::None => req,
@@ -322,16 +325,38 @@ impl Transport {
         }
     }
 
-    /// PATCH with If-Match when an ETag is known (never on a POST: iDRAC answers 412).
+    /// PATCH with If-Match when an ETag is known (never on a POST: iDRAC answers 412). A 412 to
+    /// a weak ETag is sent again with its strong form, and then (or at once, for a strong one)
+    /// without If-Match, as sushy's `connector.py` `_etag_handler` does.
     pub async fn patch(
         &self,
         path: &str,
         body: &Value,
         etag: Option<&str>,
     ) -> Result<Answer, RedfishError> {
-        let answer = self
+        let mut answer = self
             .request(Method::PATCH, path, Some(body), etag, Retry::Transient)
             .await?;
+        if let (412, Some(tag)) = (answer.status, etag) {
+            if let Some(strong) = strong_form(tag) {
+                tracing::info!(bmc = %self.bmc, path, "412 to a weak ETag; sending its strong form");
+                answer = self
+                    .request(
+                        Method::PATCH,
+                        path,
+                        Some(body),
+                        Some(strong),
+                        Retry::Transient,
+                    )
+                    .await?;
+            }
+            if answer.status == 412 {
+                tracing::warn!(bmc = %self.bmc, path, "412 to the ETag; sending the PATCH without If-Match");
+                answer = self
+                    .request(Method::PATCH, path, Some(body), None, Retry::Transient)
+                    .await?;
+            }
+        }
         let answer = self.check(&Method::PATCH, path, answer)?;
         self.follow_task(path, "PATCH", answer).await
     }
@@ -504,6 +529,12 @@ fn fix(trust: &Trust) -> String {
         Trust::Fingerprint(_) => "pin the BMC's current certificate in nodes[].bmc.fingerprint after checking it".to_string(),
         Trust::Insecure => "the BMC may speak only TLS versions or suites this client refuses (TLS 1.2 or newer is needed)".to_string(),
     }
+}
+
+/// `"x"` of a weak ETag `W/"x"`; `None` for a strong one.
+fn strong_form(etag: &str) -> Option<&str> {
+    let strong = etag.trim().strip_prefix("W/")?;
+    (strong.len() >= 2 && strong.starts_with('"') && strong.ends_with('"')).then_some(strong)
 }
 
 /// The path (and query) of a Location, which may be a full URL.

@@ -1,6 +1,9 @@
 //! Virtual media: finding the CD/DVD device by links (the System's own `VirtualMedia`, else its
 //! managers' — iDRAC moved it from `Managers/iDRAC.Embedded.1` to `Systems/System.Embedded.1`
-//! in firmware 6.00.02), and inserting the ISO with the fallbacks BMCs ask for.
+//! in firmware 6.00.02; on iDRAC 10 only member `1`, ironic `drac/boot.py`), and inserting the
+//! ISO as sushy's `virtual_media.py` does: `{"Image"}` alone (SuperMicro refuses `Inserted` and
+//! `WriteProtected`), then with what the BMC says is missing (`TransferProtocolType`,
+//! `TransferMethod`, `UserName`/`Password` `"none"` on NVIDIA DGX).
 
 use reqwest::Method;
 use serde_json::{json, Map, Value};
@@ -8,22 +11,29 @@ use serde_json::{json, Map, Value};
 use super::error::{BmcReason, RedfishError};
 use super::http::Retry;
 use super::session::odata_id;
+use super::vendor::Profile;
 use super::{members, string, strings, Client, SystemInfo, VirtualMedia};
 
 /// How many times an InsertMedia is sent with more parameters before giving up.
-const INSERT_TRIES: usize = 4;
+const INSERT_TRIES: usize = 5;
 
 /// How many times the device is read back after an insertion before it is a failure.
 const READ_BACKS: usize = 5;
 
 impl Client {
     /// The virtual CD/DVD: the first member with CD or DVD in `MediaTypes` of the System's
-    /// `VirtualMedia`, else of each manager's in `Links.ManagedBy`.
-    pub async fn virtual_cd(&self, sys: &SystemInfo) -> Result<VirtualMedia, RedfishError> {
+    /// `VirtualMedia`, else of each manager's in `Links.ManagedBy`; only the member whose `Id`
+    /// is the profile's `media_member`, when it names one.
+    pub async fn virtual_cd(
+        &self,
+        sys: &SystemInfo,
+        profile: &Profile,
+    ) -> Result<VirtualMedia, RedfishError> {
+        let only = profile.media_member.as_deref();
         let mut searched = Vec::new();
         if let Some(collection) = &sys.links.virtual_media {
             searched.push(collection.clone());
-            if let Some(vm) = self.cd_in(collection).await? {
+            if let Some(vm) = self.cd_in(collection, only).await? {
                 return Ok(vm);
             }
         }
@@ -34,7 +44,7 @@ impl Client {
                 continue;
             };
             searched.push(collection.clone());
-            if let Some(vm) = self.cd_in(&collection).await? {
+            if let Some(vm) = self.cd_in(&collection, only).await? {
                 return Ok(vm);
             }
         }
@@ -44,13 +54,24 @@ impl Client {
                 sys.path
             ));
         }
+        if let Some(id) = only {
+            return Err(RedfishError::Unexpected {
+                bmc: self.t.bmc.clone(),
+                path: searched.join(", "),
+                what: format!("the {} profile boots only virtual media member {id} (ironic drac/boot.py: the only one iDRAC 10 boots), and no member {id} with CD or DVD in MediaTypes is there; set nodes[].bmc.vendor if the generation is misread", profile.name),
+            });
+        }
         Err(RedfishError::NoVirtualCd {
             bmc: self.t.bmc.clone(),
             searched,
         })
     }
 
-    async fn cd_in(&self, collection: &str) -> Result<Option<VirtualMedia>, RedfishError> {
+    async fn cd_in(
+        &self,
+        collection: &str,
+        only: Option<&str>,
+    ) -> Result<Option<VirtualMedia>, RedfishError> {
         let body = match self.t.get(collection).await {
             Ok((body, _)) => body,
             // An advertised but absent collection (some firmware): look elsewhere.
@@ -58,7 +79,18 @@ impl Client {
             Err(e) => return Err(e),
         };
         for member in members(&body) {
+            let last = member
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or("");
+            if only.is_some_and(|id| id != last) {
+                continue;
+            }
             let vm = self.read_media(&member).await?;
+            if only.is_some_and(|id| id != vm.id) {
+                continue;
+            }
             if vm
                 .media_types
                 .iter()
@@ -93,8 +125,8 @@ impl Client {
     }
 
     /// Inserts `image_url` (the BMC fetches it): nothing to do when it is already inserted;
-    /// ejects another image first; InsertMedia with `Image`, `Inserted`, `WriteProtected`, then
-    /// with `TransferProtocolType` and `TransferMethod: Stream` when the BMC asks for them; a
+    /// ejects another image first; InsertMedia with `Image`, then with `TransferProtocolType`,
+    /// `TransferMethod: Stream` or `UserName`/`Password` `"none"` when the BMC asks for them; a
     /// PATCH of the device when it has no InsertMedia action. Then reads back `Inserted` and
     /// `Image`.
     pub async fn insert_media(
@@ -142,14 +174,15 @@ impl Client {
         })
     }
 
-    /// InsertMedia, adding what the BMC says is missing: `TransferProtocolType` (from the URL's
-    /// scheme) when a 400 names it or says ActionParameterMissing, `TransferMethod: Stream`
-    /// when one names TransferMethod or the BMC still refuses with the protocol given.
+    /// InsertMedia, adding what the BMC says is missing, in sushy's order: `TransferProtocolType`
+    /// (from the URL's scheme) when a 400 names it or says ActionParameterMissing about it,
+    /// `TransferMethod: Stream` when one names TransferMethod, `UserName` and `Password`
+    /// `"none"` when one asks for them (NVIDIA DGX), and `TransferMethod` when the BMC still
+    /// refuses with the protocol given. `Inserted` and `WriteProtected` are left out, as sushy
+    /// leaves them out: they are the defaults, and SuperMicro refuses them.
     async fn insert_action(&self, target: &str, image_url: &str) -> Result<(), RedfishError> {
         let mut body = Map::new();
         body.insert("Image".into(), json!(image_url));
-        body.insert("Inserted".into(), json!(true));
-        body.insert("WriteProtected".into(), json!(true));
         let protocol = if image_url.starts_with("https://") {
             "HTTPS"
         } else {
@@ -172,11 +205,20 @@ impl Client {
             let reason = BmcReason::of(&answer.body);
             let has_protocol = body.contains_key("TransferProtocolType");
             let has_method = body.contains_key("TransferMethod");
+            let wants_credentials = reason.names("UserName") || reason.names("Password");
             if !has_protocol
-                && (reason.names("TransferProtocolType") || reason.names("ActionParameterMissing"))
+                && (reason.names("TransferProtocolType")
+                    || (reason.names("ActionParameterMissing") && !wants_credentials))
             {
                 body.insert("TransferProtocolType".into(), json!(protocol));
-            } else if !has_method && (reason.names("TransferMethod") || has_protocol) {
+            } else if !has_method && reason.names("TransferMethod") {
+                body.insert("TransferMethod".into(), json!("Stream"));
+            } else if !body.contains_key("UserName") && wants_credentials {
+                // sushy, for NVIDIA DGX (bug 2071945): the image needs no credentials, but the
+                // BMC wants the parameters present.
+                body.insert("UserName".into(), json!("none"));
+                body.insert("Password".into(), json!("none"));
+            } else if !has_method && has_protocol {
                 body.insert("TransferMethod".into(), json!("Stream"));
             } else {
                 return self.t.check(&Method::POST, target, answer).map(|_| ());

@@ -2,11 +2,11 @@
 //! way ironic (sushy) does it, with the fallbacks real BMCs, Dell's iDRAC above all, need:
 //! links followed rather than paths assumed, InsertMedia retried with the parameters the BMC asks
 //! for, If-Match only on PATCH, the boot override on `@Redfish.Settings` or through Dell's OEM
-//! import when the standard PATCH is refused, resets only from the advertised values, task
-//! monitors followed. Every call is recorded (method, path, status) and logged; passwords and
-//! session tokens never appear in a log, an error or a record. `sequence.rs` puts the calls in
-//! the order that boots a node once it is known to be the one meant; `docs/redfish.md` tells
-//! the whole sequence.
+//! import when the node's vendor profile (`vendor.rs`) says so, resets only from the advertised
+//! values, task monitors followed. Every call is recorded (method, path, status) and logged;
+//! passwords and session tokens never appear in a log, an error or a record. `sequence.rs` puts
+//! the calls in the order that boots a node once it is known to be the one meant;
+//! `docs/redfish.md` tells the whole sequence.
 
 mod boot;
 mod error;
@@ -16,6 +16,7 @@ mod power;
 mod sequence;
 mod session;
 mod tls;
+pub mod vendor;
 
 use std::fmt;
 use std::time::Duration;
@@ -26,6 +27,7 @@ use serde_json::Value;
 pub use error::RedfishError;
 pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};
+pub use vendor::{BmcInfo, BootPath, Profile, ProfileSource, Vendor};
 
 use http::{Auth, Transport};
 use session::odata_id;
@@ -89,6 +91,42 @@ pub struct Options {
     pub backoff: Duration,
     /// How long a task monitor is followed.
     pub task_timeout: Duration,
+    /// The waits of the vendor behaviours, each upstream's own.
+    pub waits: VendorWaits,
+}
+
+/// How long the client waits out a BMC that is busy, as sushy-oem-idrac and ironic do (their
+/// counts and intervals are the defaults; tests shorten them).
+#[derive(Clone, Copy, Debug)]
+pub struct VendorWaits {
+    /// Dell's OEM import refused with `RAC0679` (a job is running) or `LC068` (configuration
+    /// pending): tried again this many times (sushy-oem-idrac `RETRY_COUNT`, 35)...
+    pub dell_job_retries: u32,
+    /// ...this far apart (`RETRY_DELAY`, 15 s).
+    pub dell_job_interval: Duration,
+    /// A boot PATCH refused with `UnableToModifyDuringSystemPOST` (HPE iLO): attempts in all
+    /// (ironic `[redfish]post_boot_retry_attempts`, 6)...
+    pub post_attempts: u32,
+    /// ...the first wait, doubled each time up to six times it (`post_boot_retry_delay`, 5 s).
+    pub post_delay: Duration,
+    /// `On` refused with 409 `ActionParameterValueConflict` while the power state settles:
+    /// retries (ironic `power_on_conflict_retry_attempts`, 6)...
+    pub on_conflict_retries: u32,
+    /// ...this far apart (`power_on_conflict_retry_interval`, 10 s).
+    pub on_conflict_interval: Duration,
+}
+
+impl Default for VendorWaits {
+    fn default() -> Self {
+        VendorWaits {
+            dell_job_retries: 35,
+            dell_job_interval: Duration::from_secs(15),
+            post_attempts: 6,
+            post_delay: Duration::from_secs(5),
+            on_conflict_retries: 6,
+            on_conflict_interval: Duration::from_secs(10),
+        }
+    }
 }
 
 impl Default for Options {
@@ -100,6 +138,7 @@ impl Default for Options {
             poll: Duration::from_secs(2),
             backoff: Duration::from_secs(1),
             task_timeout: Duration::from_secs(900),
+            waits: VendorWaits::default(),
         }
     }
 }
@@ -522,9 +561,11 @@ mod tests {
             let _ = c.system().await;
             let _ = c.refresh(&s).await;
             let _ = c.ethernet_macs(&s).await;
-            let _ = c.virtual_cd(&s).await;
+            let p = Profile::generic();
+            let _ = c.profile(&s, None).await;
+            let _ = c.virtual_cd(&s, &p).await;
             let _ = c.insert_media(&v, "http://x/a.iso").await;
-            let _ = c.set_boot_once_cd(&s).await;
+            let _ = c.set_boot_once_cd(&s, &p).await;
             let _ = c.reset_for_boot(&s).await;
             let _ = c.wait_power_on(&s).await;
             c.logout().await;

@@ -1,11 +1,14 @@
 //! Power: the reset that boots the inserted media (`On` when the system is off, `ForceRestart`
-//! otherwise, only from the values the BMC advertises), and the wait for `PowerState` On.
+//! otherwise, only from the values the BMC advertises; `On` sent again while the BMC answers 409
+//! `ActionParameterValueConflict` as its power state settles, as ironic `redfish/power.py` does),
+//! and the wait for `PowerState` On.
 
 use std::time::Instant;
 
+use reqwest::Method;
 use serde_json::{json, Value};
 
-use super::error::RedfishError;
+use super::error::{BmcReason, RedfishError};
 use super::http::Retry;
 use super::{strings, Client, ResetKind, SystemInfo};
 
@@ -49,10 +52,28 @@ impl Client {
                     allowed: allowed.clone(),
                 })?,
         };
-        self.t
-            .action(target, &json!({"ResetType": kind.as_str()}), Retry::Unsent)
-            .await?;
-        Ok(kind)
+        let body = json!({"ResetType": kind.as_str()});
+        let waits = self.t.opts.waits;
+        let mut conflicts = 0;
+        loop {
+            let answer = self
+                .t
+                .request(Method::POST, target, Some(&body), None, Retry::Unsent)
+                .await?;
+            // A 409 did nothing: sending the same power-on again cannot reset the node twice.
+            let settling = answer.status == 409
+                && matches!(kind, ResetKind::On | ResetKind::ForceOn)
+                && BmcReason::of(&answer.body).names("ActionParameterValueConflict");
+            if settling && conflicts < waits.on_conflict_retries {
+                conflicts += 1;
+                tracing::warn!(bmc = %self.t.bmc, path = %target, conflicts, "the BMC refuses the power-on while its power state settles (409); trying again");
+                tokio::time::sleep(waits.on_conflict_interval).await;
+                continue;
+            }
+            let answer = self.t.check(&Method::POST, target, answer)?;
+            self.t.follow_task(target, "POST", answer).await?;
+            return Ok(kind);
+        }
     }
 
     /// `AllowableValues` of a parameter in an ActionInfo resource.

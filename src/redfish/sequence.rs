@@ -9,6 +9,7 @@
 use std::fmt;
 
 use super::error::RedfishError;
+use super::vendor::Profile;
 use super::{Client, ResetKind, SystemInfo};
 
 /// Who a node is, as the inventory says: checked against its BMC before anything changes.
@@ -145,22 +146,24 @@ impl Client {
         Ok(Identified { system, macs })
     }
 
-    /// Boots `system` once from `iso_url` over virtual media: the CD inserted, the next boot
-    /// set on it once, `steps` told the reset is coming, the reset, and power on awaited; each
-    /// step told to `steps` when reached. Returns the system as read once it is on (`None` when
-    /// that last read failed: the boot itself did not).
+    /// Boots `system` once from `iso_url` over virtual media, the way `profile` (from
+    /// [`Client::profile`], chosen before anything changes) says: the CD inserted, the next
+    /// boot set on it once, `steps` told the reset is coming, the reset, and power on awaited;
+    /// each step told to `steps` when reached. Returns the system as read once it is on
+    /// (`None` when that last read failed: the boot itself did not).
     pub async fn boot_from_cd(
         &self,
         system: &SystemInfo,
         iso_url: &str,
+        profile: &Profile,
         steps: &mut impl BootSteps,
     ) -> Result<Option<SystemInfo>, BootError> {
-        let cd = self.virtual_cd(system).await?;
+        let cd = self.virtual_cd(system, profile).await?;
         self.insert_media(&cd, iso_url).await?;
         steps
             .reached(BootStep::MediaInserted)
             .map_err(BootError::Steps)?;
-        self.set_boot_once_cd(system).await?;
+        self.set_boot_once_cd(system, profile).await?;
         steps.reached(BootStep::BootSet).map_err(BootError::Steps)?;
         steps.resetting().map_err(BootError::Steps)?;
         let kind = self.reset_for_boot(system).await?;

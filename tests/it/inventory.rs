@@ -291,6 +291,14 @@ fn unknown_keys_and_headers_are_refused_with_the_key_meant() {
             )),
         ),
         case(
+            "bmc-vendor-unknown",
+            E,
+            N,
+            "    credentials:\n      file: secrets/bmc-control-plane.example",
+            "    vendor: lenovo\n    credentials:\n      file: secrets/bmc-control-plane.example",
+            Some(("nodes.yaml:13:13:", "nodes[0].bmc.vendor")),
+        ),
+        case(
             "wrong-api-version",
             E,
             S,

@@ -11,14 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bootstrap::redfish::{
-    format_fingerprint, Client, Credentials, Endpoint, Options, RedfishError, ResetKind, Trust,
+    format_fingerprint, Client, Credentials, Endpoint, Options, Profile, RedfishError, ResetKind,
+    Trust, VendorWaits,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::json;
 
 use crate::support::redfishfake::{
-    MediaUnder, RedfishFake, Switches, IMPORT, MANAGER, MANAGER_CD, RESET, SESSIONS, SETTINGS,
+    FakeVendor, MediaUnder, RedfishFake, Switches, MANAGER, MANAGER_CD, RESET, SESSIONS, SETTINGS,
     SYSTEM, SYSTEM_CD,
 };
 use crate::support::tls::TestPki;
@@ -26,13 +27,13 @@ use crate::support::tls::TestPki;
 const ISO: &str = "http://10.30.0.5:8080/agent.x86_64.iso";
 
 /// A fake BMC over TLS with its own CA.
-struct Bmc {
-    fake: RedfishFake,
+pub(crate) struct Bmc {
+    pub(crate) fake: RedfishFake,
     pki: TestPki,
     _dir: tempfile::TempDir,
 }
 
-fn start(sw: Switches) -> Bmc {
+pub(crate) fn start(sw: Switches) -> Bmc {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(dir.path()).unwrap();
     let fake = RedfishFake::start(sw, Some(&pki)).unwrap();
@@ -44,7 +45,7 @@ fn start(sw: Switches) -> Bmc {
 }
 
 impl Bmc {
-    fn endpoint(&self) -> Endpoint {
+    pub(crate) fn endpoint(&self) -> Endpoint {
         self.endpoint_with("calvin", Trust::Ca(self.pki.ca_pem.clone().into_bytes()))
     }
 
@@ -71,7 +72,7 @@ impl Bmc {
     }
 }
 
-fn options() -> Options {
+pub(crate) fn options() -> Options {
     Options {
         attempts: 3,
         timeout: Duration::from_secs(10),
@@ -79,11 +80,19 @@ fn options() -> Options {
         poll: Duration::from_millis(20),
         backoff: Duration::from_millis(10),
         task_timeout: Duration::from_secs(20),
+        waits: VendorWaits {
+            dell_job_retries: 3,
+            dell_job_interval: Duration::from_millis(10),
+            post_attempts: 6,
+            post_delay: Duration::from_millis(5),
+            on_conflict_retries: 6,
+            on_conflict_interval: Duration::from_millis(10),
+        },
     }
 }
 
 /// Runs `fut` on a runtime of this thread (so a thread-local tracing subscriber sees it).
-fn run<F: Future>(fut: F) -> F::Output {
+pub(crate) fn run<F: Future>(fut: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -127,7 +136,7 @@ fn virtual_media_under_the_manager_is_found_by_links_on_older_idrac() {
     run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         assert_eq!(vm.path, MANAGER_CD);
         assert_eq!(vm.media_types, ["CD", "DVD"]);
         c.insert_media(&vm, ISO).await.unwrap();
@@ -157,7 +166,7 @@ fn virtual_media_under_the_system_is_found_by_links_on_newer_idrac() {
             c.ethernet_macs(&sys).await.unwrap(),
             ["b0:7b:25:00:00:01", "b0:7b:25:00:00:02"]
         );
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         assert_eq!(vm.path, SYSTEM_CD);
         c.insert_media(&vm, ISO).await.unwrap();
         c.logout().await;
@@ -170,13 +179,18 @@ fn virtual_media_under_the_system_is_found_by_links_on_newer_idrac() {
 /// PATCH and on no POST, so a whole boot (insert, boot override, reset) meets no 412.
 #[test]
 fn if_match_goes_on_patch_and_never_on_action_posts() {
-    let bmc = start(Switches::default());
+    let bmc = start(Switches {
+        vendor: FakeVendor::Generic,
+        ..Switches::default()
+    });
     run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         c.insert_media(&vm, ISO).await.unwrap();
-        c.set_boot_once_cd(&sys).await.unwrap();
+        c.set_boot_once_cd(&sys, &c.profile(&sys, None).await.unwrap())
+            .await
+            .unwrap();
         assert_eq!(c.reset_for_boot(&sys).await.unwrap(), ResetKind::On);
         c.wait_power_on(&sys).await.unwrap();
         let sys = c.refresh(&sys).await.unwrap();
@@ -203,8 +217,8 @@ fn if_match_goes_on_patch_and_never_on_action_posts() {
     assert!(requests.iter().all(|r| r.status != 412), "{requests:?}");
     let s = bmc.fake.snapshot();
     assert_eq!(
-        (s.power.as_str(), s.resets.as_slice()),
-        ("On", &["On".to_string()][..])
+        (s.power.as_str(), s.resets.as_slice(), s.booted.as_slice()),
+        ("On", &["On".to_string()][..], &["iso".to_string()][..])
     );
 }
 
@@ -219,7 +233,7 @@ fn insert_media_adds_transfer_protocol_type_when_the_bmc_answers_action_paramete
     run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         c.insert_media(&vm, ISO).await.unwrap();
         c.logout().await;
     });
@@ -232,10 +246,7 @@ fn insert_media_adds_transfer_protocol_type_when_the_bmc_answers_action_paramete
         .collect();
     assert_eq!(inserts.len(), 2, "{inserts:?}");
     assert_eq!(inserts[0].status, 400);
-    assert_eq!(
-        inserts[0].body,
-        json!({"Image": ISO, "Inserted": true, "WriteProtected": true})
-    );
+    assert_eq!(inserts[0].body, json!({"Image": ISO}));
     assert_eq!(inserts[1].status, 204);
     assert_eq!(inserts[1].body["TransferProtocolType"], "HTTP");
     assert!(bmc.fake.snapshot().inserted);
@@ -259,7 +270,7 @@ fn insert_media_falls_back_to_transfer_method_patch_and_ejects_another_image() {
     run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         assert_eq!(vm.image.as_deref(), Some("http://old/previous.iso"));
         c.insert_media(&vm, "https://10.30.0.5/a.iso")
             .await
@@ -270,7 +281,7 @@ fn insert_media_falls_back_to_transfer_method_patch_and_ejects_another_image() {
             .await
             .unwrap();
         let sys = c.system().await.unwrap();
-        let vm = c.virtual_cd(&sys).await.unwrap();
+        let vm = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         c.insert_media(&vm, ISO).await.unwrap();
         c.logout().await;
     });
@@ -354,18 +365,21 @@ fn a_task_ending_in_exception_fails_with_its_message() {
     assert!(text.contains(&bmc.fake.host()), "{text}");
 }
 
-/// iDRAC10: the system's Boot is read-only and changed through its `@Redfish.Settings` object
-/// (with that object's ETag), applied at the next reset.
+/// A system whose Boot is read-only is changed through its `@Redfish.Settings` object (with
+/// that object's ETag), applied at the next reset (sushy `set_system_boot_options`).
 #[test]
 fn boot_override_goes_through_redfish_settings_when_the_system_refuses_it() {
     let bmc = start(Switches {
         boot_via_settings: true,
+        vendor: FakeVendor::Generic,
         ..Switches::default()
     });
     run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        c.set_boot_once_cd(&sys).await.unwrap();
+        c.set_boot_once_cd(&sys, &c.profile(&sys, None).await.unwrap())
+            .await
+            .unwrap();
         assert_eq!(bmc.fake.snapshot().boot_target, "None");
         c.reset_for_boot(&sys).await.unwrap();
         c.logout().await;
@@ -390,54 +404,21 @@ fn boot_override_goes_through_redfish_settings_when_the_system_refuses_it() {
     );
 }
 
-/// When the standard boot PATCH is refused, Dell's OEM ImportSystemConfiguration sets the
-/// one-time boot to the virtual CD (the XML sushy-oem-idrac sends), and its job is followed.
-#[test]
-fn dell_oem_import_sets_boot_once_cd_when_the_standard_patch_is_refused() {
-    let bmc = start(Switches {
-        boot_oem_only: true,
-        task_polls: 1,
-        ..Switches::default()
-    });
-    run(async {
-        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
-        let sys = c.system().await.unwrap();
-        c.set_boot_once_cd(&sys).await.unwrap();
-        c.logout().await;
-    });
-    let requests = bmc.fake.requests();
-    let refused = requests
-        .iter()
-        .find(|r| r.method == "PATCH" && r.path == SYSTEM)
-        .unwrap();
-    assert_eq!(refused.status, 400);
-    let import: Vec<_> = requests.iter().filter(|r| r.path == IMPORT).collect();
-    assert_eq!(import.len(), 1);
-    assert_eq!(import[0].status, 202);
-    assert!(import[0].if_match.is_none());
-    assert!(import[0].body["ImportBuffer"]
-        .as_str()
-        .unwrap()
-        .contains("ServerBoot.1#FirstBootDevice\">VCD-DVD<"));
-    let s = bmc.fake.snapshot();
-    assert_eq!(
-        (s.boot_target.as_str(), s.boot_enabled.as_str()),
-        ("Cd", "Once")
-    );
-}
-
 /// A BMC that accepts the boot PATCH but does not apply it is caught by the read-back, whose
 /// error shows what the BMC reads back.
 #[test]
 fn a_boot_override_that_does_not_read_back_is_an_error() {
     let bmc = start(Switches {
         boot_ignored: true,
+        vendor: FakeVendor::Generic,
         ..Switches::default()
     });
     let err = run(async {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         let sys = c.system().await.unwrap();
-        c.set_boot_once_cd(&sys).await.unwrap_err()
+        c.set_boot_once_cd(&sys, &c.profile(&sys, None).await.unwrap())
+            .await
+            .unwrap_err()
     });
     let text = err.to_string();
     assert!(matches!(err, RedfishError::ReadBack { .. }), "{text}");
@@ -454,7 +435,7 @@ fn a_session_is_created_used_and_deleted() {
         let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
         assert_eq!(c.auth_kind(), "session");
         let sys = c.system().await.unwrap();
-        c.virtual_cd(&sys).await.unwrap();
+        c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
         let calls = c.calls();
         c.logout().await;
         calls

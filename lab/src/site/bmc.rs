@@ -47,6 +47,28 @@ pub struct Emulator {
     /// Its process id, once started.
     #[serde(default)]
     pub pid: Option<u32>,
+    /// The vendor its BMC behaves as ([`super::vendor`]).
+    #[serde(default)]
+    pub vendor: super::vendor::Vendor,
+    /// With a vendor: the emulator's own base URL behind the vendor front (the front answers
+    /// at `base_url`); the machine's truth, which the BMC watcher reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+}
+
+impl Emulator {
+    /// Where the emulator itself answers: behind the front when there is one.
+    pub fn machine_base(&self) -> &str {
+        self.backend.as_deref().unwrap_or(&self.base_url)
+    }
+
+    /// The node's system URL at the emulator itself.
+    pub fn machine_system_url(&self) -> String {
+        match &self.backend {
+            Some(b) => self.system_url.replacen(&self.base_url, b, 1),
+            None => self.system_url.clone(),
+        }
+    }
 }
 
 pub use bootstrap::inventory::BmcCredentials as Credentials;
@@ -56,8 +78,9 @@ pub fn credentials(inv: &Inventory, node: &Node) -> Result<Option<Credentials>> 
     bootstrap::inventory::bmc_credentials(inv, node)
 }
 
-/// The emulator for `node` under `state/bmc/NODE`, from its inventory BMC.
-pub fn plan(state: &Path, node: &Node) -> Result<Emulator> {
+/// The emulator for `node` under `state/bmc/NODE`, from its inventory BMC, behaving as `vendor`
+/// (a vendor other than generic puts the emulator on a free port behind a front).
+pub fn plan(state: &Path, node: &Node, vendor: super::vendor::Vendor) -> Result<Emulator> {
     let address = &node.bmc.address;
     let url = reqwest::Url::parse(address).with_context(|| {
         format!(
@@ -98,7 +121,23 @@ pub fn plan(state: &Path, node: &Node) -> Result<Emulator> {
         );
     }
     let dir = state.join("bmc").join(&node.hostname);
+    let listen = listen_addr(&url)?;
+    let backend = match vendor {
+        super::vendor::Vendor::Generic => None,
+        _ => {
+            let free = std::net::TcpListener::bind(SocketAddr::new(listen.ip(), 0))?
+                .local_addr()?
+                .port();
+            let host = match listen.ip() {
+                IpAddr::V6(ip) => format!("[{ip}]"),
+                ip => ip.to_string(),
+            };
+            Some(format!("{}://{host}:{free}", url.scheme()))
+        }
+    };
     Ok(Emulator {
+        vendor,
+        backend,
         node: node.hostname.clone(),
         base_url: format!("{}://{}", url.scheme(), host_port(&url)?),
         system_url: address.clone(),
@@ -161,7 +200,7 @@ pub fn prepare(em: &Emulator, node: &Node, creds: Option<&Credentials>, ca: &Lab
     for d in [&state, &tmp] {
         fs_err::create_dir_all(d)?;
     }
-    let url = reqwest::Url::parse(&em.system_url)?;
+    let url = reqwest::Url::parse(&em.machine_system_url())?;
     let listen = listen_addr(&url)?;
     let nics: Vec<serde_json::Value> = node
         .nics
@@ -295,7 +334,7 @@ pub async fn wait_ready(emulators: &[Emulator], ca_pem: &str, timeout: Duration)
     let http = client(ca_pem)?;
     let start = Instant::now();
     for em in emulators {
-        let url = format!("{}/redfish/v1/", em.base_url);
+        let url = format!("{}/redfish/v1/", em.machine_base());
         loop {
             let last = match http.get(&url).send().await {
                 Ok(r) if r.status().is_success() => break,

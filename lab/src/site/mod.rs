@@ -27,6 +27,7 @@ pub mod simulator;
 pub mod site_run;
 pub mod sshd;
 mod status;
+pub mod vendor;
 pub mod watcher;
 
 use anyhow::{bail, Context, Result};
@@ -315,6 +316,8 @@ pub struct UpSettings {
     pub program: PathBuf,
     /// How the install is simulated.
     pub simulation: Simulation,
+    /// The vendor each named node's BMC behaves as (others: generic).
+    pub vendors: BTreeMap<String, vendor::Vendor>,
 }
 
 /// Brings the lab up: clears a stale lab of the same state dir, writes the lab CA (and the
@@ -347,7 +350,15 @@ async fn build(state: &Path, id: &str, settings: &UpSettings) -> Result<()> {
     bootstrap::fs::write_atomic_mode(&state.join("pki/ca.key"), ca.pem.key.as_bytes(), 0o600)?;
     write_inventory_ca(state, &inv, &ca)?;
     check_inventory(&inv_dir)?;
-    let mut record = plan(state, id, &inv, &ca_path)?;
+    for node in settings.vendors.keys() {
+        if !inv.nodes.nodes.iter().any(|n| &n.hostname == node) {
+            bail!(
+                "--vendor {node}=...: {node} is not a node of {}",
+                inv_dir.display()
+            );
+        }
+    }
+    let mut record = plan(state, id, &inv, &ca_path, &settings.vendors)?;
     record.simulation = settings.simulation.clone();
     record.write()?;
     start(&mut record, &inv, &ca, &emulator, &settings.program).await
@@ -367,12 +378,24 @@ fn check_inventory(dir: &Path) -> Result<()> {
 }
 
 /// The record of the lab to build.
-fn plan(state: &Path, id: &str, inv: &Inventory, ca: &Path) -> Result<SiteRecord> {
+fn plan(
+    state: &Path,
+    id: &str,
+    inv: &Inventory,
+    ca: &Path,
+    vendors: &BTreeMap<String, vendor::Vendor>,
+) -> Result<SiteRecord> {
     let nodes = &inv.nodes.nodes;
     let network = LabNet::plan(id, &inv.site, nodes)?;
     let emulators = nodes
         .iter()
-        .map(|n| bmc::plan(state, n))
+        .map(|n| {
+            bmc::plan(
+                state,
+                n,
+                vendors.get(&n.hostname).copied().unwrap_or_default(),
+            )
+        })
         .collect::<Result<Vec<_>>>()?;
     let rendezvous_ip = inv.site.cluster.rendezvous_ip.parse()?;
     let host = network

@@ -65,6 +65,8 @@ pub async fn run(state: &Path) -> Result<()> {
         Some(git) => Some(start_git(&record, git).await?),
         None => None,
     };
+    // The vendor fronts answer at the BMC addresses before the site says it is ready.
+    start_fronts(&record)?;
     let ready = Ready {
         pid: std::process::id(),
         rendezvous: listeners.rendezvous.local_addr()?,
@@ -88,6 +90,60 @@ pub async fn run(state: &Path) -> Result<()> {
     ));
     let config = record.simulation.config();
     hand_over(listeners, out_rx, config, Some(record)).await
+}
+
+/// Binds and serves each vendor front ([`super::vendor`]) at its node's BMC address (TLS with
+/// the emulator's certificate when the BMC speaks HTTPS), its emulator behind it.
+fn start_fronts(record: &SiteRecord) -> Result<()> {
+    use super::gate::{AcceptorFn, Gate, GatedListener, GatedTlsListener};
+    use super::vendor::{router, Front};
+    for em in &record.emulators {
+        let Some(backend) = &em.backend else {
+            continue;
+        };
+        let url = reqwest::Url::parse(&em.base_url)?;
+        let host = url.host_str().context("a BMC address without a host")?;
+        let ip: std::net::IpAddr = host.trim_matches(['[', ']']).parse()?;
+        let port = url
+            .port_or_known_default()
+            .context("a BMC address without a port")?;
+        let listener = std::net::TcpListener::bind(SocketAddr::new(ip, port))
+            .with_context(|| format!("binding node {}'s BMC front at {}", em.node, em.base_url))?;
+        let http = bmc::client(&fs_err::read_to_string(&record.ca)?)?;
+        let front =
+            std::sync::Arc::new(Front::new(&em.node, em.vendor, backend, &em.base_url, http));
+        let app = router(front);
+        let gate = Gate::default();
+        gate.set(true);
+        let node = em.node.clone();
+        if em.tls {
+            let acceptor = super::cluster_api::tls_acceptor(
+                &fs_err::read_to_string(em.dir.join("tls.crt"))?,
+                &fs_err::read_to_string(em.dir.join("tls.key"))?,
+            )?;
+            let acceptor: AcceptorFn = std::sync::Arc::new(move || Some(acceptor.clone()));
+            let listener = GatedTlsListener::new(listener, gate, acceptor)?;
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!("node {node}'s BMC front stopped: {e}");
+                }
+            });
+        } else {
+            let listener = GatedListener::new(listener, gate)?;
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!("node {node}'s BMC front stopped: {e}");
+                }
+            });
+        }
+        tracing::info!(
+            "node {}'s BMC answers as {} at {} (its emulator at {backend})",
+            em.node,
+            em.vendor,
+            em.base_url
+        );
+    }
+    Ok(())
 }
 
 /// Starts the lab's Git server with the site's (empty) repository; the password is the
@@ -143,7 +199,7 @@ fn targets(record: &SiteRecord) -> Result<Vec<Target>> {
             .with_context(|| format!("node {} is no longer in the inventory", em.node))?;
         targets.push(Target {
             node: em.node.clone(),
-            system_url: em.system_url.clone(),
+            system_url: em.machine_system_url(),
             credentials: bmc::credentials(&inv, node)?.map(|c| (c.user, c.password)),
         });
     }

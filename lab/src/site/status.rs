@@ -99,6 +99,8 @@ pub struct NodeStatus {
     pub bmc: String,
     /// TLS (lab CA) and Basic auth, or plain.
     pub bmc_variant: String,
+    /// The vendor the BMC behaves as.
+    pub vendor: super::vendor::Vendor,
     /// The emulator's pid.
     pub pid: Option<u32>,
     /// Whether the emulator runs.
@@ -131,6 +133,7 @@ pub fn status(state: &Path) -> Result<Status> {
                 (false, false) => "plain",
             }
             .into(),
+            vendor: em.vendor,
             pid: em.pid,
             running: em.pid.is_some_and(process::alive),
             resets: resets.get(&em.node).copied().unwrap_or(0),
@@ -193,12 +196,16 @@ impl fmt::Display for Status {
             };
             writeln!(
                 f,
-                "{:<10} {} {} BMC {} ({}, {}), resets {}; {seen}",
+                "{:<10} {} {} BMC {} ({}{}, {}), resets {}; {seen}",
                 n.node,
                 n.namespace,
                 n.addresses.join(","),
                 n.bmc,
                 n.bmc_variant,
+                match n.vendor {
+                    super::vendor::Vendor::Generic => String::new(),
+                    v => format!(" as {v}"),
+                },
                 run(n.running),
                 n.resets
             )?;

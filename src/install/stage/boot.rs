@@ -21,7 +21,9 @@
 //! read fails its node rather than be taken for "never reset". A failed node does not stop the
 //! others; the stage fails naming every failed node with its BMC's own message. Each
 //! node's result (what was checked and done, the BMC calls as method, path and status) is
-//! `RUN/boot/NODE.json`; `RUN/boot/boot.json` says where the ISO was served.
+//! `RUN/boot/NODE.json`, with the vendor profile the boot followed (`redfish::vendor`: vendor,
+//! model and firmware as the BMC reports them, or `bmc.vendor`); `RUN/boot/boot.json` says where
+//! the ISO was served.
 
 use super::served::{iso_source, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
@@ -61,6 +63,10 @@ impl StageWork for Boot {
                 b.system_uuid.as_deref().unwrap_or(""),
             );
             inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+            if let Some(v) = b.vendor {
+                // Only when set, so runs from before the setting keep their inputs.
+                inputs.setting(&format!("{at}.bmc.vendor"), v.as_str());
+            }
             if let Some(c) = &b.credentials {
                 inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
             }
@@ -307,6 +313,12 @@ pub struct NodeResult {
     pub system: Option<redfish::SystemInfo>,
     /// The MAC addresses the BMC reports.
     pub bmc_macs: Vec<String>,
+    /// Vendor, model, firmware and the profile the boot followed, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
+    /// The vendor profile the boot followed, and what the BMC said it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<redfish::Profile>,
     /// The image the CD holds after the stage.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub media: Option<String>,
@@ -428,15 +440,24 @@ async fn on_node(
     let name = &plan.name;
     result.auth = Some(client.auth_kind().to_string());
     step(result, lines, name, "connected");
-    // The preflight's checks, on this client: the node meant, its virtual CD there.
-    let mut read = None;
-    let checked = checks::inspect(client, &plan.target.identity, &mut read).await;
-    if let Some(found) = &read {
+    // The preflight's checks, on this client, read-only: the node meant, its vendor profile
+    // (chosen before anything changes, and recorded even for a node left alone), its virtual
+    // CD there.
+    let mut seen = checks::Inspection::default();
+    let checked =
+        checks::inspect(client, &plan.target.identity, plan.target.vendor, &mut seen).await;
+    if let Some(found) = &seen.found {
         result.bmc_macs = found.macs.clone();
         result.system = Some(found.system.clone());
     }
+    if let Some(profile) = &seen.profile {
+        result.vendor = Some(profile.summary());
+        result.profile = Some(profile.clone());
+    }
     checked?;
-    let found = read.expect("inspect read the system");
+    let (Some(found), Some(profile)) = (seen.found, seen.profile) else {
+        bail!("the BMC's system was not read");
+    };
     step(result, lines, name, "checked");
     if ledger.reset_requested_at.is_some() && !plan.reboot {
         let outcome = left_alone(ledger, &found.system, source, name);
@@ -452,7 +473,7 @@ async fn on_node(
         result,
     };
     if let Some(now) = client
-        .boot_from_cd(&found.system, &source.url, &mut steps)
+        .boot_from_cd(&found.system, &source.url, &profile, &mut steps)
         .await?
     {
         result.system = Some(now);

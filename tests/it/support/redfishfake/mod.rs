@@ -26,6 +26,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::tls::TestPki;
 
 mod resources;
+mod vendors;
+
+pub use vendors::FakeVendor;
 
 const ROOT: &str = "/redfish/v1/";
 const SYSTEMS: &str = "/redfish/v1/Systems";
@@ -108,6 +111,16 @@ pub struct Switches {
     pub password: String,
     /// The NICs' MACs, as iDRAC writes them (upper case).
     pub macs: Vec<String>,
+    /// Whose BMC this is: its identity, its quirks, and what it boots (`vendors.rs`).
+    pub vendor: FakeVendor,
+    /// A PATCH with a weak `W/"n"` If-Match answers 412; the strong `"n"` passes.
+    pub weak_etag_refused: bool,
+    /// A PATCH with any If-Match answers 412.
+    pub if_match_refused: bool,
+    /// The first n `On` resets answer 409 `ActionParameterValueConflict` (power settling).
+    pub on_conflicts: u32,
+    /// `(MessageId, n)`: the first n OEM imports are refused with it (`RAC0679`, `LC068`).
+    pub import_busy: Option<(String, u32)>,
 }
 
 impl Default for Switches {
@@ -152,6 +165,11 @@ impl Default for Switches {
                 "B0:7B:25:00:00:01".to_string(),
                 "B0:7B:25:00:00:02".to_string(),
             ],
+            vendor: FakeVendor::Dell,
+            weak_etag_refused: false,
+            if_match_refused: false,
+            on_conflicts: 0,
+            import_busy: None,
         }
     }
 }
@@ -169,6 +187,8 @@ pub struct Request {
     pub token: bool,
     /// Its If-Match header.
     pub if_match: Option<String>,
+    /// Its Accept-Encoding header.
+    pub accept_encoding: Option<String>,
     /// Its JSON body (Null when none).
     pub body: Value,
     /// The status answered.
@@ -190,6 +210,9 @@ pub struct Snapshot {
     pub boot_enabled: String,
     /// The resets done (`ResetType`s).
     pub resets: Vec<String>,
+    /// What the server started from at each reset that started it: `iso` (the virtual CD
+    /// with an image), or what a real BMC of this vendor boots instead (`physical-cd`, `disk`).
+    pub booted: Vec<String>,
     /// Sessions made.
     pub sessions_created: usize,
     /// Sessions still open.
@@ -207,6 +230,14 @@ enum Effect {
     BootCdOnce,
 }
 
+/// What the second virtual media member of an iDRAC 10 holds (it accepts an image and never
+/// boots it).
+#[derive(Clone, Debug, Default)]
+struct Slot {
+    inserted: bool,
+    image: Option<String>,
+}
+
 struct State {
     sw: Switches,
     generation: u64,
@@ -217,6 +248,15 @@ struct State {
     boot: (String, String),
     pending_boot: Option<(String, String)>,
     resets: Vec<String>,
+    booted: Vec<String>,
+    /// Dell's one-time virtual-CD boot, set by the OEM import's job.
+    oem_virtual_cd: bool,
+    /// The boot mode came with the last boot PATCH (AMI wants it).
+    boot_mode_sent: bool,
+    slot2: Slot,
+    on_conflicts_left: u32,
+    import_busy_left: u32,
+    patches_seen: u32,
     sessions: HashMap<String, String>,
     sessions_created: usize,
     tasks: HashMap<String, Task>,
@@ -251,6 +291,8 @@ impl RedfishFake {
             .iter()
             .map(|(m, p, n)| ((m.clone(), p.clone()), *n))
             .collect();
+        let on_conflicts_left = sw.on_conflicts;
+        let import_busy_left = sw.import_busy.as_ref().map_or(0, |b| b.1);
         let state = Arc::new(Mutex::new(State {
             power: if sw.powered_on { "On" } else { "Off" }.to_string(),
             inserted: sw.inserted.is_some(),
@@ -261,6 +303,13 @@ impl RedfishFake {
             boot: ("None".to_string(), "Disabled".to_string()),
             pending_boot: None,
             resets: Vec::new(),
+            booted: Vec::new(),
+            oem_virtual_cd: false,
+            boot_mode_sent: false,
+            slot2: Slot::default(),
+            on_conflicts_left,
+            import_busy_left,
+            patches_seen: 0,
             sessions: HashMap::new(),
             sessions_created: 0,
             tasks: HashMap::new(),
@@ -347,6 +396,7 @@ impl RedfishFake {
             boot_target: s.boot.0.clone(),
             boot_enabled: s.boot.1.clone(),
             resets: s.resets.clone(),
+            booted: s.booted.clone(),
             sessions_created: s.sessions_created,
             sessions_open: s.sessions.len(),
         }
@@ -424,6 +474,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                 .is_some_and(|a| a.starts_with("Basic ")),
             token: req.headers.contains_key("x-auth-token"),
             if_match: req.headers.get("if-match").cloned(),
+            accept_encoding: req.headers.get("accept-encoding").cloned(),
             body: serde_json::from_slice(&req.body).unwrap_or(Value::Null),
             status: answer.status,
         };

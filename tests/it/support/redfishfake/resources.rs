@@ -78,6 +78,19 @@ impl State {
                 self.insert(&body)
             }
             ("POST", p)
+                if self.second_cd()
+                    && p == format!("{SYSTEM}/VirtualMedia/2/Actions/VirtualMedia.InsertMedia") =>
+            {
+                self.slot2 = Slot {
+                    inserted: true,
+                    image: body
+                        .get("Image")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                };
+                reply(204, Value::Null)
+            }
+            ("POST", p)
                 if p == format!("{}/Actions/VirtualMedia.EjectMedia", self.cd_path())
                     && self.sw.media_actions =>
             {
@@ -116,7 +129,15 @@ impl State {
     /// 412 when an If-Match is given and is not the current ETag.
     fn stale(&self, req: &Incoming) -> Option<Reply> {
         let given = req.headers.get("if-match")?;
-        (self.etag().as_ref() != Some(given)).then(|| {
+        let current = self.etag();
+        let strong = current.as_deref().map(|t| t.trim_start_matches("W/"));
+        let matches = match (self.sw.if_match_refused, self.sw.weak_etag_refused) {
+            (true, _) => false,
+            // sushy connector.py: some BMCs hand out weak ETags and take only the strong form.
+            (false, true) => strong == Some(given.as_str()),
+            (false, false) => current.as_ref() == Some(given),
+        };
+        (!matches).then(|| {
             error(
                 412,
                 "Base.1.12.PreconditionFailed",
@@ -206,14 +227,15 @@ impl State {
         }
         let mut sys = json!({
             "@odata.id": SYSTEM, "Id": "System.Embedded.1", "Name": "System",
-            "Manufacturer": "Dell Inc.", "Model": "PowerEdge XE9680", "SerialNumber": "CN7016321A0042",
+            "Manufacturer": self.vendor().manufacturer(), "Model": self.vendor().model(),
+            "BiosVersion": "2.3.5", "SerialNumber": "CN7016321A0042",
             "UUID": "4c4c4544-0042-3010-8036-c4c04f333233",
             "PowerState": self.power,
             "Boot": {
                 "BootSourceOverrideTarget": self.boot.0,
                 "BootSourceOverrideEnabled": self.boot.1,
                 "BootSourceOverrideMode": "UEFI",
-                "BootSourceOverrideTarget@Redfish.AllowableValues": ["None", "Pxe", "Floppy", "Cd", "Hdd", "BiosSetup", "Utilities", "UefiTarget", "SDCard", "UefiHttp"],
+                "BootSourceOverrideTarget@Redfish.AllowableValues": self.vendor().boot_targets(),
             },
             "EthernetInterfaces": {"@odata.id": format!("{SYSTEM}/EthernetInterfaces")},
             "Links": {"ManagedBy": [{"@odata.id": MANAGER}]},
@@ -242,6 +264,10 @@ impl State {
         if self.sw.boot_via_settings {
             return error(400, "Base.1.12.PropertyNotWritable", "The property Boot is a read only property and cannot be assigned a value. Use the Settings resource of the system.", &["#/Boot"]);
         }
+        if let Some(refusal) = self.refuse_boot_patch() {
+            return refusal;
+        }
+        self.boot_mode_sent = boot.get("BootSourceOverrideMode").is_some();
         if self.sw.boot_oem_only {
             return error(400, "Base.1.12.PropertyValueNotInList", "The value Cd for the property BootSourceOverrideTarget is not in the list of acceptable values.", &["#/Boot/BootSourceOverrideTarget"]);
         }
@@ -291,6 +317,11 @@ impl State {
             }
         }
         let on = self.power != "Off";
+        if kind == "On" && !on && self.on_conflicts_left > 0 {
+            // ironic redfish/power.py: iDRAC 10 refuses On for a while after a power-off.
+            self.on_conflicts_left -= 1;
+            return error(409, "Base.1.12.ActionParameterValueConflict", "The parameter ResetType with the value On conflicts with the current state of the resource.", &["#/ResetType"]);
+        }
         match kind {
             "On" | "ForceOn" if on => {
                 return error(
@@ -324,6 +355,8 @@ impl State {
             if let Some(pending) = self.pending_boot.take() {
                 self.boot = pending;
             }
+            let booted = self.boots();
+            self.booted.push(booted);
         }
         self.changed();
         if self.sw.reset_task {
@@ -376,6 +409,7 @@ impl State {
             );
         }
         if let Effect::BootCdOnce = task.effect {
+            self.oem_virtual_cd = true;
             self.boot = ("Cd".to_string(), "Once".to_string());
             self.changed();
         }
@@ -410,13 +444,18 @@ impl State {
     }
 
     fn manager(&self) -> Value {
+        let v = self.vendor();
         let mut m = json!({
             "@odata.id": MANAGER, "Id": "iDRAC.Embedded.1", "ManagerType": "BMC",
-            "Actions": {"Oem": {"#OemManager.v1_4_0.OemManager#OemManager.ImportSystemConfiguration": {
+            "Manufacturer": v.manufacturer(), "Model": v.manager_model(),
+            "FirmwareVersion": v.firmware(),
+        });
+        if v.dell() {
+            m["Actions"] = json!({"Oem": {"#OemManager.v1_4_0.OemManager#OemManager.ImportSystemConfiguration": {
                 "target": IMPORT,
                 "ShutdownType@Redfish.AllowableValues": ["Graceful", "Forced", "NoReboot"],
-            }}},
-        });
+            }}});
+        }
         if self.sw.media_under == MediaUnder::Manager {
             m["VirtualMedia"] = json!({"@odata.id": format!("{MANAGER}/VirtualMedia")});
         }
@@ -428,6 +467,16 @@ impl State {
         let wanted = "<SystemConfiguration><Component FQDD=\"iDRAC.Embedded.1\"><Attribute Name=\"ServerBoot.1#BootOnce\">Enabled</Attribute><Attribute Name=\"ServerBoot.1#FirstBootDevice\">VCD-DVD</Attribute></Component></SystemConfiguration>";
         if buffer != wanted || body["ShareParameters"]["Target"] != "ALL" {
             return error(400, "IDRAC.2.9.SYS041", "Unable to import the Server Configuration Profile because the ImportBuffer is invalid.", &["#/ImportBuffer"]);
+        }
+        if let Some((id, _)) = &self.sw.import_busy {
+            if self.import_busy_left > 0 {
+                self.import_busy_left -= 1;
+                let message = match id.as_str() {
+                    "LC068" => "Unable to complete the operation because pending configuration changes exist.",
+                    _ => "Unable to complete the operation because a job is already running.",
+                };
+                return error(400, &format!("IDRAC.2.9.{id}"), message, &[]);
+            }
         }
         self.new_task(Effect::BootCdOnce)
     }
@@ -467,13 +516,23 @@ impl State {
 
     fn media(&self, path: &str) -> Reply {
         let cd = path == self.cd_path();
+        let second = !cd && self.second_cd();
+        let (inserted, image) = match (cd, second) {
+            (true, _) => (self.inserted, json!(self.image)),
+            (false, true) => (self.slot2.inserted, json!(self.slot2.image)),
+            (false, false) => (false, Value::Null),
+        };
         let mut m = json!({
             "@odata.id": path, "Id": path.rsplit('/').next(),
-            "MediaTypes": if cd { json!(["CD", "DVD"]) } else { json!(["USBStick"]) },
-            "Inserted": cd && self.inserted,
-            "Image": if cd { json!(self.image) } else { Value::Null },
+            "MediaTypes": match (cd, self.second_cd()) {
+                (true, false) => json!(["CD", "DVD"]),
+                (true, true) | (false, true) => json!(["CD", "DVD", "USBStick"]),
+                (false, false) => json!(["USBStick"]),
+            },
+            "Inserted": inserted,
+            "Image": image,
             "WriteProtected": true,
-            "ConnectedVia": if cd && self.inserted { "URI" } else { "NotConnected" },
+            "ConnectedVia": if inserted { "URI" } else { "NotConnected" },
         });
         if self.sw.media_actions {
             m["Actions"] = json!({
@@ -488,6 +547,9 @@ impl State {
         let Some(image) = body.get("Image").and_then(Value::as_str) else {
             return error(400, "Base.1.12.ActionParameterMissing", "The action VirtualMedia.InsertMedia requires the parameter Image to be present in the request body.", &["#/Image"]);
         };
+        if let Some(refusal) = self.refuse_insert(body) {
+            return refusal;
+        }
         if self.sw.insert_needs_protocol && body.get("TransferProtocolType").is_none() {
             return error(400, "Base.1.12.ActionParameterMissing", "The action VirtualMedia.InsertMedia requires the parameter TransferProtocolType to be present in the request body.", &["#/TransferProtocolType"]);
         }
