@@ -468,7 +468,9 @@ async fn a_command_cut_by_a_lost_connection_is_unreachable_and_not_rerun() {
         let (host, command) = (host.clone(), command.clone());
         tokio::spawn(async move { host.exec(Exec::new(&command)).await })
     };
-    while !marker.exists() {
+    // The shell creates the file before echo writes to it: wait for the line itself, or the
+    // session may be cut between the two and the check below see an empty file.
+    while fs_err::read_to_string(&marker).unwrap_or_default() != "run\n" {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     n.sshd.stop();
