@@ -20,9 +20,10 @@
 use anyhow::{bail, Context, Result};
 use bootstrap::oci::auth::AuthFile;
 use bootstrap::oci::blob_read::read_image_dir;
-use bootstrap::oci::manifest::{select_entries, OciImageManifest, Parsed};
+use bootstrap::oci::manifest::OciImageManifest;
 use bootstrap::oci::reference::ImageRef;
 use bootstrap::oci::registry::{Registries, RegistryOptions};
+use bootstrap::openshift::extract::platform_manifest;
 use bootstrap::openshift::mirrors::DigestMirrors;
 use bootstrap::openshift::release;
 use std::path::{Path, PathBuf};
@@ -186,36 +187,12 @@ async fn locate(
 ) -> Result<(ImageRef, Box<OciImageManifest>)> {
     let mut errors = Vec::new();
     for candidate in mirrors.candidates(image) {
-        match manifest(regs, &candidate).await {
-            Ok(m) => return Ok((candidate, m)),
+        match platform_manifest(regs, &candidate, "amd64").await {
+            Ok(found) => return Ok((candidate, found.manifest)),
             Err(e) => errors.push(format!("{candidate}: {e:#}")),
         }
     }
     bail!("unable to read image {image}: {}", errors.join("; "))
-}
-
-async fn manifest(regs: &Arc<Registries>, image: &ImageRef) -> Result<Box<OciImageManifest>> {
-    let client = regs.client(&image.registry)?;
-    let raw = client
-        .get_manifest(&image.repository, &image.reference())
-        .await?;
-    match raw.parse()? {
-        Parsed::Image(m) => Ok(m),
-        Parsed::Index(index) => {
-            let entry = select_entries(&index, &["amd64".to_string()])
-                .into_iter()
-                .find(|e| e.platform.is_some())
-                .context("no linux/amd64 image")?;
-            match client
-                .get_manifest(&image.repository, &entry.digest)
-                .await?
-                .parse()?
-            {
-                Parsed::Image(m) => Ok(m),
-                Parsed::Index(_) => bail!("nested index"),
-            }
-        }
-    }
 }
 
 /// Runs `f` on a runtime of its own (the stand-in may be called from inside one).

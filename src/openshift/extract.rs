@@ -209,7 +209,7 @@ pub async fn extract(regs: &Arc<Registries>, request: &ExtractRequest) -> Result
         "{}/{}@{release_digest}",
         release_ref.registry, release_ref.repository
     );
-    let release = image_manifest(regs, release_ref, &request.arch).await?;
+    let release = platform_manifest(regs, release_ref, &request.arch).await?;
     let config = small_blob(regs, release_ref, &release.manifest.config.digest).await?;
     let files = read_image_dir(regs, release_ref, &release.manifest, "/release-manifests").await?;
     let refs = files
@@ -334,7 +334,7 @@ async fn locate(
     let candidates = mirrors.candidates(image);
     let mut tried = Vec::new();
     for candidate in candidates {
-        match image_manifest(regs, &candidate, arch).await {
+        match platform_manifest(regs, &candidate, arch).await {
             Ok(found) => return Ok((candidate, found.manifest)),
             Err(e) => tried.push(format!("{candidate}: {e:#}")),
         }
@@ -352,21 +352,27 @@ async fn locate(
 }
 
 /// A single-platform manifest, and whether it was reached through an index.
-struct Found {
-    manifest: Box<OciImageManifest>,
-    from_index: bool,
+pub struct PlatformManifest {
+    /// The image manifest.
+    pub manifest: Box<OciImageManifest>,
+    /// Whether `image` was an index narrowed to the platform.
+    pub from_index: bool,
 }
 
 /// The single-platform manifest of `image` for `linux/arch` (the image itself, or the index
 /// entry for that platform).
-async fn image_manifest(regs: &Arc<Registries>, image: &ImageRef, arch: &str) -> Result<Found> {
+pub async fn platform_manifest(
+    regs: &Arc<Registries>,
+    image: &ImageRef,
+    arch: &str,
+) -> Result<PlatformManifest> {
     let client = regs.client(&image.registry)?;
     let raw = client
         .get_manifest(&image.repository, &image.reference())
         .await
         .with_context(|| format!("reading the manifest of {image}"))?;
     match raw.parse().with_context(|| format!("{image}"))? {
-        Parsed::Image(manifest) => Ok(Found {
+        Parsed::Image(manifest) => Ok(PlatformManifest {
             manifest,
             from_index: false,
         }),
@@ -381,7 +387,7 @@ async fn image_manifest(regs: &Arc<Registries>, image: &ImageRef, arch: &str) ->
                 .await
                 .with_context(|| format!("reading the linux/{arch} manifest of {image}"))?;
             match child.parse().with_context(|| format!("{image}"))? {
-                Parsed::Image(manifest) => Ok(Found {
+                Parsed::Image(manifest) => Ok(PlatformManifest {
                     manifest,
                     from_index: true,
                 }),
