@@ -48,6 +48,21 @@ async fn call(
     )
 }
 
+/// `PATCH` of the system's one-time boot override to `target`: the status, when it was
+/// answered, and the system read back afterwards.
+async fn set_boot_once(c: &reqwest::Client, system: &str, target: &str) -> (u16, Instant, Value) {
+    let (st, _, _) = call(
+        c,
+        reqwest::Method::PATCH,
+        system,
+        Some(json!({"Boot": {"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": "Once"}})),
+    )
+    .await;
+    let patched = Instant::now();
+    let (_, sys, _) = call(c, reqwest::Method::GET, system, None).await;
+    (st, patched, sys)
+}
+
 /// The watcher's latest `bootCd` for `node`, once it has observed anything after `since`.
 fn boot_cd_after(lab: &Lab, node: &str, since: Instant) -> bool {
     // Three watcher periods: the observation then reflects what the emulator holds now.
@@ -121,16 +136,8 @@ fn dell_and_supermicro_bmcs_answer_and_boot_as_upstream_documents() {
             .map(|(_, v)| v["target"].as_str().unwrap().to_string())
             .expect("the OEM import action");
 
-        let (st, _, _) = call(
-            &c,
-            Method::PATCH,
-            &system,
-            Some(json!({"Boot": {"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"}})),
-        )
-        .await;
-        let patched = Instant::now();
+        let (st, patched, sys) = set_boot_once(&c, &system, "Cd").await;
         assert_eq!(st, 200);
-        let (_, sys, _) = call(&c, Method::GET, &system, None).await;
         assert_eq!(
             sys["Boot"]["BootSourceOverrideTarget"], "Cd",
             "read back as iDRAC does"
@@ -219,31 +226,15 @@ fn dell_and_supermicro_bmcs_answer_and_boot_as_upstream_documents() {
             "{info}"
         );
 
-        let (st, _, _) = call(
-            &c,
-            Method::PATCH,
-            &system,
-            Some(json!({"Boot": {"BootSourceOverrideTarget": "Cd", "BootSourceOverrideEnabled": "Once"}})),
-        )
-        .await;
-        let patched = Instant::now();
+        let (st, patched, sys) = set_boot_once(&c, &system, "Cd").await;
         assert!((200..300).contains(&st), "{st}");
-        let (_, sys, _) = call(&c, Method::GET, &system, None).await;
         assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "Cd");
         assert!(
             !boot_cd_after(&lab, "master-1", patched),
             "a SuperMicro told Cd boots its disk"
         );
-        let (st, _, _) = call(
-            &c,
-            Method::PATCH,
-            &system,
-            Some(json!({"Boot": {"BootSourceOverrideTarget": "UsbCd", "BootSourceOverrideEnabled": "Once"}})),
-        )
-        .await;
-        let patched = Instant::now();
+        let (st, patched, sys) = set_boot_once(&c, &system, "UsbCd").await;
         assert!((200..300).contains(&st), "{st}");
-        let (_, sys, _) = call(&c, Method::GET, &system, None).await;
         assert_eq!(sys["Boot"]["BootSourceOverrideTarget"], "UsbCd");
         assert!(
             boot_cd_after(&lab, "master-1", patched),
