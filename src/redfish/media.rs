@@ -14,6 +14,21 @@ use super::session::odata_id;
 use super::vendor::Profile;
 use super::{members, string, strings, Client, SystemInfo, VirtualMedia};
 
+/// A virtual CD/DVD [`Client::eject_cds`] ejected.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ejected {
+    /// The device's path.
+    pub path: String,
+    /// The image it held, as it read before the eject.
+    pub image: Option<String>,
+    /// The BMC's refusal of the eject, in its words, when it refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The device still reads `Inserted` after the eject (iDRAC may keep a stale `Inserted`
+    /// after an eject it did; with a refusal, the image may still be there).
+    pub reads_inserted: bool,
+}
+
 /// How many times an InsertMedia is sent with more parameters before giving up.
 const INSERT_TRIES: usize = 5;
 
@@ -124,8 +139,10 @@ impl Client {
         })
     }
 
-    /// Inserts `image_url` (the BMC fetches it): nothing to do when it is already inserted;
-    /// ejects another image first; InsertMedia with `Image`, then with `TransferProtocolType`,
+    /// Inserts `image_url` (the BMC fetches it) as ironic `redfish/boot.py` does before every
+    /// boot (`eject_vmedia`, then `_insert_vmedia`): whatever the device reads, even our own URL
+    /// (iDRAC keeps a stale `Inserted`/`Image` after an eject), it is ejected first and the
+    /// image inserted again; InsertMedia with `Image`, then with `TransferProtocolType`,
     /// `TransferMethod: Stream` or `UserName`/`Password` `"none"` when the BMC asks for them; a
     /// PATCH of the device when it has no InsertMedia action. Then reads back `Inserted` and
     /// `Image`.
@@ -135,12 +152,19 @@ impl Client {
         image_url: &str,
     ) -> Result<(), RedfishError> {
         let now = self.read_media(&vm.path).await?;
-        if now.inserted && now.image.as_deref() == Some(image_url) {
-            return Ok(());
-        }
         if now.inserted || now.image.is_some() {
-            self.eject(&now).await?;
+            self.eject_or_go_on(&now).await?;
         }
+        self.insert_fresh(vm, image_url).await
+    }
+
+    /// The insertion itself, on a device just ejected ([`Client::eject_cds`] or
+    /// [`Client::insert_media`]).
+    pub(super) async fn insert_fresh(
+        &self,
+        vm: &VirtualMedia,
+        image_url: &str,
+    ) -> Result<(), RedfishError> {
         let now = self.read_media(&vm.path).await?;
         match &now.insert_target {
             Some(target) => self.insert_action(target, image_url).await?,
@@ -230,6 +254,72 @@ impl Client {
             path: target.to_string(),
             what: format!("InsertMedia refused {INSERT_TRIES} times"),
         })
+    }
+
+    /// Ejects before an insertion: a refusal (iDRAC answers `VRM0009` "No Virtual Media devices
+    /// are currently connected" to a stale `Inserted`) is logged and the insertion tried anyway:
+    /// its own answer and read-back tell whether the device was free.
+    async fn eject_or_go_on(&self, vm: &VirtualMedia) -> Result<(), RedfishError> {
+        match self.eject(vm).await {
+            Err(e @ RedfishError::Status { .. }) => {
+                tracing::warn!(bmc = %self.t.bmc, path = %vm.path, "the BMC refused to eject ({e}); inserting anyway");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Ejects every virtual CD/DVD that holds an image, in the System's `VirtualMedia` and each
+    /// manager's, as ironic `redfish/boot.py` `_eject_vmedia` does (`boot_device` CD: DVD-only
+    /// members too): before a boot, so no other image is booted, and after the install, so a
+    /// later reboot boots the disk. Returns each device that held an image, with the image, the
+    /// BMC's refusal if it refused, and whether it still reads `Inserted` after: the caller
+    /// judges (before a boot the insertion's own answer and read-back do; after the install the
+    /// record says so). Only a failure to talk to the BMC is an error.
+    pub async fn eject_cds(&self, sys: &SystemInfo) -> Result<Vec<Ejected>, RedfishError> {
+        let mut collections = Vec::new();
+        if let Some(c) = &sys.links.virtual_media {
+            collections.push(c.clone());
+        }
+        for manager in &sys.links.managers {
+            let (body, _) = self.t.get(manager).await?;
+            if let Some(c) = odata_id(body.get("VirtualMedia")) {
+                if !collections.contains(&c) {
+                    collections.push(c);
+                }
+            }
+        }
+        let mut ejected = Vec::new();
+        for collection in collections {
+            let body = match self.t.get(&collection).await {
+                Ok((body, _)) => body,
+                Err(RedfishError::Status { status: 404, .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            for member in members(&body) {
+                let vm = self.read_media(&member).await?;
+                let cd = vm
+                    .media_types
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case("CD") || t.eq_ignore_ascii_case("DVD"));
+                if !cd || !(vm.inserted || vm.image.is_some()) {
+                    continue;
+                }
+                let refused = match self.eject(&vm).await {
+                    Ok(()) => None,
+                    Err(e @ RedfishError::Status { .. }) => Some(e.to_string()),
+                    Err(e) => return Err(e),
+                };
+                let after = self.read_media(&member).await?;
+                ejected.push(Ejected {
+                    path: member,
+                    image: vm.image,
+                    refused,
+                    reads_inserted: after.inserted,
+                });
+            }
+        }
+        Ok(ejected)
     }
 
     /// EjectMedia with `{}` (or a PATCH without the action); a refusal is forgiven when the

@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::RedfishError;
+pub use media::Ejected;
 pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};
 pub use vendor::{BmcInfo, BootPath, Profile, ProfileSource, Vendor};
@@ -227,6 +228,8 @@ pub enum ResetKind {
     PowerCycle,
     /// Restart through the OS, the last choice.
     GracefulRestart,
+    /// Power off at once: the first half of a restart that is seen to happen.
+    ForceOff,
 }
 
 impl ResetKind {
@@ -238,6 +241,7 @@ impl ResetKind {
             ResetKind::ForceRestart => "ForceRestart",
             ResetKind::PowerCycle => "PowerCycle",
             ResetKind::GracefulRestart => "GracefulRestart",
+            ResetKind::ForceOff => "ForceOff",
         }
     }
 }

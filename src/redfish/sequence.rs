@@ -2,7 +2,8 @@
 //! checking that the BMC answers for the node meant: the system and the MAC addresses its
 //! EthernetInterfaces report are read ([`Client::identify`]) and compared with what the
 //! inventory says ([`NodeIdentity::check`]) before anything changes; then the CD is inserted,
-//! the next boot set on it once, the reset sent and power on awaited ([`Client::boot_from_cd`]).
+//! the next boot set on it once, the node powered off and seen Off, then on and seen On
+//! ([`Client::boot_from_cd`]).
 //! The caller is told each step, and told just before the reset is sent, so that it can record
 //! the reset first: a node must never be reset twice unasked.
 
@@ -99,6 +100,9 @@ pub enum BootStep {
     MediaInserted,
     /// The next boot is from the CD, once.
     BootSet,
+    /// A system that was on was powered off and read Off (the first half of its restart; the
+    /// reset was recorded before).
+    PoweredOff,
     /// The BMC accepted this reset.
     Reset(ResetKind),
     /// The system is on.
@@ -110,6 +114,7 @@ impl fmt::Display for BootStep {
         match self {
             BootStep::MediaInserted => f.write_str("media inserted"),
             BootStep::BootSet => f.write_str("boot set"),
+            BootStep::PoweredOff => f.write_str("powered off"),
             BootStep::Reset(kind) => write!(f, "reset ({kind})"),
             BootStep::PoweredOn => f.write_str("powered on"),
         }
@@ -147,10 +152,14 @@ impl Client {
     }
 
     /// Boots `system` once from `iso_url` over virtual media, the way `profile` (from
-    /// [`Client::profile`], chosen before anything changes) says: the CD inserted, the next
-    /// boot set on it once, `steps` told the reset is coming, the reset, and power on awaited;
-    /// each step told to `steps` when reached. Returns the system as read once it is on
-    /// (`None` when that last read failed: the boot itself did not).
+    /// [`Client::profile`], chosen before anything changes) says, as ironic does: every virtual
+    /// CD/DVD ejected ([`Client::eject_cds`]: even one that reads our URL, iDRAC keeps a stale
+    /// `Inserted`) and the ISO inserted afresh, the next boot set on it once, `steps` told the
+    /// reset is coming, then the restart made observable: a system that is on is powered off
+    /// and read Off, then powered on and read On (ironic `redfish/power.py` `reboot`; a BMC that
+    /// allows no `ForceOff` gets `ForceRestart`); each step told to `steps` when reached.
+    /// Returns the system as read once it is on (`None` when that last read failed: the boot
+    /// itself did not).
     pub async fn boot_from_cd(
         &self,
         system: &SystemInfo,
@@ -159,13 +168,36 @@ impl Client {
         steps: &mut impl BootSteps,
     ) -> Result<Option<SystemInfo>, BootError> {
         let cd = self.virtual_cd(system, profile).await?;
-        self.insert_media(&cd, iso_url).await?;
+        for e in self.eject_cds(system).await? {
+            if let Some(why) = &e.refused {
+                tracing::warn!(bmc = %self.t.bmc, path = %e.path, "eject refused before the insertion ({why}); the insertion tells whether the device is free");
+            }
+        }
+        self.insert_fresh(&cd, iso_url).await?;
         steps
             .reached(BootStep::MediaInserted)
             .map_err(BootError::Steps)?;
         self.set_boot_once_cd(system, profile).await?;
         steps.reached(BootStep::BootSet).map_err(BootError::Steps)?;
         steps.resetting().map_err(BootError::Steps)?;
+        let now = self.refresh(system).await?;
+        if now.power_state.as_deref() != Some("Off") && self.can_power_cycle(&now).await? {
+            self.power_off(&now).await?;
+            steps
+                .reached(BootStep::PoweredOff)
+                .map_err(BootError::Steps)?;
+        }
+        self.finish_boot(system, steps).await
+    }
+
+    /// The second half of a boot: `On` to a system that is off (else the restart the BMC
+    /// allows), and power on awaited. Also what completes a boot a killed run left between its
+    /// power-off and power-on (the reset already recorded, the system read Off).
+    pub async fn finish_boot(
+        &self,
+        system: &SystemInfo,
+        steps: &mut impl BootSteps,
+    ) -> Result<Option<SystemInfo>, BootError> {
         let kind = self.reset_for_boot(system).await?;
         steps
             .reached(BootStep::Reset(kind))

@@ -285,6 +285,9 @@ fn check_reach(source: &IsoSource, plans: &[NodePlan], log: &mut StageLog) -> Re
 struct Ledger {
     /// When the reset was about to be sent (written before it is).
     reset_requested_at: Option<String>,
+    /// When the node, found on, was powered off and read Off (the first half of its restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    powered_off_at: Option<String>,
     /// Which reset, once the BMC accepted it.
     reset: Option<String>,
     /// When the BMC accepted it.
@@ -459,6 +462,32 @@ async fn on_node(
         bail!("the BMC's system was not read");
     };
     step(result, lines, name, "checked");
+    let interrupted_off = ledger.reset_requested_at.is_some()
+        && ledger.reset.is_none()
+        && ledger.powered_off_at.is_some()
+        && found.system.power_state.as_deref() == Some("Off");
+    if interrupted_off && !plan.reboot {
+        // A run killed between the power-off and the power-on of this node's one reset: the
+        // node is off, so powering it on completes that reset and reboots nothing.
+        let mut steps = NodeSteps {
+            name,
+            source,
+            ledger_path,
+            ledger,
+            lines,
+            result,
+        };
+        self::step(
+            steps.result,
+            lines,
+            name,
+            "completing the reset an earlier run began (powered off, not yet on)",
+        );
+        if let Some(now) = client.finish_boot(&found.system, &mut steps).await? {
+            result.system = Some(now);
+        }
+        return Ok(());
+    }
     if ledger.reset_requested_at.is_some() && !plan.reboot {
         let outcome = left_alone(ledger, &found.system, source, name);
         step(result, lines, name, &outcome);
@@ -522,6 +551,7 @@ impl BootSteps for NodeSteps<'_> {
         // Entered before it is sent: a run killed in between never resets the node again
         // unasked.
         self.ledger.reset_requested_at = Some(crate::install::state::now());
+        self.ledger.powered_off_at = None;
         self.ledger.reset = None;
         self.ledger.iso_sha256 = Some(self.source.sha256.clone());
         write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))
@@ -530,12 +560,20 @@ impl BootSteps for NodeSteps<'_> {
     fn reached(&mut self, step: BootStep) -> Result<(), String> {
         match step {
             BootStep::MediaInserted => self.result.media = Some(self.source.url.clone()),
+            BootStep::PoweredOff => {
+                self.ledger.powered_off_at = Some(crate::install::state::now());
+                write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))?;
+            }
             BootStep::Reset(kind) => {
-                self.ledger.reset = Some(kind.to_string());
+                let kind = match self.ledger.powered_off_at {
+                    Some(_) => format!("ForceOff, then {kind}"),
+                    None => kind.to_string(),
+                };
+                self.ledger.reset = Some(kind.clone());
                 self.ledger.reset_at = Some(crate::install::state::now());
                 self.ledger.resets += 1;
                 write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))?;
-                self.result.reset = Some(kind.to_string());
+                self.result.reset = Some(kind);
                 self.result.resets = self.ledger.resets;
             }
             BootStep::BootSet | BootStep::PoweredOn => {}
