@@ -377,3 +377,98 @@ fn a_dell_profile_without_the_oem_import_fails_before_any_reset() {
     assert_eq!(bmc.fake.count("PATCH", SYSTEM), 0);
     assert!(bmc.fake.snapshot().resets.is_empty());
 }
+
+/// A whole boot with the detected profile, returning the steps the boot stage would be told.
+fn boot_with_steps(bmc: &Bmc) -> (Result<(), BootError>, Vec<String>) {
+    run(async {
+        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
+        let sys = c.system().await.unwrap();
+        let profile = c.profile(&sys, None).await.unwrap();
+        let mut steps = Steps::default();
+        let result = c.boot_from_cd(&sys, ISO, &profile, &mut steps).await;
+        c.logout().await;
+        (result.map(|_| ()), steps.0)
+    })
+}
+
+/// Point 6: iDRAC keeps a stale `Inserted`/`Image` after an eject, here our very URL while
+/// nothing is attached. A client that trusted it would skip the insertion and the server would
+/// boot without the ISO; the boot ejects (refused: nothing is connected), inserts again, and
+/// the ISO boots (ironic redfish/boot.py: eject_vmedia, then _insert_vmedia, every time).
+#[test]
+fn a_stale_inserted_image_of_our_url_is_ejected_and_inserted_again() {
+    let (bmc, _) = boots_the_iso(Switches {
+        stale_media: Some(ISO.to_string()),
+        task_polls: 1,
+        ..vendor(FakeVendor::Dell)
+    });
+    let posts: Vec<String> = bmc
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.path)
+        .collect();
+    let eject = posts.iter().position(|p| p.ends_with("VirtualMedia.EjectMedia"));
+    let insert = posts.iter().position(|p| p.ends_with("VirtualMedia.InsertMedia"));
+    assert!(
+        matches!((eject, insert), (Some(e), Some(i)) if e < i),
+        "{posts:?}"
+    );
+}
+
+/// Point 6: a running node's restart is seen, not assumed (PowerState stays On across a
+/// ForceRestart): ForceOff, PowerState read Off, then On and read On, as ironic
+/// redfish/power.py `reboot` does; the reset is recorded before the power-off, and it is one
+/// boot.
+#[test]
+fn a_running_node_is_powered_off_seen_off_then_powered_on() {
+    let bmc = start(Switches {
+        powered_on: true,
+        ..Switches::default()
+    });
+    let (result, steps) = boot_with_steps(&bmc);
+    result.unwrap();
+    let s = bmc.fake.snapshot();
+    assert_eq!(s.resets, ["ForceOff", "On"]);
+    assert_eq!(s.booted, ["iso"]);
+    let at = |step: &str| steps.iter().position(|s| s == step).unwrap_or(usize::MAX);
+    assert!(
+        at("resetting") < at("powered off")
+            && at("powered off") < at("reset (On)")
+            && at("reset (On)") < at("powered on"),
+        "{steps:?}"
+    );
+    // Off was read between the two resets.
+    let requests = bmc.fake.requests();
+    let resets: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.method == "POST" && r.path == RESET)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(resets.len(), 2, "{requests:?}");
+    assert!(
+        requests[resets[0]..resets[1]]
+            .iter()
+            .any(|r| r.method == "GET" && r.path == SYSTEM),
+        "PowerState was not read between ForceOff and On: {requests:?}"
+    );
+}
+
+/// Point 6: a BMC that allows no ForceOff gets ForceRestart (ironic's path for
+/// `disable_power_off`), and no power-off step is claimed.
+#[test]
+fn a_bmc_without_force_off_is_restarted_with_force_restart() {
+    let bmc = start(Switches {
+        powered_on: true,
+        reset_allowed: Some(vec!["On".into(), "ForceRestart".into()]),
+        ..Switches::default()
+    });
+    let (result, steps) = boot_with_steps(&bmc);
+    result.unwrap();
+    let s = bmc.fake.snapshot();
+    assert_eq!(s.resets, ["ForceRestart"]);
+    assert_eq!(s.booted, ["iso"]);
+    assert!(!steps.iter().any(|s| s == "powered off"), "{steps:?}");
+}

@@ -219,7 +219,7 @@ pub fn prepare(em: &Emulator, node: &Node, creds: Option<&Credentials>, ca: &Lab
         "uuid": em.uuid, "name": em.node, "power_state": "Off", "nics": nics,
     }]);
     let mut conf = format!(
-        "# sushy-emulator config written by bootstrap-lab up for node {node}\nimport json\nSUSHY_EMULATOR_LISTEN_IP = {ip}\nSUSHY_EMULATOR_LISTEN_PORT = {port}\nSUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_STATE_DIR = {state}\nSUSHY_EMULATOR_FEATURE_SET = 'full'\nSUSHY_EMULATOR_FAKE_SYSTEMS = json.loads({systems})\n",
+        "# sushy-emulator config written by bootstrap-lab up for node {node}\nimport json\n# INFO, as plain messages: the emulator's own 'power state set to' line names each ResetType\n# (sushy_tools/emulator/main.py system_reset_action), which the lab counts boots from.\nimport logging\nlogging.basicConfig(level=logging.INFO, format='%(message)s')\nSUSHY_EMULATOR_LISTEN_IP = {ip}\nSUSHY_EMULATOR_LISTEN_PORT = {port}\nSUSHY_EMULATOR_FAKE_DRIVER = True\nSUSHY_EMULATOR_STATE_DIR = {state}\nSUSHY_EMULATOR_FEATURE_SET = 'full'\nSUSHY_EMULATOR_FAKE_SYSTEMS = json.loads({systems})\n",
         node = em.node,
         ip = py_str(&listen.ip().to_string()),
         port = listen.port(),
@@ -372,26 +372,21 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Successful `ComputerSystem.Reset` POSTs in an emulator's request log: werkzeug's lines
-/// (`"POST /redfish/v1/Systems/ID/Actions/ComputerSystem.Reset HTTP/1.1" 204 -`), colour
-/// codes removed. A POST to the system's name is answered 307 to its UUID and is not counted;
-/// only the 2xx answer is, so one reset counts once.
+/// The resets that started the machine, from an emulator's log: sushy-tools logs each reset
+/// it carried out as `System "ID" power state set to "TYPE"` (sushy_tools/emulator/main.py
+/// `system_reset_action`, at INFO, which the lab's config turns on), and those of a type that
+/// starts the machine (`On`, `ForceOn`, `ForceRestart`, `GracefulRestart`, `PowerCycle`) count.
+/// A `ForceOff` does not: the boot stage's power-off and power-on of a running node are one
+/// boot. A refused reset, a redirect and colour codes do not count.
 pub fn count_resets(log: &str) -> u32 {
+    const STARTS: [&str; 5] = ["On", "ForceOn", "ForceRestart", "GracefulRestart", "PowerCycle"];
     let mut n = 0;
     for line in log.lines() {
         let line = strip_ansi(line);
-        let Some((request, after)) = line.split_once("\" ") else {
+        let Some((_, kind)) = line.split_once("\" power state set to \"") else {
             continue;
         };
-        let Some(request) = request.rsplit_once('"').map(|(_, r)| r) else {
-            continue;
-        };
-        let mut parts = request.split_whitespace();
-        let (Some("POST"), Some(path)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let status = after.split_whitespace().next().unwrap_or_default();
-        if path.ends_with("/Actions/ComputerSystem.Reset") && status.starts_with('2') {
+        if STARTS.contains(&kind.trim_end().trim_end_matches('"')) {
             n += 1;
         }
     }
@@ -430,20 +425,25 @@ pub fn reset_counts_of(emulators: &[Emulator]) -> BTreeMap<String, u32> {
 mod tests {
     use super::*;
 
-    /// The 307 of a reset POSTed to the system's name and the 204 of the same reset at its UUID
-    /// count once; a refused reset, a GET, and colour codes do not confuse the count.
+    /// Each reset the emulator carried out counts once when it starts the machine: a ForceOff
+    /// (the first half of a seen restart) does not, nor do werkzeug's request lines (a 307 and
+    /// the 204 of the same reset), a refused reset, or colour codes.
     #[test]
-    fn a_reset_counts_once_from_the_werkzeug_log() {
+    fn a_reset_counts_once_from_the_emulator_log() {
         let log = "\
  * Running on https://127.0.0.1:8001
 127.0.0.1 - - [03/Dec/2026 14:59:38] \"GET /redfish/v1/ HTTP/1.1\" 200 -
 127.0.0.1 - - [03/Dec/2026 14:59:38] \"\x1b[32mPOST /redfish/v1/Systems/master-0/Actions/ComputerSystem.Reset HTTP/1.1\x1b[0m\" 307 -
+System \"1111\" power state set to \"On\"
 127.0.0.1 - - [03/Dec/2026 14:59:38] \"\x1b[35m\x1b[1mPOST /redfish/v1/Systems/1111/Actions/ComputerSystem.Reset HTTP/1.1\x1b[0m\" 204 -
 127.0.0.1 - - [03/Dec/2026 14:59:39] \"POST /redfish/v1/Systems/1111/Actions/ComputerSystem.Reset HTTP/1.1\" 400 -
-127.0.0.1 - - [03/Dec/2026 14:59:40] \"POST /redfish/v1/Systems/1111/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia HTTP/1.1\" 204 -
+System \"1111\" power state set to \"ForceOff\"
+127.0.0.1 - - [03/Dec/2026 14:59:40] \"POST /redfish/v1/Systems/1111/Actions/ComputerSystem.Reset HTTP/1.1\" 204 -
+System \"1111\" power state set to \"On\"
 127.0.0.1 - - [03/Dec/2026 14:59:41] \"POST /redfish/v1/Systems/1111/Actions/ComputerSystem.Reset HTTP/1.1\" 204 -
+\x1b[33mSystem \"1111\" power state set to \"ForceRestart\"\x1b[0m
 ";
-        assert_eq!(count_resets(log), 2);
+        assert_eq!(count_resets(log), 3);
     }
 
     /// A derived UUID is stable and shaped as a UUID.

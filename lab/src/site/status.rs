@@ -105,7 +105,7 @@ pub struct NodeStatus {
     pub pid: Option<u32>,
     /// Whether the emulator runs.
     pub running: bool,
-    /// Successful resets in the emulator's log.
+    /// Resets that started the machine, from the emulator's log (`bmc::count_resets`).
     pub resets: u32,
     /// The watcher's latest observation.
     pub observation: Option<Observation>,

@@ -121,6 +121,11 @@ pub struct Switches {
     pub on_conflicts: u32,
     /// `(MessageId, n)`: the first n OEM imports are refused with it (`RAC0679`, `LC068`).
     pub import_busy: Option<(String, u32)>,
+    /// The CD reads `Inserted` with this image while nothing is attached, as iDRAC keeps a
+    /// stale `Inserted`/`Image` after an eject (ironic ejects and inserts again every time); an
+    /// EjectMedia is refused (`VRM0009`, nothing connected) and leaves it stale; an InsertMedia
+    /// attaches and clears it.
+    pub stale_media: Option<String>,
 }
 
 impl Default for Switches {
@@ -170,6 +175,7 @@ impl Default for Switches {
             if_match_refused: false,
             on_conflicts: 0,
             import_busy: None,
+            stale_media: None,
         }
     }
 }
@@ -256,6 +262,8 @@ struct State {
     slot2: Slot,
     on_conflicts_left: u32,
     import_busy_left: u32,
+    /// What the CD reads while nothing is attached ([`Switches::stale_media`]).
+    stale: Option<String>,
     patches_seen: u32,
     sessions: HashMap<String, String>,
     sessions_created: usize,
@@ -297,6 +305,7 @@ impl RedfishFake {
             power: if sw.powered_on { "On" } else { "Off" }.to_string(),
             inserted: sw.inserted.is_some(),
             image: sw.inserted.clone(),
+            stale: sw.stale_media.clone(),
             sw,
             generation: 1,
             powering_reads: 0,

@@ -342,6 +342,18 @@ impl State {
             _ => {}
         }
         self.resets.push(kind.to_string());
+        if matches!(kind, "ForceOff" | "GracefulShutdown") {
+            if !on {
+                self.resets.pop();
+                return error(
+                    409,
+                    "IDRAC.2.9.PSU502",
+                    "Unable to perform the operation because the server is powered OFF.",
+                    &[],
+                );
+            }
+            self.power = "Off".to_string();
+        }
         if matches!(
             kind,
             "On" | "ForceOn" | "ForceRestart" | "GracefulRestart" | "PowerCycle"
@@ -518,6 +530,7 @@ impl State {
         let cd = path == self.cd_path();
         let second = !cd && self.second_cd();
         let (inserted, image) = match (cd, second) {
+            (true, _) if !self.inserted && self.stale.is_some() => (true, json!(self.stale)),
             (true, _) => (self.inserted, json!(self.image)),
             (false, true) => (self.slot2.inserted, json!(self.slot2.image)),
             (false, false) => (false, Value::Null),
@@ -564,6 +577,7 @@ impl State {
         }
         self.inserted = true;
         self.image = Some(image.to_string());
+        self.stale = None;
         self.changed();
         reply(204, Value::Null)
     }
