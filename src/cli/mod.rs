@@ -605,6 +605,12 @@ pub struct InstallArgs {
     #[arg(long, value_name = "NODE")]
     pub reboot: Vec<String>,
 
+    /// How long the boot stage gives each node, after its reset, to show that it booted the ISO
+    /// (its agent registered with the rendezvous host, or its BMC read the ISO from bootstrap's
+    /// server); a node without that sign is reported as having booted something else, e.g. `30m`.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = crate::cli::parse_duration)]
+    pub boot_timeout: std::time::Duration,
+
     /// How long the wait stage waits for bootstrap to complete (as `openshift-install agent
     /// wait-for bootstrap-complete`), e.g. `60m`, `2h`.
     #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = crate::cli::parse_duration)]

@@ -29,6 +29,7 @@ impl InstallSettings {
             wait_limits: crate::install::WaitLimits {
                 bootstrap: args.bootstrap_timeout,
                 install: args.install_timeout,
+                boot: args.boot_timeout,
             },
         })
     }

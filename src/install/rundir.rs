@@ -91,6 +91,8 @@ pub const HANDOFF_FILE: &str = "handoff.json";
 /// folder is replaced whole only when it succeeds): `ledger/boot/NODE.json`, the resets sent,
 /// and `ledger/known_hosts`, the host keys learned.
 pub const LEDGER_DIR: &str = "ledger";
+/// In the ledger: where the ISO was last served ([`RunDir::iso_server_ledger`]).
+pub const ISO_SERVER_FILE: &str = "iso-server.json";
 /// The installer's cache (the CoreOS ISO it downloads or extracts) and the wait's memory of
 /// what it showed, kept across runs.
 pub const CACHE_DIR: &str = "cache";
@@ -144,6 +146,7 @@ fn file_patterns() -> Vec<String> {
         format!("{LOGS_DIR}/*.log"),
         format!("{LEDGER_DIR}/{BOOT_DIR}/*.json"),
         format!("{LEDGER_DIR}/{KNOWN_HOSTS_FILE}"),
+        format!("{LEDGER_DIR}/{ISO_SERVER_FILE}"),
         format!("{CACHE_DIR}/**"),
     ];
     all.extend(stage_files);
@@ -330,6 +333,12 @@ impl RunDir {
     /// `RUN/boot/boot.json`: where the boot stage served the ISO.
     pub fn boot_file(&self) -> PathBuf {
         self.root.join(BOOT_DIR).join(BOOT_FILE)
+    }
+
+    /// `RUN/ledger/iso-server.json`: where bootstrap last served the ISO to the BMCs, kept even
+    /// when the boot stage failed, so that a rerun serves at the URL the BMCs were given.
+    pub fn iso_server_ledger(&self) -> PathBuf {
+        self.root.join(LEDGER_DIR).join(ISO_SERVER_FILE)
     }
 
     /// `RUN/ledger/boot/NODE.json`: the resets sent to `node`.

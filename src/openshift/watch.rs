@@ -43,6 +43,10 @@ pub struct WaitLimits {
     pub bootstrap: Duration,
     /// Then for the install to complete (default 90 minutes).
     pub install: Duration,
+    /// For each node, after its reset, to show it booted the ISO (its agent at the rendezvous
+    /// host, or its BMC reading the ISO): the boot stage's bound (default 30 minutes: a GPU
+    /// server's POST alone can take ten).
+    pub boot: Duration,
 }
 
 impl Default for WaitLimits {
@@ -50,6 +54,7 @@ impl Default for WaitLimits {
         WaitLimits {
             bootstrap: Duration::from_secs(60 * 60),
             install: Duration::from_secs(90 * 60),
+            boot: Duration::from_secs(30 * 60),
         }
     }
 }

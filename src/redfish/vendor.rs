@@ -160,6 +160,31 @@ pub struct Profile {
 const SUPERMICRO_CD_MODELS: &[&str] = &["ars-111gl-nhr"];
 
 impl Profile {
+    /// What to do about a node this profile booted that showed no sign of the ISO (it started
+    /// from another device): first a `bmc.vendor` that contradicts the BMC's `Manufacturer`,
+    /// else what this vendor's BMC is known to do instead (the upstream behaviour each profile
+    /// follows, docs/redfish.md).
+    pub fn wrong_boot_fix(&self) -> String {
+        let detected = Vendor::from_manufacturer(self.bmc.manufacturer.as_deref().unwrap_or(""));
+        if self.source == ProfileSource::Inventory && detected != self.vendor {
+            return format!(
+                "nodes.yaml gives bmc.vendor {} but the BMC reports Manufacturer {:?}: remove bmc.vendor (or set it to {detected}) so the boot takes that vendor's path",
+                self.vendor,
+                self.bmc.manufacturer.as_deref().unwrap_or("(none)")
+            );
+        }
+        match (self.vendor, self.boot_path) {
+            (Vendor::Dell, BootPath::DellOem) => "the iDRAC took the one-time virtual CD boot (ImportSystemConfiguration) but the server did not start from it: check the import job in the iDRAC's Job Queue and Lifecycle log, that virtual media stays attached (iDRAC Settings > Virtual Media), and that the BIOS boots UEFI".to_string(),
+            (Vendor::Dell, _) => "an iDRAC told Cd by the standard Boot PATCH boots the server's physical CD drive (ironic drac/boot.py): let bootstrap detect the iDRAC (remove bmc.vendor) so it boots through the OEM ImportSystemConfiguration".to_string(),
+            (Vendor::Supermicro, _) => format!(
+                "the SuperMicro BMC was told {} for its virtual media (sushy system.py: UsbCd, Cd on the models it lists): check in the BMC's UI which device the virtual media is on this model, and set bmc.vendor to generic if it boots as Cd",
+                self.boot_target
+            ),
+            (Vendor::Ami, _) => "AMI/ASRockRack applies a one-time boot only with mode, enabled and target in one request (sent): check the BIOS boot mode (UEFI) and the virtual media's attach state in the BMC's UI".to_string(),
+            _ => "the server did not start from the virtual CD: watch its console through the BMC; check the BIOS boot mode (UEFI), that Secure Boot accepts the ISO, and, if the BMC is a Dell, SuperMicro, AMI, HPE or NVIDIA one read as another, set bmc.vendor".to_string(),
+        }
+    }
+
     /// The DMTF path: `Boot` PATCH to `Cd`/`Once`, any CD member.
     pub fn generic() -> Profile {
         Profile::for_vendor(
@@ -350,6 +375,31 @@ mod tests {
         ] {
             assert_eq!(Vendor::from_manufacturer(m), v, "{m}");
         }
+    }
+
+    /// A node that booted something else gets its profile's fix: a `bmc.vendor` that
+    /// contradicts the BMC's Manufacturer first (the inventory's mistake), else what that
+    /// vendor's BMC is known to boot instead.
+    #[test]
+    fn a_wrong_boot_names_the_fix_of_its_profile() {
+        let dell = || info("Dell Inc.", "PowerEdge R760xa", Some("16G Monolithic"));
+        let forced = Profile::choose(dell(), Some(Vendor::Generic), None).wrong_boot_fix();
+        assert!(
+            forced.starts_with("nodes.yaml gives bmc.vendor generic but the BMC reports Manufacturer \"Dell Inc.\"")
+                && forced.contains("set it to dell"),
+            "{forced}"
+        );
+        let detected = Profile::choose(dell(), None, None).wrong_boot_fix();
+        assert!(detected.contains("Job Queue"), "{detected}");
+        let smc = Profile::choose(
+            info("Supermicro", "SYS-420GP-TNR", None),
+            None,
+            Some(&["Cd".to_string(), "UsbCd".to_string()]),
+        )
+        .wrong_boot_fix();
+        assert!(smc.contains("was told UsbCd"), "{smc}");
+        let generic = Profile::generic().wrong_boot_fix();
+        assert!(generic.contains("set bmc.vendor"), "{generic}");
     }
 
     /// ironic's reading of the Manager model: 17G and later is iDRAC 10, which boots only

@@ -161,7 +161,19 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
     for (i, base) in bases.iter().enumerate() {
         let node = format!("master-{i}");
         let result = support::run::json(&run.join(format!("boot/{node}.json")));
-        assert_eq!(result["outcome"], "powered on", "{result}");
+        // Booted on evidence, not on power alone: the node's agent registered with the
+        // rendezvous host (the lab's BMCs share 127.0.0.1, so the ISO's reads cannot tell).
+        assert!(
+            result["outcome"]
+                .as_str()
+                .unwrap()
+                .starts_with("booted the ISO: its agent registered with the rendezvous host"),
+            "{result}"
+        );
+        assert!(
+            result["evidence"].as_str().unwrap().contains("agent registered"),
+            "{result}"
+        );
         assert_eq!(result["reset"], "On", "{result}");
         assert_eq!(result["media"], url.as_str(), "{result}");
         // sushy-tools is DMTF-clean: the generic profile, detected, named in the record.
@@ -342,7 +354,17 @@ fn a_wrong_server_and_a_wrong_password_fail_only_their_nodes() {
     let log = fs_err::read_to_string(run.join("logs/boot.log")).unwrap();
     assert!(log.contains("master-2: powered on"), "{log}");
     assert!(!log.contains("master-1: media inserted"), "{log}");
-    assert!(err.contains("2 of 3 nodes failed to boot"), "{err}");
+    // master-2 booted, but its agent cannot be seen while the rendezvous host (master-0)
+    // has not booted: not confirmed, and said so, rather than taken for booted.
+    assert!(err.contains("3 of 3 nodes failed to boot"), "{err}");
+    let m2 = failed_line
+        .split("; ")
+        .find(|p| p.contains("master-2 (BMC"))
+        .unwrap_or_else(|| panic!("master-2 not named: {failed_line}"));
+    assert!(
+        m2.contains("not confirmed") && m2.contains("rendezvous host master-0 did not boot"),
+        "{m2}"
+    );
     assert!(
         err.contains("master-0") && err.contains("master-1"),
         "{err}"
@@ -450,4 +472,85 @@ fn a_dell_a_supermicro_and_a_generic_bmc_each_boot_the_iso_with_one_reset() {
     }
     let resets = site.resets();
     assert!(resets.iter().all(|(_, n)| *n == 1), "{resets:?}");
+}
+
+/// Issue 27 point 7: a node that restarted without booting the ISO is a failure, never a
+/// success. The inventory says master-1's BMC is generic while it is a Dell iDRAC 9 (the lab's
+/// front): the standard Boot PATCH is accepted and read back, and the machine boots its
+/// physical CD, so its agent never registers. Once the bound passes the boot stage reports it
+/// booted something else, with the fix (the contradicting bmc.vendor), while the two others are
+/// proven booted by their agents. A rerun says so again and resets nothing; with the inventory
+/// fixed, `--reboot master-1` boots it through the OEM import, and its agent proves it.
+#[test]
+fn a_node_that_booted_something_else_fails_naming_the_vendor_fix() {
+    let lab = Lab::new();
+    site_bmcs(&lab);
+    let state = lab.dir.path().join("site");
+    let (site, _) = SiteLab::up(
+        &lab.inventory,
+        &state,
+        &["--step", "300ms", "--vendor", "master-1=dell-idrac9"],
+    );
+    let uuid = "    systemUUID: 6c9e1f2a-5b3d-4c8e-9f10-000000000001";
+    lab.edit("nodes.yaml", uuid, &format!("{uuid}\n    vendor: generic"));
+    let o = install(&lab, &["--until", "boot", "--boot-timeout", "8s"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let failed = err
+        .lines()
+        .find(|l| l.contains("nodes failed to boot"))
+        .unwrap_or_else(|| panic!("no failure line in:\n{err}"));
+    assert!(failed.contains("1 of 3 nodes failed to boot"), "{failed}");
+    assert!(
+        failed.contains("master-1 (BMC")
+            && failed.contains("booted something else: no sign of the ISO 8s after its reset")
+            && failed.contains("has no host master-1")
+            && failed.contains("nodes.yaml gives bmc.vendor generic but the BMC reports Manufacturer \"Dell Inc.\"")
+            && failed.contains("bootstrap install --reboot master-1"),
+        "{failed}"
+    );
+    let run = lab.run_dir();
+    for node in ["master-0", "master-2"] {
+        let r = support::run::json(&run.join(format!(".staging/boot/{node}.json")));
+        assert!(
+            r["evidence"].as_str().unwrap_or_default().contains("agent registered"),
+            "{r}"
+        );
+    }
+    let one_each = vec![
+        ("master-0".to_string(), 1),
+        ("master-1".to_string(), 1),
+        ("master-2".to_string(), 1),
+    ];
+    assert_eq!(site.resets(), one_each);
+
+    // A rerun resets nothing and says it again.
+    let o = install(&lab, &["--until", "boot", "--boot-timeout", "8s"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("master-1") && err.contains("an earlier run found it booted something else"),
+        "{err}"
+    );
+    assert_eq!(site.resets(), one_each);
+
+    // Fixed: the Dell is detected, and booted through its OEM import; its agent proves it.
+    lab.edit("nodes.yaml", &format!("{uuid}\n    vendor: generic"), uuid);
+    let o = install(&lab, &["--until", "boot", "--reboot", "master-1"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let m1 = support::run::json(&run.join("boot/master-1.json"));
+    assert_eq!(m1["profile"]["name"], "dell-idrac9", "{m1}");
+    assert!(
+        m1["evidence"].as_str().unwrap_or_default().contains("agent registered"),
+        "{m1}"
+    );
+    let resets = site.resets();
+    assert_eq!(resets[1], ("master-1".to_string(), 2), "{resets:?}");
 }

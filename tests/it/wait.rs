@@ -174,6 +174,7 @@ fn limits(bootstrap: u64, install: u64) -> WaitLimits {
     WaitLimits {
         bootstrap: Duration::from_secs(bootstrap),
         install: Duration::from_secs(install),
+        ..WaitLimits::default()
     }
 }
 
@@ -377,6 +378,7 @@ async fn timeouts_are_reported_as_the_installer_reports_them() {
     watch.limits = WaitLimits {
         bootstrap: Duration::from_secs(60),
         install: STEP,
+        ..WaitLimits::default()
     };
     let err = watch
         .run(&cancel, &mut Recorded::default())

@@ -25,10 +25,11 @@
 //! model and firmware as the BMC reports them, or `bmc.vendor`); `RUN/boot/boot.json` says where
 //! the ISO was served.
 
-use super::served::{iso_source, IsoSource};
+use super::evidence::{await_boots, Sources, Verdict, Watched};
+use super::served::{iso_source, IsoReads, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::{RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR};
+use crate::install::rundir::{InstallerDir, RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR};
 use crate::inventory::model::Node;
 use crate::inventory::Inventory;
 use crate::output::NodeLines;
@@ -37,7 +38,8 @@ use crate::preflight::Status;
 use crate::redfish::{self, BootStep, BootSteps, Client, SystemInfo};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -117,15 +119,25 @@ impl StageWork for Boot {
         log.line(&format!("the BMCs fetch the ISO from {}", source.url))?;
         check_reach(&source, &plans, log)?;
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
+        let bmc_ips = handle.block_on(own_bmc_ips(&plans));
         let lines = NodeLines::new("boot", &names);
         let parallel = inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize;
-        let results = handle.block_on(boot_all(
+        let mut results = handle.block_on(boot_all(
             plans,
             &source,
             &cx.run,
             &lines,
             parallel,
             cx.cancel.clone(),
+        ));
+        let reads = (source.by == "served").then(|| iso.reads());
+        handle.block_on(prove_boots(
+            cx,
+            &inv,
+            reads,
+            &bmc_ips,
+            &mut results,
+            &lines,
         ));
         lines.finish();
         record(&results, &source, out, log)?;
@@ -207,6 +219,166 @@ fn detail(results: &[NodeResult], source: &IsoSource) -> String {
         ),
     };
     detail + &warning
+}
+
+/// Each node's BMC address, when it is an IP (or resolves to one) that no other node's BMC
+/// has: the ISO server's reads from it are that node's.
+async fn own_bmc_ips(plans: &[NodePlan]) -> BTreeMap<String, IpAddr> {
+    let mut found: Vec<(String, IpAddr)> = Vec::new();
+    for p in plans {
+        let Ok(url) = reqwest::Url::parse(&p.target.endpoint.address) else {
+            continue;
+        };
+        let Some(host) = url.host_str() else {
+            continue;
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let ip = match host.parse::<IpAddr>() {
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                let port = url.port_or_known_default().unwrap_or(443);
+                tokio::net::lookup_host((host, port))
+                    .await
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .map(|a| a.ip())
+            }
+        };
+        if let Some(ip) = ip {
+            found.push((p.name.clone(), ip));
+        }
+    }
+    found
+        .iter()
+        .filter(|(_, ip)| found.iter().filter(|(_, other)| other == ip).count() == 1)
+        .cloned()
+        .collect()
+}
+
+/// The rendezvous host of the inventory: the node with the rendezvous IP among its addresses.
+fn rendezvous_node(inv: &Inventory) -> Option<(String, IpAddr)> {
+    let ip: IpAddr = inv.site.cluster.rendezvous_ip.parse().ok()?;
+    inv.nodes
+        .nodes
+        .iter()
+        .find(|n| {
+            n.addresses
+                .iter()
+                .any(|a| a.ip.split('/').next().and_then(|i| i.parse::<IpAddr>().ok()) == Some(ip))
+        })
+        .map(|n| (n.hostname.clone(), ip))
+}
+
+/// Waits for the sign that each node booted the ISO ([`super::evidence`]): every node reset in
+/// this run, and every node an earlier run reset whose ledger has no sign yet; a node whose
+/// ledger says it booted something else is said to again. Each verdict goes into the node's
+/// result and ledger: a node without the sign fails.
+async fn prove_boots(
+    cx: &StageContext,
+    inv: &Inventory,
+    reads: Option<IsoReads>,
+    bmc_ips: &BTreeMap<String, IpAddr>,
+    results: &mut [NodeResult],
+    lines: &NodeLines,
+) {
+    let node0 = rendezvous_node(inv);
+    let stage_start = (std::time::SystemTime::now(), std::time::Instant::now());
+    let mut watched = Vec::new();
+    for r in results.iter_mut() {
+        if r.error.is_some() {
+            continue;
+        }
+        let since = match (&r.reset_sent, &r.earlier) {
+            (Some(sent), _) => *sent,
+            (None, Some((Some(evidence), _))) => {
+                r.evidence = Some(format!("{evidence} (an earlier run)"));
+                continue;
+            }
+            (None, Some((None, Some(something_else)))) => {
+                let e = format!("an earlier run found it {something_else}");
+                lines.set(&r.node, &e);
+                r.error = Some(e);
+                continue;
+            }
+            (None, _) => stage_start,
+        };
+        watched.push(Watched {
+            node: r.node.clone(),
+            bmc_ip: bmc_ips.get(&r.node).copied(),
+            since: since.0,
+            started: since.1,
+            profile: r.profile.clone(),
+            rendezvous: node0.as_ref().is_some_and(|(n, _)| n == &r.node),
+        });
+    }
+    if watched.is_empty() {
+        return;
+    }
+    let down = node0.as_ref().and_then(|(n, _)| {
+        results
+            .iter()
+            .find(|r| &r.node == n)
+            .filter(|r| r.error.is_some())
+            .map(|r| r.node.clone())
+    });
+    let work = cx.run.installer();
+    let rest = rendezvous_client(&work).map_err(|e| format!("{e:#}"));
+    let sources = Sources {
+        rest,
+        rendezvous: node0.as_ref().map(|(_, ip)| *ip),
+        reads,
+    };
+    let verdicts = await_boots(
+        &watched,
+        &sources,
+        cx.wait_limits.boot,
+        super::wait::poll_interval(),
+        down.as_deref(),
+        lines,
+        &cx.cancel,
+    )
+    .await;
+    for r in results.iter_mut() {
+        let Some(verdict) = verdicts.get(&r.node) else {
+            continue;
+        };
+        let path = cx.run.boot_ledger(&r.node);
+        let mut ledger = read_ledger(&path).unwrap_or_default();
+        match verdict {
+            Verdict::Booted(how) => {
+                r.evidence = Some(how.clone());
+                r.outcome = format!("booted the ISO: {how}");
+                ledger.evidence = Some(how.clone());
+                ledger.something_else = None;
+            }
+            Verdict::SomethingElse(why) => {
+                lines.set(&r.node, "booted something else");
+                r.outcome = "no sign of the ISO".to_string();
+                r.error = Some(why.clone());
+                ledger.something_else = Some(why.clone());
+            }
+            Verdict::Unconfirmed(why) => {
+                lines.set(&r.node, format!("not confirmed: {why}"));
+                r.error = Some(format!("not confirmed to have booted the ISO: {why}"));
+                continue;
+            }
+        }
+        if let Err(e) = write_ledger(&path, &ledger) {
+            r.error = Some(format!("{e:#}"));
+        }
+    }
+}
+
+/// The rendezvous host's API with the installer's watcher token, from the iso stage's work
+/// folder.
+fn rendezvous_client(work: &InstallerDir) -> Result<crate::openshift::assisted::Client> {
+    let ip_file = work.rendezvous_ip();
+    let ip: IpAddr = fs_err::read_to_string(&ip_file)?
+        .trim()
+        .parse()
+        .with_context(|| format!("{}: not an IP address", ip_file.display()))?;
+    let token = crate::openshift::watch::watcher_token(&work.state())?;
+    crate::openshift::assisted::Client::rendezvous(ip, token)
 }
 
 /// `--reboot` names only nodes of the inventory.
@@ -296,6 +468,13 @@ struct Ledger {
     iso_sha256: Option<String>,
     /// How many times bootstrap reset it (1, or more after `--reboot`).
     resets: u32,
+    /// What showed that its last reset booted the ISO ([`super::evidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    evidence: Option<String>,
+    /// Its last reset showed no sign of the ISO within the bound: what was said (a later run
+    /// says it again, until `--reboot` resets it once more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    something_else: Option<String>,
 }
 
 /// One node's result, `RUN/boot/NODE.json`.
@@ -330,6 +509,10 @@ pub struct NodeResult {
     pub reset: Option<String>,
     /// How often bootstrap has reset this node in all.
     pub resets: u32,
+    /// What showed that it booted the ISO (its agent at the rendezvous host, or its BMC
+    /// reading the ISO after the reset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
     /// The last step reached, or what was found.
     pub outcome: String,
     /// Why it failed, in the BMC's words.
@@ -337,6 +520,14 @@ pub struct NodeResult {
     pub error: Option<String>,
     /// Every call made to the BMC.
     pub calls: Vec<redfish::Call>,
+    /// When this run decided to reset it (the wall clock for the ISO server's reads, the
+    /// monotonic one for the bound).
+    #[serde(skip)]
+    reset_sent: Option<(std::time::SystemTime, std::time::Instant)>,
+    /// What the ledger says of an earlier run's reset left alone: its evidence, or that it
+    /// booted something else.
+    #[serde(skip)]
+    earlier: Option<(Option<String>, Option<String>)>,
 }
 
 /// Every node booted, at most `parallel` at once, each with its ledger entry in `run`; one
@@ -490,6 +681,7 @@ async fn on_node(
     }
     if ledger.reset_requested_at.is_some() && !plan.reboot {
         let outcome = left_alone(ledger, &found.system, source, name);
+        result.earlier = Some((ledger.evidence.clone(), ledger.something_else.clone()));
         step(result, lines, name, &outcome);
         return Ok(());
     }
@@ -552,6 +744,9 @@ impl BootSteps for NodeSteps<'_> {
         // unasked.
         self.ledger.reset_requested_at = Some(crate::install::state::now());
         self.ledger.powered_off_at = None;
+        self.ledger.evidence = None;
+        self.ledger.something_else = None;
+        self.result.reset_sent = Some((std::time::SystemTime::now(), std::time::Instant::now()));
         self.ledger.reset = None;
         self.ledger.iso_sha256 = Some(self.source.sha256.clone());
         write_ledger(self.ledger_path, self.ledger).map_err(|e| format!("{e:#}"))

@@ -43,7 +43,30 @@ pub struct IsoSource {
 pub struct IsoServer {
     /// Where every answer is appended.
     access_log: PathBuf,
+    /// When each client last read the ISO's bytes (the boot stage's evidence that a BMC read
+    /// it after its node's reset).
+    reads: IsoReads,
     serving: Option<ServedIso>,
+}
+
+/// When each client address last read some of the ISO's bytes (a GET answered 200 or 206 with
+/// a body), as this process served it. One entry per address: bounded by the BMCs.
+#[derive(Clone, Debug, Default)]
+pub struct IsoReads(Arc<Mutex<std::collections::HashMap<std::net::IpAddr, std::time::SystemTime>>>);
+
+impl IsoReads {
+    fn record(&self, a: &Access) {
+        if a.method == "GET" && matches!(a.status, 200 | 206) && a.bytes > 0 {
+            if let Ok(mut m) = self.0.lock() {
+                m.insert(a.peer.ip(), std::time::SystemTime::now());
+            }
+        }
+    }
+
+    /// When `ip` last read the ISO, if it did while this process served it.
+    pub fn last_read(&self, ip: std::net::IpAddr) -> Option<std::time::SystemTime> {
+        self.0.lock().ok().and_then(|m| m.get(&ip).copied())
+    }
 }
 
 /// The ISO being served by this process.
@@ -60,8 +83,14 @@ impl IsoServer {
     pub fn new(access_log: impl Into<PathBuf>) -> Self {
         IsoServer {
             access_log: access_log.into(),
+            reads: IsoReads::default(),
             serving: None,
         }
+    }
+
+    /// Who read the ISO when, while this process served it.
+    pub fn reads(&self) -> IsoReads {
+        self.reads.clone()
     }
 
     /// Serves `file` unless these very bytes are served already; a resumed run (port 0 in the
@@ -84,7 +113,7 @@ impl IsoServer {
             Some(a) if listen.port() == 0 && a.ip() == listen.ip() => a,
             _ => listen,
         };
-        let access = access_sink(&self.access_log)?;
+        let access = access_sink(&self.access_log, self.reads.clone())?;
         let (size, sha256) = (file.size, file.sha256.clone());
         let running = serve::start(file, addr, advertise, tls, Some(access)).await?;
         let source = IsoSource {
@@ -141,10 +170,19 @@ pub(super) async fn iso_source(
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
-    let earlier = recorded_source(&cx.run.boot_file());
-    server
+    // The published record, else the ledger's (a boot stage that failed published nothing, and
+    // its BMCs hold that URL all the same).
+    let earlier = recorded_source(&cx.run.boot_file())
+        .or_else(|| recorded_source(&cx.run.iso_server_ledger()));
+    let source = server
         .serve(file, listen, site.advertise.as_deref(), tls, earlier)
-        .await
+        .await?;
+    let ledger = cx.run.iso_server_ledger();
+    if let Some(dir) = ledger.parent() {
+        fs_err::create_dir_all(dir)?;
+    }
+    crate::fs::write_json(&ledger, &source)?;
+    Ok(source)
 }
 
 /// Serves the ISO again for a stage after boot (the wait), at the address the boot stage
@@ -178,8 +216,9 @@ fn recorded_source(path: &Path) -> Option<IsoSource> {
     serde_json::from_slice(&fs_err::read(path).ok()?).ok()
 }
 
-/// Appends each answer to the access log (`TIME PEER METHOD PATH ... -> STATUS (BYTES)`).
-fn access_sink(path: &Path) -> Result<AccessSink> {
+/// Appends each answer to the access log (`TIME PEER METHOD PATH ... -> STATUS (BYTES)`) and
+/// notes each read in `reads`.
+fn access_sink(path: &Path, reads: IsoReads) -> Result<AccessSink> {
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
@@ -189,6 +228,7 @@ fn access_sink(path: &Path) -> Result<AccessSink> {
         .open(path)?;
     let file = Mutex::new(file);
     Ok(Arc::new(move |a: Access| {
+        reads.record(&a);
         if let Ok(mut f) = file.lock() {
             let _ = writeln!(f, "{} {a}", crate::install::state::now());
         }

@@ -108,7 +108,9 @@ impl StageWork for Wait {
     }
 }
 
-fn poll_interval() -> Duration {
+/// The interval of the wait's polls (and the boot stage's watch for each node's sign):
+/// [`POLL`], or [`POLL_ENV`] in tests.
+pub(super) fn poll_interval() -> Duration {
     std::env::var(POLL_ENV)
         .ok()
         .and_then(|v| v.parse().ok())
