@@ -281,6 +281,69 @@ mod tests {
         }
     }
 
+    /// A BMC that cannot be reached fails its node, not the others: its record says why and
+    /// is written, and the stage's error names the node, its BMC and the fix (a node that still
+    /// holds the ISO may boot it again), after the nodes that were ejected.
+    #[tokio::test]
+    async fn an_unreachable_bmc_fails_the_stage_naming_the_node_its_bmc_and_the_fix() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let address = format!("http://127.0.0.1:{port}");
+        let target = BmcTarget {
+            node: "master-1".to_string(),
+            index: 1,
+            endpoint: redfish::Endpoint {
+                address: address.clone(),
+                credentials: None,
+                trust: redfish::Trust::Insecure,
+            },
+            identity: redfish::NodeIdentity {
+                macs: Vec::new(),
+                uuid: None,
+            },
+            trust: "none".to_string(),
+            credentials_ref: None,
+            vendor: None,
+        };
+        let lines = NodeLines::new("wait", &[]);
+        let mut failed = NodeMedia {
+            node: "master-1".to_string(),
+            bmc: address.clone(),
+            ..Default::default()
+        };
+        eject_node(&target, &lines, &mut failed).await;
+        assert!(failed.ejected_at.is_none(), "{failed:?}");
+        assert!(failed.error.is_some(), "{failed:?}");
+        let mut ok = NodeMedia {
+            node: "master-0".to_string(),
+            at: "t".to_string(),
+            ..Default::default()
+        };
+        judge(&mut ok);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let mut log = StageLog::open(&tmp.path().join("wait.log"), Vec::new()).unwrap();
+        let out = tmp.path().join("wait");
+        let e = record(&[ok, failed], &out, &mut log)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 of 2 nodes may still hold the ISO"), "{e}");
+        assert!(e.contains(&format!("master-1 (BMC {address}): ")), "{e}");
+        assert!(!e.contains("master-0"), "{e}");
+        assert!(e.ends_with(FIX), "{e}");
+        let written: MediaRecord =
+            serde_json::from_slice(&fs_err::read(out.join(MEDIA_FILE)).unwrap()).unwrap();
+        let outcome: Vec<(&str, bool)> = written
+            .nodes
+            .iter()
+            .map(|n| (n.node.as_str(), n.ejected_at.is_some()))
+            .collect();
+        assert_eq!(outcome, [("master-0", true), ("master-1", false)]);
+    }
+
     /// iDRAC keeps `Inserted` after an eject it did: recorded as such and not a failure; a
     /// refusal is a failure that names the device and the BMC's words.
     #[test]
