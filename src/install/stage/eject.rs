@@ -78,6 +78,17 @@ pub fn booted(inv: &Inventory, run: &RunDir) -> Vec<String> {
         .collect()
 }
 
+/// Whether the boot stage entered a reset for any node (a ledger entry is there), read
+/// without the inventory.
+pub fn any_booted(run: &RunDir) -> bool {
+    let Some(dir) = run.boot_ledger("_").parent().map(Path::to_path_buf) else {
+        return false;
+    };
+    fs_err::read_dir(dir).is_ok_and(|mut entries| {
+        entries.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+    })
+}
+
 /// Ejects the media of `nodes` (their BMCs as the boot stage reaches them), at most
 /// `parallel` at once, each node's progress on `lines`; one record per node, in order.
 pub async fn eject_all(

@@ -69,7 +69,7 @@ impl StageWork for Wait {
             ))?;
         }
         // Only the order of the live lines: the watch names the hosts it sees itself.
-        let inv = crate::inventory::load(&cx.inventory).ok();
+        let inv = crate::inventory::load(&cx.inventory);
         let nodes: Vec<String> = inv
             .as_ref()
             .map(|inv| inv.nodes.nodes.iter().map(|n| n.hostname.clone()).collect())
@@ -90,11 +90,17 @@ impl StageWork for Wait {
         crate::fs::write_json(&out.join(WAIT_FILE), &result)?;
         // Installed: the media out, so a later reboot boots the disk.
         let booted = match &inv {
-            Some(inv) => eject::booted(inv, &cx.run),
-            None => Vec::new(),
+            Ok(inv) => eject::booted(inv, &cx.run),
+            Err(e) if eject::any_booted(&cx.run) => {
+                view.finish();
+                anyhow::bail!(
+                    "the cluster is installed, but the inventory does not load ({e}), so the virtual media of the nodes bootstrap booted were not ejected and a node may boot the ISO again at its next reboot: correct the inventory, then rerun `bootstrap install`: the wait stage sees the cluster installed at once and ejects them; or eject them in the BMCs' UIs"
+                );
+            }
+            Err(_) => Vec::new(),
         };
         let ejected = match (&inv, booted.is_empty()) {
-            (Some(inv), false) => handle.block_on(eject::eject_all(
+            (Ok(inv), false) => handle.block_on(eject::eject_all(
                 inv,
                 &booted,
                 &view.lines,
