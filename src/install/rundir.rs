@@ -11,7 +11,7 @@
 //! RUN/iso/                 iso: work/ (the installer's directory: agent.x86_64.iso, rendezvousIP,
 //!                          auth/, its state file and whatever else it leaves there), iso.json
 //! RUN/boot/                boot: NODE.json per node (checks, steps, BMC calls), boot.json
-//! RUN/wait/                wait: result.json
+//! RUN/wait/                wait: result.json, media.json (the virtual media ejected after it)
 //! RUN/prep/                prep: facts/NODE.json, NODE.json (verdicts), prep.json,
 //!                          ansible-inventory.yaml, pinned_known_hosts
 //! RUN/handoff/             handoff: applied.json, handoff.json
@@ -65,10 +65,12 @@ pub const TRUST_BUNDLE_FILE: &str = "trust-bundle.pem";
 pub const BOOT_DIR: &str = "boot";
 /// Where the BMCs fetch the ISO (in the boot folder).
 pub const BOOT_FILE: &str = "boot.json";
-/// The wait stage's folder: [`WAIT_FILE`].
+/// The wait stage's folder: [`WAIT_FILE`], [`MEDIA_FILE`].
 pub const WAIT_DIR: &str = "wait";
 /// The cluster's and hosts' last status, the times, the events seen (in the wait folder).
 pub const WAIT_FILE: &str = "result.json";
+/// Each booted node's virtual media ejected after the install (in the wait folder).
+pub const MEDIA_FILE: &str = "media.json";
 /// The prep stage's folder: `NODE.json` (verdicts), [`FACTS_DIR`], [`PREP_FILE`],
 /// [`ANSIBLE_INVENTORY_FILE`], [`PINNED_KNOWN_HOSTS_FILE`].
 pub const PREP_DIR: &str = "prep";
@@ -122,6 +124,7 @@ fn file_patterns() -> Vec<String> {
         format!("{ISO_DIR}/{TRUST_BUNDLE_FILE}"),
         format!("{BOOT_DIR}/*.json"),
         format!("{WAIT_DIR}/{WAIT_FILE}"),
+        format!("{WAIT_DIR}/{MEDIA_FILE}"),
         format!("{PREP_DIR}/{FACTS_DIR}/*.json"),
         format!("{PREP_DIR}/*.json"),
         format!("{PREP_DIR}/{ANSIBLE_INVENTORY_FILE}"),

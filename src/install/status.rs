@@ -1,9 +1,12 @@
 //! `bootstrap install status --run DIR`: the stages as `state.json` records them, read without
 //! the lock (a run may be going on). A stage recorded `running` whose process is gone is shown
-//! as interrupted, as the next run will treat it.
+//! as interrupted, as the next run will treat it. Each node the boot stage recorded is shown
+//! with whether the wait stage ejected its virtual media after the install (`wait/media.json`,
+//! or the staged one of a wait attempt that failed since).
 
 use super::lock::read_holder;
-use super::rundir::{RunDir, BOOT_DIR, BOOT_FILE, STATE_FILE};
+use super::rundir::{RunDir, BOOT_DIR, BOOT_FILE, MEDIA_FILE, STATE_FILE, WAIT_DIR};
+use super::stage::eject::MediaRecord;
 use super::stage::Stage;
 use super::state::{RunState, Status};
 use anyhow::Result;
@@ -61,6 +64,82 @@ pub struct NodeBoot {
     pub outcome: String,
     /// Why it failed.
     pub error: Option<String>,
+    /// Its virtual media after the install; none until the wait stage has handled it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media: Option<MediaStatus>,
+}
+
+/// A node's virtual media as the wait stage left them after the install.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MediaStatus {
+    /// True when they were ejected (or held nothing).
+    pub ejected: bool,
+    /// When.
+    pub at: Option<String>,
+    /// What was done, or why they may still be inserted.
+    pub detail: String,
+}
+
+impl fmt::Display for MediaStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.ejected {
+            true => write!(
+                f,
+                "media ejected {}",
+                self.at.as_deref().unwrap_or_default()
+            ),
+            false => write!(f, "media still inserted: {}", self.detail),
+        }
+    }
+}
+
+/// Each node's media as the wait stage recorded them, by node: the staged record of a wait
+/// attempt that failed (the newest: a run clears the staging folder when it starts), else the
+/// published one; empty when the wait stage has not reached the nodes. A record that cannot be
+/// read is said so for `nodes`.
+fn media(dir: &RunDir, nodes: &[String]) -> std::collections::BTreeMap<String, MediaStatus> {
+    let rel = Path::new(WAIT_DIR).join(MEDIA_FILE);
+    let staged = dir.staging().join(&rel);
+    let path = match staged.is_file() {
+        true => staged,
+        false => dir.root().join(&rel),
+    };
+    let bytes = match fs_err::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Default::default(),
+        Err(e) => return unreadable(nodes, &format!("{e}")),
+    };
+    let record: MediaRecord = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => return unreadable(nodes, &format!("{} cannot be read: {e}", path.display())),
+    };
+    record
+        .nodes
+        .into_iter()
+        .map(|n| {
+            let status = MediaStatus {
+                ejected: n.ejected_at.is_some() && n.error.is_none(),
+                at: n.ejected_at.or(Some(n.at)),
+                detail: n.error.unwrap_or(n.outcome),
+            };
+            (n.node, status)
+        })
+        .collect()
+}
+
+fn unreadable(nodes: &[String], why: &str) -> std::collections::BTreeMap<String, MediaStatus> {
+    nodes
+        .iter()
+        .map(|n| {
+            let status = MediaStatus {
+                ejected: false,
+                at: None,
+                detail: format!("unknown: {why}"),
+            };
+            (n.clone(), status)
+        })
+        .collect()
 }
 
 /// The boot stage's node records, by name; none when the stage has not run. A record that
@@ -100,9 +179,21 @@ fn boot_nodes(dir: &RunDir) -> Vec<NodeBoot> {
                     None => format!("{} cannot be read", path.display()),
                 },
                 error: text("error"),
+                media: None,
             }
         })
         .collect()
+}
+
+/// The boot stage's node records with each node's media after the install.
+fn nodes(dir: &RunDir) -> Vec<NodeBoot> {
+    let mut nodes = boot_nodes(dir);
+    let names: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
+    let mut media = media(dir, &names);
+    for n in &mut nodes {
+        n.media = media.remove(&n.node);
+    }
+    nodes
 }
 
 /// Reads `run`'s state; an error when it has none.
@@ -149,7 +240,7 @@ pub fn status(run: &Path) -> Result<StatusReport> {
         inventory: state.inventory,
         running: holder,
         stages,
-        nodes: boot_nodes(&dir),
+        nodes: nodes(&dir),
     })
 }
 
@@ -206,8 +297,11 @@ impl fmt::Display for StatusReport {
         for n in &self.nodes {
             let vendor = n.vendor.as_deref().unwrap_or("vendor not read");
             write!(f, "node {}: {vendor}: {}", n.node, n.outcome)?;
-            match &n.error {
-                Some(e) => writeln!(f, ": {e}")?,
+            if let Some(e) = &n.error {
+                write!(f, ": {e}")?;
+            }
+            match &n.media {
+                Some(m) => writeln!(f, "; {m}")?,
                 None => writeln!(f)?,
             }
         }
@@ -246,6 +340,108 @@ mod tests {
         assert!(text.contains("node master-0: dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected): powered on"), "{text}");
         assert!(
             text.contains("node master-1: vendor not read: ") && text.contains("cannot be read"),
+            "{text}"
+        );
+    }
+
+    fn booted_run() -> tempfile::TempDir {
+        let tmp = tempfile::tempdir().unwrap();
+        let boot = tmp.path().join(BOOT_DIR);
+        fs_err::create_dir_all(&boot).unwrap();
+        for node in ["master-0", "master-1"] {
+            fs_err::write(
+                boot.join(format!("{node}.json")),
+                format!(r#"{{"node": "{node}", "outcome": "powered on"}}"#),
+            )
+            .unwrap();
+        }
+        tmp
+    }
+
+    fn report(nodes: Vec<NodeBoot>) -> String {
+        StatusReport {
+            run: "r".into(),
+            inventory: "i".into(),
+            running: None,
+            stages: Vec::new(),
+            nodes,
+        }
+        .to_string()
+    }
+
+    /// After the install each node says whether its virtual media were ejected, from
+    /// `wait/media.json`; the staged record of a wait attempt that failed since wins; before
+    /// the wait stage reached them nothing is said, as before.
+    #[test]
+    fn status_says_per_node_whether_the_media_were_ejected_after_the_install() {
+        let tmp = booted_run();
+        let dir = RunDir::new(tmp.path());
+        let before = nodes(&dir);
+        assert!(before.iter().all(|n| n.media.is_none()), "{before:?}");
+        assert!(!report(before).contains("media"));
+        let wait = tmp.path().join(WAIT_DIR);
+        fs_err::create_dir_all(&wait).unwrap();
+        fs_err::write(
+            wait.join(MEDIA_FILE),
+            r#"{"nodes": [
+                {"node": "master-0", "bmc": "https://b0", "at": "2026-01-01T00:00:00Z", "ejectedAt": "2026-01-01T00:00:00Z", "devices": [], "outcome": "media ejected (1 CD/DVD)"},
+                {"node": "master-1", "bmc": "https://b1", "at": "2026-01-01T00:00:01Z", "devices": [], "outcome": "media may still be inserted", "error": "connecting to https://b1: timed out"}
+            ]}"#,
+        )
+        .unwrap();
+        let found = nodes(&dir);
+        assert_eq!(
+            found[0].media,
+            Some(MediaStatus {
+                ejected: true,
+                at: Some("2026-01-01T00:00:00Z".into()),
+                detail: "media ejected (1 CD/DVD)".into()
+            })
+        );
+        let json = serde_json::to_value(&found[1]).unwrap();
+        assert_eq!(json["media"]["ejected"], false, "{json}");
+        let text = report(found);
+        assert!(
+            text.contains(
+                "node master-0: vendor not read: powered on; media ejected 2026-01-01T00:00:00Z"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("node master-1: vendor not read: powered on; media still inserted: connecting to https://b1: timed out"),
+            "{text}"
+        );
+        // A failed attempt since: its staged record is the newer.
+        let staged = dir.staging().join(WAIT_DIR);
+        fs_err::create_dir_all(&staged).unwrap();
+        fs_err::write(
+            staged.join(MEDIA_FILE),
+            r#"{"nodes": [{"node": "master-0", "bmc": "b", "at": "t2", "outcome": "media may still be inserted", "error": "refused"}]}"#,
+        )
+        .unwrap();
+        let found = nodes(&dir);
+        assert_eq!(found[0].media.as_ref().map(|m| m.ejected), Some(false));
+        assert!(found[1].media.is_none(), "{found:?}");
+    }
+
+    /// A media record that is not what the wait stage writes is said so on every node, not a
+    /// panic and not taken for "ejected".
+    #[test]
+    fn a_corrupt_media_record_is_said_so_per_node() {
+        let tmp = booted_run();
+        let wait = tmp.path().join(WAIT_DIR);
+        fs_err::create_dir_all(&wait).unwrap();
+        fs_err::write(wait.join(MEDIA_FILE), "{\"nodes\": [{\"node\"").unwrap();
+        let found = nodes(&RunDir::new(tmp.path()));
+        assert_eq!(found.len(), 2);
+        for n in &found {
+            let m = n.media.as_ref().unwrap();
+            assert!(!m.ejected);
+            assert!(m.detail.contains("media.json cannot be read"), "{m:?}");
+        }
+        let text = report(found);
+        assert!(
+            text.contains("master-1: vendor not read: powered on; media still inserted: unknown: "),
             "{text}"
         );
     }

@@ -16,6 +16,7 @@ use super::{members, string, strings, Client, SystemInfo, VirtualMedia};
 
 /// A virtual CD/DVD [`Client::eject_cds`] ejected.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Ejected {
     /// The device's path.
     pub path: String,

@@ -441,11 +441,13 @@ fn a_node_that_boots_the_iso_again_fails_the_wait_at_once_naming_it_and_the_fix(
 /// vendor and takes its path (Dell's OEM import, SuperMicro's UsbCd and bare InsertMedia), so
 /// every machine really boots the ISO (the emulator behind each front holds the virtual CD; the
 /// simulated install needs all three) and the install completes, with one reset per node; each
-/// node's boot record names the vendor and profile.
+/// node's boot record names the vendor and profile. After the install the wait stage has
+/// ejected every node's virtual media (each BMC reads no CD inserted, `install status` says
+/// ejected per node), and a rerun of the wait stage ejects again harmlessly.
 #[test]
 fn a_dell_a_supermicro_and_a_generic_bmc_each_boot_the_iso_with_one_reset() {
     let lab = Lab::new();
-    site_bmcs(&lab);
+    let bases = site_bmcs(&lab);
     let state = lab.dir.path().join("site");
     let (site, _) = SiteLab::up(
         &lab.inventory,
@@ -472,6 +474,93 @@ fn a_dell_a_supermicro_and_a_generic_bmc_each_boot_the_iso_with_one_reset() {
     }
     let resets = site.resets();
     assert!(resets.iter().all(|(_, n)| *n == 1), "{resets:?}");
+    // The cluster installed, the wait stage ejected every node's virtual media (through the
+    // Dell and SuperMicro fronts and the plain emulator alike), so a later reboot boots the
+    // disk: no CD/DVD of any emulator reads inserted, and `install status` says so per node.
+    let ca = lab.inventory.join("secrets/bmc-ca.pem");
+    for (i, base) in bases.iter().enumerate() {
+        let node = format!("master-{i}");
+        let cds = virtual_cds(base, &node, &ca);
+        assert!(!cds.is_empty(), "{node}: no virtual CD found");
+        for cd in cds {
+            assert_eq!(cd["Inserted"], false, "{node}: {cd}");
+        }
+    }
+    // Each node's record names the ISO it held, ejected without a refusal.
+    let url = support::run::json(&run.join("boot/boot.json"))["url"].clone();
+    let media = support::run::json(&run.join("wait/media.json"));
+    assert_eq!(media["nodes"].as_array().unwrap().len(), 3, "{media}");
+    for n in media["nodes"].as_array().unwrap() {
+        assert!(n["ejectedAt"].is_string() && n["error"].is_null(), "{n}");
+        let devices = n["devices"].as_array().unwrap();
+        assert!(!devices.is_empty(), "{n}");
+        for d in devices {
+            assert_eq!(d["image"], url, "{n}");
+            assert!(d["refused"].is_null() && d["readsInserted"] == false, "{n}");
+        }
+    }
+    let status: Value = serde_json::from_str(&String::from_utf8_lossy(
+        &support::run::command(&[
+            "install",
+            "status",
+            "--run",
+            run.to_str().unwrap(),
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap()
+        .stdout,
+    ))
+    .unwrap();
+    let nodes = status["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{status}");
+    for n in nodes {
+        assert_eq!(n["media"]["ejected"], true, "{n}");
+    }
+    // A rerun of the wait stage finds the cluster installed at once and ejects again,
+    // harmlessly: nothing is inserted, nothing fails.
+    let o = install(&lab, &["--from", "wait", "--until", "wait"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let media = support::run::json(&run.join("wait/media.json"));
+    for n in media["nodes"].as_array().unwrap() {
+        assert!(n["ejectedAt"].is_string(), "{n}");
+        assert_eq!(n["devices"], serde_json::json!([]), "{n}");
+    }
+}
+
+/// Every virtual CD/DVD a lab BMC shows, under its System and its Managers.
+fn virtual_cds(base: &str, node: &str, ca: &Path) -> Vec<Value> {
+    let system = redfish(base, &format!("/redfish/v1/Systems/{node}"), ca);
+    let mut collections: Vec<String> = system["VirtualMedia"]["@odata.id"]
+        .as_str()
+        .map(str::to_string)
+        .into_iter()
+        .collect();
+    for m in system["Links"]["ManagedBy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let manager = redfish(base, m["@odata.id"].as_str().unwrap(), ca);
+        if let Some(c) = manager["VirtualMedia"]["@odata.id"].as_str() {
+            collections.push(c.to_string());
+        }
+    }
+    let mut cds = Vec::new();
+    for c in collections {
+        let media = redfish(base, &c, ca);
+        for m in media["Members"].as_array().into_iter().flatten() {
+            let vm = redfish(base, m["@odata.id"].as_str().unwrap(), ca);
+            let types = vm["MediaTypes"].to_string();
+            if types.contains("CD") || types.contains("DVD") {
+                cds.push(vm);
+            }
+        }
+    }
+    cds
 }
 
 /// Issue 27 point 7: a node that restarted without booting the ISO is a failure, never a

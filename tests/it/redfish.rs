@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bootstrap::redfish::{
-    format_fingerprint, Client, Credentials, Endpoint, Options, Profile, RedfishError, ResetKind,
-    Trust, VendorWaits,
+    format_fingerprint, Client, Credentials, Ejected, Endpoint, Options, Profile, RedfishError,
+    ResetKind, Trust, VendorWaits,
 };
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -250,6 +250,79 @@ fn insert_media_adds_transfer_protocol_type_when_the_bmc_answers_action_paramete
     assert_eq!(inserts[1].status, 204);
     assert_eq!(inserts[1].body["TransferProtocolType"], "HTTP");
     assert!(bmc.fake.snapshot().inserted);
+}
+
+/// After the install every virtual CD holding an image is ejected (ironic `redfish/boot.py`
+/// `_eject_vmedia`), under the manager (iDRAC before 6.00.02) as under the system: each device
+/// reported with its image, no refusal, reading not inserted after; a second pass finds
+/// nothing inserted and sends no eject, so a rerun of the wait stage is harmless.
+#[test]
+fn eject_cds_ejects_the_manager_cd_and_reports_it_and_a_second_pass_sends_nothing() {
+    let bmc = start(Switches {
+        media_under: MediaUnder::Manager,
+        inserted: Some(ISO.to_string()),
+        ..Switches::default()
+    });
+    let (first, second) = run(async {
+        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
+        let sys = c.system().await.unwrap();
+        let first = c.eject_cds(&sys).await.unwrap();
+        let second = c.eject_cds(&sys).await.unwrap();
+        c.logout().await;
+        (first, second)
+    });
+    assert_eq!(
+        first,
+        vec![Ejected {
+            path: MANAGER_CD.to_string(),
+            image: Some(ISO.to_string()),
+            refused: None,
+            reads_inserted: false,
+        }]
+    );
+    assert_eq!(second, Vec::new());
+    let s = bmc.fake.snapshot();
+    assert!(!s.inserted && s.image.is_none(), "{s:?}");
+    let eject = format!("{MANAGER_CD}/Actions/VirtualMedia.EjectMedia");
+    assert_eq!(bmc.fake.count("POST", &eject), 1);
+}
+
+/// An iDRAC 10 with images in both system members (1, the one it boots, and 2, which accepts
+/// an image and never boots it): both are ejected and reported, in the collection's order.
+#[test]
+fn eject_cds_ejects_every_system_member_holding_an_image() {
+    let bmc = start(Switches {
+        vendor: FakeVendor::Idrac10,
+        inserted: Some(ISO.to_string()),
+        ..Switches::default()
+    });
+    let other = "http://10.30.0.9/other.iso";
+    let (ejected, member2) = run(async {
+        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
+        let sys = c.system().await.unwrap();
+        // The generic profile takes the first member with a CD: member 2 on iDRAC 10.
+        let vm2 = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
+        c.insert_media(&vm2, other).await.unwrap();
+        let ejected = c.eject_cds(&sys).await.unwrap();
+        let member2 = c.virtual_cd(&sys, &Profile::generic()).await.unwrap();
+        c.logout().await;
+        (ejected, member2)
+    });
+    let paths: Vec<(&str, Option<&str>, bool)> = ejected
+        .iter()
+        .map(|e| (e.path.as_str(), e.image.as_deref(), e.reads_inserted))
+        .collect();
+    let slot2 = format!("{SYSTEM}/VirtualMedia/2");
+    assert_eq!(
+        paths,
+        vec![
+            (slot2.as_str(), Some(other), false),
+            (SYSTEM_CD, Some(ISO), false)
+        ]
+    );
+    assert!(ejected.iter().all(|e| e.refused.is_none()), "{ejected:?}");
+    assert!(!bmc.fake.snapshot().inserted);
+    assert!(!member2.inserted && member2.image.is_none(), "{member2:?}");
 }
 
 /// A BMC that also names TransferMethod gets `Stream` on the next try; a device without the

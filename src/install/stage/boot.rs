@@ -121,7 +121,7 @@ impl StageWork for Boot {
         let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
         let bmc_ips = handle.block_on(own_bmc_ips(&plans));
         let lines = NodeLines::new("boot", &names);
-        let parallel = inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize;
+        let parallel = parallel(&inv);
         let mut results = handle.block_on(boot_all(
             plans,
             &source,
@@ -147,6 +147,12 @@ impl StageWork for Boot {
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         super::inputs::inventory_secrets(&cx.inventory)
     }
+}
+
+/// Nodes worked on at once (booted here, their media ejected after the install):
+/// `boot.parallel`, else [`DEFAULT_PARALLEL`].
+pub(super) fn parallel(inv: &Inventory) -> usize {
+    inv.site.boot.parallel.unwrap_or(DEFAULT_PARALLEL).max(1) as usize
 }
 
 fn nodes(n: usize) -> &'static str {

@@ -5,6 +5,7 @@
 //! work into a staging folder that the runner publishes whole only when the stage succeeded.
 
 mod boot;
+pub mod eject;
 mod evidence;
 pub mod handoff;
 mod inputs;

@@ -3,13 +3,19 @@
 //! rendezvous IP, the watcher token of the installer's state file and `auth/kubeconfig`. It
 //! shows one live line per host and every message of the watch, keeps them in its log, and
 //! remembers what was shown in `RUN/cache/wait.json`, so a rerun does not show it again. A
-//! rerun simply waits again: this stage never touches a BMC (it only serves the ISO again, at
-//! the address the boot stage recorded, when a resumed run does not serve it yet).
+//! rerun simply waits again (it serves the ISO again, at the address the boot stage recorded,
+//! when a resumed run does not serve it yet).
+//!
+//! Once the cluster is installed, the virtual media of every node the boot stage booted are
+//! ejected ([`super::eject`]), so a later reboot boots the disk: each node checked to be the
+//! one meant, on the same live lines. This is the only time the stage touches a BMC; a rerun
+//! sees the cluster installed at once and ejects again, harmlessly. A node whose media may
+//! still be inserted fails the stage, naming it, its BMC and the fix.
 //!
 //! `wait/result.json` records the final cluster status, each host's last stage, the times and
-//! the events seen.
+//! the events seen; `wait/media.json` each booted node's media ejected.
 
-use super::{Inputs, IsoServer, StageContext, StageWork, WaitLimits};
+use super::{eject, Inputs, IsoServer, StageContext, StageWork, WaitLimits};
 use crate::install::log::StageLog;
 use crate::install::rundir::{InstallerDir, ISO_DIR, ISO_FILE, WAIT_DIR, WAIT_FILE};
 use crate::openshift::assisted::ApiError;
@@ -63,29 +69,63 @@ impl StageWork for Wait {
             ))?;
         }
         // Only the order of the live lines: the watch names the hosts it sees itself.
-        let nodes: Vec<String> = crate::inventory::load(&cx.inventory)
+        let inv = crate::inventory::load(&cx.inventory);
+        let nodes: Vec<String> = inv
+            .as_ref()
             .map(|inv| inv.nodes.nodes.iter().map(|n| n.hostname.clone()).collect())
             .unwrap_or_default();
         let mut view = StageView::new(log, &nodes);
         let result = handle.block_on(watch.run(&cx.cancel, &mut view));
-        view.finish();
-        let result = result.map_err(|e| match e.downcast_ref::<ApiError>() {
-            Some(ApiError::Refused { .. }) => e.context(format!(
-                "the rendezvous host refuses the watcher token of {}: did the nodes boot the ISO this run's iso stage made?",
-                InstallerDir::in_iso(Path::new(ISO_DIR)).state().display()
-            )),
-            _ => e,
+        let result = result.map_err(|e| {
+            view.finish();
+            match e.downcast_ref::<ApiError>() {
+                Some(ApiError::Refused { .. }) => e.context(format!(
+                    "the rendezvous host refuses the watcher token of {}: did the nodes boot the ISO this run's iso stage made?",
+                    InstallerDir::in_iso(Path::new(ISO_DIR)).state().display()
+                )),
+                _ => e,
+            }
         })?;
         fs_err::create_dir_all(out)?;
         crate::fs::write_json(&out.join(WAIT_FILE), &result)?;
+        // Installed: the media out, so a later reboot boots the disk.
+        let booted = match &inv {
+            Ok(inv) => eject::booted(inv, &cx.run),
+            Err(e) if eject::any_booted(&cx.run) => {
+                view.finish();
+                anyhow::bail!(
+                    "the cluster is installed, but the inventory does not load ({e}), so the virtual media of the nodes bootstrap booted were not ejected and a node may boot the ISO again at its next reboot: correct the inventory, then rerun `bootstrap install`: the wait stage sees the cluster installed at once and ejects them; or eject them in the BMCs' UIs"
+                );
+            }
+            Err(_) => Vec::new(),
+        };
+        let ejected = match (&inv, booted.is_empty()) {
+            (Ok(inv), false) => handle.block_on(eject::eject_all(
+                inv,
+                &booted,
+                &view.lines,
+                cx.cancel.clone(),
+            )),
+            _ => Ok(Vec::new()),
+        };
+        view.finish();
+        let ejected = ejected?;
+        if booted.is_empty() {
+            log.line(
+                "no node was booted by bootstrap (no boot ledger): no virtual media to eject",
+            )?;
+        } else {
+            eject::record(&ejected, out, log)?;
+        }
         Ok(format!(
-            "cluster {} installed{}",
+            "cluster {} installed{}{}",
             result.cluster.as_ref().map_or("", |c| c.name.as_str()),
             result
                 .console
                 .as_ref()
                 .map(|c| format!(", console https://{c}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            eject::detail(&ejected)
         ))
     }
 

@@ -90,6 +90,15 @@ impl State {
                 };
                 reply(204, Value::Null)
             }
+            // iDRAC 10's member 2 ejects like member 1 (ironic `redfish/boot.py`
+            // `_eject_vmedia` ejects every member holding an image).
+            ("POST", p)
+                if self.second_cd()
+                    && p == format!("{SYSTEM}/VirtualMedia/2/Actions/VirtualMedia.EjectMedia") =>
+            {
+                self.slot2 = Slot::default();
+                reply(204, Value::Null)
+            }
             ("POST", p)
                 if p == format!("{}/Actions/VirtualMedia.EjectMedia", self.cd_path())
                     && self.sw.media_actions =>
