@@ -171,7 +171,10 @@ fn three_nodes_boot_and_the_wait_survives_kill_9_without_a_second_reset() {
             "{result}"
         );
         assert!(
-            result["evidence"].as_str().unwrap().contains("agent registered"),
+            result["evidence"]
+                .as_str()
+                .unwrap()
+                .contains("agent registered"),
             "{result}"
         );
         assert_eq!(result["reset"], "On", "{result}");
@@ -604,7 +607,10 @@ fn a_node_that_booted_something_else_fails_naming_the_vendor_fix() {
     for node in ["master-0", "master-2"] {
         let r = support::run::json(&run.join(format!(".staging/boot/{node}.json")));
         assert!(
-            r["evidence"].as_str().unwrap_or_default().contains("agent registered"),
+            r["evidence"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("agent registered"),
             "{r}"
         );
     }
@@ -629,15 +635,28 @@ fn a_node_that_booted_something_else_fails_naming_the_vendor_fix() {
 
     // Fixed: the Dell is detected, and booted through its OEM import; its agent proves it.
     lab.edit("nodes.yaml", &format!("{uuid}\n    vendor: generic"), uuid);
-    let o = install(&lab, &["--until", "boot", "--reboot", "master-1"])
-        .output()
-        .unwrap();
+    let o = install(
+        &lab,
+        &[
+            "--until",
+            "boot",
+            "--reboot",
+            "master-1",
+            "--boot-timeout",
+            "90s",
+        ],
+    )
+    .output()
+    .unwrap();
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     let m1 = support::run::json(&run.join("boot/master-1.json"));
     assert_eq!(m1["profile"]["name"], "dell-idrac9", "{m1}");
     assert!(
-        m1["evidence"].as_str().unwrap_or_default().contains("agent registered"),
+        m1["evidence"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("agent registered"),
         "{m1}"
     );
     let resets = site.resets();

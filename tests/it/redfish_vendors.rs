@@ -409,8 +409,12 @@ fn a_stale_inserted_image_of_our_url_is_ejected_and_inserted_again() {
         .filter(|r| r.method == "POST")
         .map(|r| r.path)
         .collect();
-    let eject = posts.iter().position(|p| p.ends_with("VirtualMedia.EjectMedia"));
-    let insert = posts.iter().position(|p| p.ends_with("VirtualMedia.InsertMedia"));
+    let eject = posts
+        .iter()
+        .position(|p| p.ends_with("VirtualMedia.EjectMedia"));
+    let insert = posts
+        .iter()
+        .position(|p| p.ends_with("VirtualMedia.InsertMedia"));
     assert!(
         matches!((eject, insert), (Some(e), Some(i)) if e < i),
         "{posts:?}"

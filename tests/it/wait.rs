@@ -105,6 +105,7 @@ impl LabInstall {
                     powered_on: true,
                     media: Some(self.iso_url.clone()),
                     boot_cd: true,
+                    boots: None,
                 })
                 .await
                 .unwrap();
@@ -509,6 +510,7 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
             powered_on: true,
             media: Some(iso_url.clone()),
             boot_cd: true,
+            boots: None,
         })
         .await
         .unwrap();

@@ -379,7 +379,13 @@ pub fn tail(path: &Path, n: usize) -> String {
 /// A `ForceOff` does not: the boot stage's power-off and power-on of a running node are one
 /// boot. A refused reset, a redirect and colour codes do not count.
 pub fn count_resets(log: &str) -> u32 {
-    const STARTS: [&str; 5] = ["On", "ForceOn", "ForceRestart", "GracefulRestart", "PowerCycle"];
+    const STARTS: [&str; 5] = [
+        "On",
+        "ForceOn",
+        "ForceRestart",
+        "GracefulRestart",
+        "PowerCycle",
+    ];
     let mut n = 0;
     for line in log.lines() {
         let line = strip_ansi(line);

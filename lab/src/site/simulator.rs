@@ -104,6 +104,11 @@ pub struct Observation {
     pub media: Option<String>,
     /// The boot override is `Cd`.
     pub boot_cd: bool,
+    /// How many times the machine has started, when the watcher knows (the emulator's reset
+    /// lines): a node then boots only at the first observation after a start, so a machine
+    /// already on that is merely given the ISO and the override does not boot it (a real one
+    /// would not until reset). `None`: each observation on, with the ISO and `Cd`, boots.
+    pub boots: Option<u32>,
 }
 
 /// The stages a host walks, with their percentage, as assisted-service reports them.
@@ -176,6 +181,8 @@ struct State {
     hosts: Vec<SimHost>,
     phase: Phase,
     events: Vec<Event>,
+    /// Each node's start count at its last observation ([`Observation::boots`]).
+    boots_seen: std::collections::HashMap<String, u32>,
 }
 
 /// The simulated site. Shared (`Arc`) between the stand-ins and the BMC-watching loop.
@@ -214,6 +221,7 @@ impl Simulator {
                 hosts: Vec::new(),
                 phase: Phase::Discovering,
                 events: Vec::new(),
+                boots_seen: Default::default(),
             }),
             rendezvous_gate: Gate::default(),
             api_gate: Gate::default(),
@@ -256,6 +264,16 @@ impl Simulator {
     /// What the BMC loop saw of a node. A node powered on from an inserted ISO with the boot
     /// override on Cd boots it: the ISO is fetched (once per URL) and the node registers.
     pub async fn observe(&self, o: Observation) -> Result<()> {
+        if let Some(boots) = o.boots {
+            // A start is judged at the first observation that shows the machine on after it
+            // (the emulator logs the reset a moment before its power state reads On).
+            let mut st = self.lock();
+            let last = st.boots_seen.entry(o.node.clone()).or_insert(0);
+            if boots <= *last || !o.powered_on {
+                return Ok(());
+            }
+            *last = boots;
+        }
         let Some(url) = o.media.as_ref().filter(|_| o.powered_on && o.boot_cd) else {
             return Ok(());
         };
@@ -897,6 +915,7 @@ mod tests {
                 powered_on,
                 media,
                 boot_cd,
+                boots: None,
             };
             sim.observe(o).await.unwrap();
         }
@@ -905,13 +924,43 @@ mod tests {
         let booting = Observation {
             node: "master-0".into(),
             powered_on: true,
-            media: url,
+            media: url.clone(),
             boot_cd: true,
+            boots: None,
         };
         let err = sim.observe(booting).await.unwrap_err();
         assert!(
             format!("{err:#}").contains("node master-0: reading the ISO at http://127.0.0.1:1/"),
             "{err:#}"
         );
+    }
+
+    /// With the machine's start count known, a machine already on that is merely given the ISO
+    /// and the `Cd` override does not boot it (a Dell's OEM import sets the override before the
+    /// reset): only the first observation after a start does, which then reads the ISO.
+    #[tokio::test]
+    async fn with_starts_known_only_a_start_boots_the_iso() {
+        let sim = Simulator::new(SimulatorConfig::default()).unwrap();
+        let seen = |boots| Observation {
+            node: "master-0".into(),
+            powered_on: true,
+            media: Some("http://127.0.0.1:1/agent.x86_64.iso".to_string()),
+            boot_cd: true,
+            boots: Some(boots),
+        };
+        // A start seen while the machine still reads Off waits for it to read On.
+        sim.observe(Observation {
+            powered_on: false,
+            ..seen(1)
+        })
+        .await
+        .unwrap();
+        sim.observe(seen(1)).await.unwrap_err();
+        // The same start seen again, and a machine on without a new start: nothing is read.
+        sim.observe(seen(1)).await.unwrap();
+        sim.observe(seen(1)).await.unwrap();
+        let err = sim.observe(seen(2)).await.unwrap_err();
+        assert!(format!("{err:#}").contains("reading the ISO"), "{err:#}");
+        assert!(sim.cluster().hosts.is_empty());
     }
 }

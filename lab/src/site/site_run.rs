@@ -201,6 +201,7 @@ fn targets(record: &SiteRecord) -> Result<Vec<Target>> {
             node: em.node.clone(),
             system_url: em.machine_system_url(),
             credentials: bmc::credentials(&inv, node)?.map(|c| (c.user, c.password)),
+            log: Some(em.log.clone()),
         });
     }
     Ok(targets)
@@ -255,6 +256,7 @@ pub async fn hand_over(
                     powered_on: o.powered_on,
                     media: o.media,
                     boot_cd: o.boot_cd,
+                    boots: o.boots,
                 };
                 if let Err(e) = sim.observe(seen).await {
                     tracing::warn!("simulator: {node}: {e:#}");

@@ -2,7 +2,10 @@
 //! firmware would act on it: by reading each emulator over Redfish, every ~500 ms per node, with
 //! plain GETs. The system (`PowerState`, `Boot.BootSourceOverrideTarget`/`Enabled`) and its
 //! CD/DVD virtual media (`Inserted`, `Image`), found by following links (the system's
-//! `VirtualMedia`, else its manager's), become an [`Observation`].
+//! `VirtualMedia`, else its manager's), become an [`Observation`]. What Redfish cannot show (a
+//! `ForceRestart` leaves `PowerState` On), the machine itself knows: that it started. That is
+//! read from the emulator's own log, where sushy-tools writes each reset it carried out
+//! ([`super::bmc::count_resets`]: those that start the machine), as [`Observation::boots`].
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -24,6 +27,10 @@ pub struct Observation {
     pub media: Option<String>,
     /// The boot override is `Cd` and not `Disabled` (sushy-tools always reports `Continuous`).
     pub boot_cd: bool,
+    /// How many times the machine has started (resets that start it, from the emulator's log;
+    /// `None` without a log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boots: Option<u32>,
 }
 
 /// One node's BMC as the watcher reads it.
@@ -35,6 +42,8 @@ pub struct Target {
     pub system_url: String,
     /// Basic credentials, when the BMC wants them.
     pub credentials: Option<(String, Secret)>,
+    /// The emulator's log, whose reset lines say when the machine started.
+    pub log: Option<std::path::PathBuf>,
 }
 
 /// How often each node is read.
@@ -57,6 +66,7 @@ async fn watch_one(http: &reqwest::Client, t: Target, tx: &mpsc::Sender<Observat
         target: &t,
         system: None,
         cd: None,
+        log: LogCount::default(),
     };
     let mut last_error = String::new();
     let mut tick = tokio::time::interval(PERIOD);
@@ -90,6 +100,35 @@ struct Reader<'a> {
     system: Option<reqwest::Url>,
     /// The CD/DVD virtual media member's URL once found.
     cd: Option<reqwest::Url>,
+    /// The boots counted in the emulator's log so far.
+    log: LogCount,
+}
+
+/// The starts counted in a growing log: read from where the last read stopped, whole lines only.
+#[derive(Default)]
+struct LogCount {
+    offset: u64,
+    boots: u32,
+}
+
+impl LogCount {
+    fn update(&mut self, path: &std::path::Path) -> u32 {
+        use std::io::{Read, Seek};
+        let Ok(mut f) = std::fs::File::open(path) else {
+            return self.boots;
+        };
+        if f.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
+            return self.boots;
+        }
+        let mut text = Vec::new();
+        if f.read_to_end(&mut text).is_err() {
+            return self.boots;
+        }
+        let whole = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        self.boots += super::bmc::count_resets(&String::from_utf8_lossy(&text[..whole]));
+        self.offset += whole as u64;
+        self.boots
+    }
 }
 
 impl Reader<'_> {
@@ -167,7 +206,11 @@ impl Reader<'_> {
             }
         };
         let media = self.get(&cd).await?;
-        Ok(observation(&self.target.node, &system, &media))
+        let mut o = observation(&self.target.node, &system, &media);
+        if let Some(log) = &self.target.log {
+            o.boots = Some(self.log.update(log));
+        }
+        Ok(o)
     }
 }
 
@@ -181,6 +224,7 @@ pub fn observation(node: &str, system: &Value, media: &Value) -> Observation {
         media: (media["Inserted"] == true && !image.is_empty()).then(|| image.to_string()),
         boot_cd: boot["BootSourceOverrideTarget"] == "Cd"
             && boot["BootSourceOverrideEnabled"] != "Disabled",
+        boots: None,
     }
 }
 

@@ -25,7 +25,7 @@
 //! model and firmware as the BMC reports them, or `bmc.vendor`); `RUN/boot/boot.json` says where
 //! the ISO was served.
 
-use super::evidence::{await_boots, Sources, Verdict, Watched};
+use super::evidence::{await_boots, Registrations, Sources, Verdict, Watched};
 use super::served::{iso_source, IsoReads, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
@@ -122,6 +122,15 @@ impl StageWork for Boot {
         let bmc_ips = handle.block_on(own_bmc_ips(&plans));
         let lines = NodeLines::new("boot", &names);
         let parallel = parallel(&inv);
+        // The rendezvous host's API is read from now on: a node's agent may register, and node 0
+        // move on, before the last node is through its reset.
+        let (registrations, watching) = {
+            let _enter = handle.enter();
+            Registrations::watch(
+                rendezvous_client(&cx.run.installer()).map_err(|e| format!("{e:#}")),
+                super::wait::poll_interval(),
+            )
+        };
         let mut results = handle.block_on(boot_all(
             plans,
             &source,
@@ -134,11 +143,13 @@ impl StageWork for Boot {
         handle.block_on(prove_boots(
             cx,
             &inv,
+            registrations,
             reads,
             &bmc_ips,
             &mut results,
             &lines,
         ));
+        watching.abort();
         lines.finish();
         record(&results, &source, out, log)?;
         Ok(detail(&results, &source))
@@ -268,9 +279,12 @@ fn rendezvous_node(inv: &Inventory) -> Option<(String, IpAddr)> {
         .nodes
         .iter()
         .find(|n| {
-            n.addresses
-                .iter()
-                .any(|a| a.ip.split('/').next().and_then(|i| i.parse::<IpAddr>().ok()) == Some(ip))
+            n.addresses.iter().any(|a| {
+                a.ip.split('/')
+                    .next()
+                    .and_then(|i| i.parse::<IpAddr>().ok())
+                    == Some(ip)
+            })
         })
         .map(|n| (n.hostname.clone(), ip))
 }
@@ -282,6 +296,7 @@ fn rendezvous_node(inv: &Inventory) -> Option<(String, IpAddr)> {
 async fn prove_boots(
     cx: &StageContext,
     inv: &Inventory,
+    registrations: Registrations,
     reads: Option<IsoReads>,
     bmc_ips: &BTreeMap<String, IpAddr>,
     results: &mut [NodeResult],
@@ -327,10 +342,8 @@ async fn prove_boots(
             .filter(|r| r.error.is_some())
             .map(|r| r.node.clone())
     });
-    let work = cx.run.installer();
-    let rest = rendezvous_client(&work).map_err(|e| format!("{e:#}"));
     let sources = Sources {
-        rest,
+        rest: registrations,
         rendezvous: node0.as_ref().map(|(_, ip)| *ip),
         reads,
     };

@@ -23,6 +23,7 @@ use crate::redfish::Profile;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::served::IsoReads;
@@ -57,10 +58,74 @@ pub(super) enum Verdict {
     Unconfirmed(String),
 }
 
+/// What the rendezvous host's API showed while the stage ran: it is read from before the first
+/// reset ([`Registrations::watch`]), because it answers only while node 0 runs the discovery
+/// ISO, and a late node's registration must not be missed when node 0 has moved on.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Registrations(Arc<Mutex<Seen>>);
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// Each host name seen, with what was seen first (`host ID, status`).
+    hosts: BTreeMap<String, String>,
+    /// The API answered at least once.
+    answered: bool,
+    /// The last answer, or why there was none.
+    last: String,
+}
+
+impl Registrations {
+    /// Polls `rest` every `poll` into the registrations, until the returned task is aborted.
+    pub fn watch(
+        rest: Result<assisted::Client, String>,
+        poll: Duration,
+    ) -> (Registrations, tokio::task::JoinHandle<()>) {
+        let regs = Registrations::default();
+        let task = {
+            let regs = regs.clone();
+            tokio::spawn(async move {
+                loop {
+                    let answer = match &rest {
+                        Ok(client) => client.clusters().await.map_err(|e| e.to_string()),
+                        Err(why) => Err(why.clone()),
+                    };
+                    if let Ok(mut seen) = regs.0.lock() {
+                        match answer {
+                            Ok(clusters) => {
+                                seen.answered = true;
+                                seen.last = "it answered".to_string();
+                                for h in clusters.into_iter().flat_map(|c| c.hosts) {
+                                    seen.hosts
+                                        .entry(h.requested_hostname.clone())
+                                        .or_insert_with(|| format!("host {}, {}", h.id, h.status));
+                                }
+                            }
+                            Err(why) => seen.last = why,
+                        }
+                    }
+                    tokio::time::sleep(poll).await;
+                }
+            })
+        };
+        (regs, task)
+    }
+
+    fn host(&self, name: &str) -> Option<String> {
+        self.0.lock().ok()?.hosts.get(name).cloned()
+    }
+
+    fn answered(&self) -> (bool, String) {
+        self.0
+            .lock()
+            .map(|s| (s.answered, s.last.clone()))
+            .unwrap_or_default()
+    }
+}
+
 /// Where evidence is looked for.
 pub(super) struct Sources {
-    /// The rendezvous host's API, when its address and token could be read (else why not).
-    pub rest: Result<assisted::Client, String>,
+    /// What the rendezvous host's API showed.
+    pub rest: Registrations,
     /// The rendezvous IP.
     pub rendezvous: Option<IpAddr>,
     /// The ISO server's reads, when bootstrap serves the ISO.
@@ -105,7 +170,6 @@ pub(super) async fn await_boots(
             ),
         );
     }
-    let mut rest_answered = false;
     loop {
         let pending: Vec<&Watched> = watched
             .iter()
@@ -114,23 +178,11 @@ pub(super) async fn await_boots(
         if pending.is_empty() || cancel.load(Ordering::SeqCst) {
             break;
         }
-        let (hosts, last_rest) = match &sources.rest {
-            Ok(client) => match client.clusters().await {
-                Ok(clusters) => {
-                    rest_answered = true;
-                    let hosts: Vec<_> = clusters.into_iter().flat_map(|c| c.hosts).collect();
-                    (hosts, "it answered".to_string())
-                }
-                Err(e) => (Vec::new(), e.to_string()),
-            },
-            Err(why) => (Vec::new(), why.clone()),
-        };
+        let (rest_answered, last_rest) = sources.rest.answered();
         for w in &pending {
-            if let Some(h) = hosts.iter().find(|h| h.requested_hostname == w.node) {
-                let verdict = Verdict::Booted(format!(
-                    "its agent registered with {rest_where} (host {}, {})",
-                    h.id, h.status
-                ));
+            if let Some(h) = sources.rest.host(&w.node) {
+                let verdict =
+                    Verdict::Booted(format!("its agent registered with {rest_where} ({h})"));
                 lines.set(&w.node, "booted the ISO: its agent registered");
                 verdicts.insert(w.node.clone(), verdict);
                 continue;
@@ -152,9 +204,10 @@ pub(super) async fn await_boots(
             }
         }
         // Past the bound: the rendezvous host first, as the others hang on it.
-        let node0_failed = verdicts
-            .iter()
-            .any(|(n, v)| matches!(v, Verdict::SomethingElse(_)) && watched.iter().any(|w| &w.node == n && w.rendezvous));
+        let node0_failed = verdicts.iter().any(|(n, v)| {
+            matches!(v, Verdict::SomethingElse(_))
+                && watched.iter().any(|w| &w.node == n && w.rendezvous)
+        });
         let undecided: Vec<&Watched> = watched
             .iter()
             .filter(|w| !verdicts.contains_key(&w.node))
@@ -183,16 +236,18 @@ pub(super) async fn await_boots(
                 );
                 continue;
             }
-            let fix = w
-                .profile
-                .as_ref()
-                .map_or_else(|| Profile::generic().wrong_boot_fix(), Profile::wrong_boot_fix);
+            let fix = w.profile.as_ref().map_or_else(
+                || Profile::generic().wrong_boot_fix(),
+                Profile::wrong_boot_fix,
+            );
             let seen = match w.rendezvous {
                 true => format!("{rest_where}'s API never answered ({last_rest})"),
                 false => format!("{rest_where} has no host {}", w.node),
             };
             let read = match (w.bmc_ip, &sources.reads) {
-                (Some(ip), Some(_)) => format!(", and its BMC ({ip}) did not read the ISO after the reset"),
+                (Some(ip), Some(_)) => {
+                    format!(", and its BMC ({ip}) did not read the ISO after the reset")
+                }
                 _ => String::new(),
             };
             verdicts.insert(
