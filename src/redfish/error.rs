@@ -187,6 +187,21 @@ pub enum RedfishError {
         /// What clears it.
         fix: &'static str,
     },
+    /// An answer larger than [`crate::redfish::ANSWER_MAX`]: refused without reading it whole,
+    /// and not retried (the same answer would come again).
+    #[error("BMC {bmc}: {method} {path}: the answer {size}, more than the {cap} bytes a Redfish answer may be; refused without reading further, and not retried. A Redfish document is a few KiB: the BMC's Redfish service is misbehaving, or something else answers at this address; check nodes[].bmc.address, reset the BMC (iDRAC: racadm racreset; iLO: Information > Diagnostics > Reset iLO) or update its firmware, then run bootstrap again")]
+    AnswerTooLarge {
+        /// The BMC host.
+        bmc: String,
+        /// HTTP method.
+        method: String,
+        /// Redfish path.
+        path: String,
+        /// What was seen of its size.
+        size: crate::redfish::AnswerSize,
+        /// The cap, in bytes.
+        cap: u64,
+    },
     /// A wait (task, power state, read-back) ran out.
     #[error("BMC {bmc}: {path}: {what} not done after {}s (last seen: {last})", .waited.as_secs())]
     Timeout {

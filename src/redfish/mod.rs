@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::RedfishError;
+pub use http::{AnswerSize, ANSWER_MAX};
 pub use media::Ejected;
 pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};
