@@ -486,7 +486,8 @@ impl Transport {
 
     /// A 202 with a Location is a task monitor: polled (Retry-After honoured, within
     /// `Options.task_timeout`) until it answers something else than 202 and its TaskState (or
-    /// Dell JobState) is final. A failed task is an error with its messages.
+    /// Dell JobState) is final. A failed task is an error with its messages; one still unfinished
+    /// when the bound runs out is [`RedfishError::TaskTimeout`] with its last state and message.
     pub async fn follow_task(
         &self,
         request_path: &str,
@@ -502,18 +503,21 @@ impl Transport {
         let what = format!("{method} {request_path}");
         let started = Instant::now();
         let mut wait = retry_after(&first).unwrap_or(self.opts.poll);
-        let mut last = "202 Accepted".to_string();
+        let mut last = ("202 Accepted".to_string(), None);
         loop {
-            if started.elapsed() + wait > self.opts.task_timeout {
-                return Err(RedfishError::Timeout {
+            // The last poll is made at the bound itself: a task may end just then.
+            let left = self.opts.task_timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(RedfishError::TaskTimeout {
                     bmc: self.bmc.clone(),
-                    path: location,
-                    what: format!("the task for {what}"),
-                    waited: started.elapsed(),
-                    last,
+                    task: location,
+                    what: what.into(),
+                    state: last.0,
+                    message: last.1,
+                    waited_secs: started.elapsed().as_secs(),
                 });
             }
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(wait.min(left)).await;
             let answer = self
                 .request(Method::GET, &location, None, None, Retry::Transient)
                 .await?;
@@ -538,10 +542,14 @@ impl Transport {
                 None if answer.status != 202 => return Ok(answer),
                 _ => {}
             }
-            last = match &state {
-                Some(s) => format!("{} {s}", answer.status),
-                None => answer.status.to_string(),
-            };
+            let messages = task_messages(&body);
+            last = (
+                match &state {
+                    Some(s) => format!("{s} ({})", answer.status),
+                    None => format!("unfinished ({} with no TaskState)", answer.status),
+                },
+                messages.last().cloned(),
+            );
             wait = retry_after(&answer).unwrap_or(self.opts.poll);
         }
     }
