@@ -187,7 +187,41 @@ pub enum RedfishError {
         /// What clears it.
         fix: &'static str,
     },
-    /// A wait (task, power state, read-back) ran out.
+    /// An answer larger than [`crate::redfish::ANSWER_MAX`]: refused without reading it whole,
+    /// and not retried (the same answer would come again).
+    #[error("BMC {bmc}: {method} {path}: the answer {size}, more than the {cap} bytes a Redfish answer may be; refused without reading further, and not retried. A Redfish document is a few KiB: the BMC's Redfish service is misbehaving, or something else answers at this address; check nodes[].bmc.address, reset the BMC (iDRAC: racadm racreset; iLO: Information > Diagnostics > Reset iLO) or update its firmware, then run bootstrap again")]
+    AnswerTooLarge {
+        /// The BMC host.
+        bmc: String,
+        /// HTTP method.
+        method: String,
+        /// Redfish path.
+        path: String,
+        /// What was seen of its size.
+        size: crate::redfish::AnswerSize,
+        /// The cap, in bytes.
+        cap: u64,
+    },
+    /// A task monitor still reported its task unfinished when `Options.task_timeout` ran out.
+    #[error("BMC {bmc}: the task {task} (for {what}) is still {state} after {waited_secs}s, the most a task is followed{}; the BMC's job never ended: look at its job queue (iDRAC: Maintenance > Job Queue, racadm jobqueue view; others: /redfish/v1/TaskService/Tasks), delete the stuck job or reset the BMC, then run bootstrap again", bmc_says(.message.as_deref()))]
+    TaskTimeout {
+        /// The BMC host.
+        bmc: String,
+        /// The task monitor's path.
+        task: String,
+        /// The request that started it (`POST /redfish/v1/...`); boxed, and the wait kept in
+        /// seconds, so that this enum, carried by every `Result`, stays within clippy's
+        /// `result_large_err`.
+        what: Box<str>,
+        /// Its last `TaskState` (or Dell `JobState`) with the monitor's status, e.g.
+        /// `Running (202)`.
+        state: String,
+        /// Its last message (`Messages[].Message`, `Message`), if it gave one.
+        message: Option<String>,
+        /// How long it was followed, in seconds.
+        waited_secs: u64,
+    },
+    /// A wait (the power state) ran out; a task's is [`RedfishError::TaskTimeout`].
     #[error("BMC {bmc}: {path}: {what} not done after {}s (last seen: {last})", .waited.as_secs())]
     Timeout {
         /// The BMC host.

@@ -18,6 +18,62 @@ use super::tls::{format_fingerprint, Recorder};
 use super::{Call, Options, Trust};
 use crate::secret::Secret;
 
+/// The most a BMC's answer may be, in bytes. A Redfish document (a service root, a system, a
+/// task, an error) is a few KiB, a large collection a few hundred; 8 MiB is far beyond any, and
+/// small enough that a BMC answering without end takes no more than this from the nodes booting
+/// beside it. A larger Content-Length is refused before the body is read; a body of unknown
+/// length is read as a stream and refused as soon as it passes this.
+pub const ANSWER_MAX: u64 = 8 * 1024 * 1024;
+
+/// Why one request gave no [`Answer`].
+enum Failure {
+    /// The request or the reading of its answer failed (connection, timeout, TLS).
+    Http(reqwest::Error),
+    /// The answer is larger than [`ANSWER_MAX`]; what was seen of its size.
+    TooLarge(AnswerSize),
+}
+
+/// How large a refused answer was seen to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerSize {
+    /// Its Content-Length said so; nothing of the body was read.
+    Declared(u64),
+    /// Its body (chunked, or of no stated length) passed the cap after this many bytes; the
+    /// rest was not read.
+    ReadPast(u64),
+}
+
+impl std::fmt::Display for AnswerSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AnswerSize::Declared(n) => write!(f, "declares a Content-Length of {n} bytes"),
+            AnswerSize::ReadPast(n) => {
+                write!(f, "came without a Content-Length and ran past {n} bytes")
+            }
+        }
+    }
+}
+
+/// The body of `resp`, refused as soon as it is known to pass [`ANSWER_MAX`]: at once from its
+/// Content-Length, else while it streams in, so no more than the cap (and one chunk) is held.
+async fn read_capped(mut resp: reqwest::Response) -> Result<Bytes, Failure> {
+    if let Some(declared) = resp.content_length() {
+        if declared > ANSWER_MAX {
+            return Err(Failure::TooLarge(AnswerSize::Declared(declared)));
+        }
+    }
+    let expected = resp.content_length().unwrap_or(0) as usize;
+    let mut body = bytes::BytesMut::with_capacity(expected);
+    while let Some(chunk) = resp.chunk().await.map_err(Failure::Http)? {
+        let seen = (body.len() + chunk.len()) as u64;
+        if seen > ANSWER_MAX {
+            return Err(Failure::TooLarge(AnswerSize::ReadPast(seen)));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
 /// How the requests authenticate.
 pub(crate) enum Auth {
     None,
@@ -226,7 +282,17 @@ impl Transport {
                     }
                     last_error = format!("answered {}", answer.status);
                 }
-                Err(e) => {
+                Err(Failure::TooLarge(size)) => {
+                    // Not transient: the same answer would come again, as large.
+                    return Err(RedfishError::AnswerTooLarge {
+                        bmc: self.bmc.clone(),
+                        method: method.to_string(),
+                        path: path.to_string(),
+                        size,
+                        cap: ANSWER_MAX,
+                    });
+                }
+                Err(Failure::Http(e)) => {
                     if let Some(refusal) = self.recorder.take() {
                         return Err(self.tls_error(refusal));
                     }
@@ -259,7 +325,7 @@ impl Transport {
         path: &str,
         body: Option<&Value>,
         if_match: Option<&str>,
-    ) -> Result<Answer, reqwest::Error> {
+    ) -> Result<Answer, Failure> {
         let mut req = self
             .http
             .request(method.clone(), format!("{}{}", self.base, path))
@@ -286,11 +352,13 @@ impl Transport {
         if let Some(b) = body {
             req = req.json(b);
         }
+        let mut came = None;
         let result = async {
-            let resp = req.send().await?;
+            let resp = req.send().await.map_err(Failure::Http)?;
             let status = resp.status().as_u16();
+            came = Some(status);
             let headers = resp.headers().clone();
-            let body = resp.bytes().await?;
+            let body = read_capped(resp).await?;
             Ok(Answer {
                 status,
                 headers,
@@ -298,7 +366,11 @@ impl Transport {
             })
         }
         .await;
-        let status = result.as_ref().ok().map(|a| a.status);
+        // An answer refused for its size did come (its status is logged); a failed read did not.
+        let status = match &result {
+            Err(Failure::Http(_)) => None,
+            _ => came,
+        };
         tracing::info!(bmc = %self.bmc, method = %method, path, status, "redfish call");
         self.calls.lock().expect("call log poisoned").push(Call {
             method: method.to_string(),
@@ -414,7 +486,8 @@ impl Transport {
 
     /// A 202 with a Location is a task monitor: polled (Retry-After honoured, within
     /// `Options.task_timeout`) until it answers something else than 202 and its TaskState (or
-    /// Dell JobState) is final. A failed task is an error with its messages.
+    /// Dell JobState) is final. A failed task is an error with its messages; one still unfinished
+    /// when the bound runs out is [`RedfishError::TaskTimeout`] with its last state and message.
     pub async fn follow_task(
         &self,
         request_path: &str,
@@ -430,18 +503,21 @@ impl Transport {
         let what = format!("{method} {request_path}");
         let started = Instant::now();
         let mut wait = retry_after(&first).unwrap_or(self.opts.poll);
-        let mut last = "202 Accepted".to_string();
+        let mut last = ("202 Accepted".to_string(), None);
         loop {
-            if started.elapsed() + wait > self.opts.task_timeout {
-                return Err(RedfishError::Timeout {
+            // The last poll is made at the bound itself: a task may end just then.
+            let left = self.opts.task_timeout.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(RedfishError::TaskTimeout {
                     bmc: self.bmc.clone(),
-                    path: location,
-                    what: format!("the task for {what}"),
-                    waited: started.elapsed(),
-                    last,
+                    task: location,
+                    what: what.into(),
+                    state: last.0,
+                    message: last.1,
+                    waited_secs: started.elapsed().as_secs(),
                 });
             }
-            tokio::time::sleep(wait).await;
+            tokio::time::sleep(wait.min(left)).await;
             let answer = self
                 .request(Method::GET, &location, None, None, Retry::Transient)
                 .await?;
@@ -466,10 +542,14 @@ impl Transport {
                 None if answer.status != 202 => return Ok(answer),
                 _ => {}
             }
-            last = match &state {
-                Some(s) => format!("{} {s}", answer.status),
-                None => answer.status.to_string(),
-            };
+            let messages = task_messages(&body);
+            last = (
+                match &state {
+                    Some(s) => format!("{s} ({})", answer.status),
+                    None => format!("unfinished ({} with no TaskState)", answer.status),
+                },
+                messages.last().cloned(),
+            );
             wait = retry_after(&answer).unwrap_or(self.opts.poll);
         }
     }

@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use error::RedfishError;
+pub use http::{AnswerSize, ANSWER_MAX};
 pub use media::Ejected;
 pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};
@@ -90,7 +91,8 @@ pub struct Options {
     pub poll: Duration,
     /// The first retry's delay, doubled for each further one (at most 30 s).
     pub backoff: Duration,
-    /// How long a task monitor is followed.
+    /// How long a task monitor (a 202's `Location`, Dell's import job) is followed while it
+    /// answers an unfinished state; 900 s by default, then the task is an error naming it.
     pub task_timeout: Duration,
     /// The waits of the vendor behaviours, each upstream's own.
     pub waits: VendorWaits,

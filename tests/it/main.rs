@@ -47,6 +47,7 @@ mod preflight_lab;
 mod prep_lab;
 mod records;
 mod redfish;
+mod redfish_hostile;
 mod redfish_vendors;
 mod release_extract;
 mod render;

@@ -49,6 +49,11 @@ impl Bmc {
         self.endpoint_with("calvin", Trust::Ca(self.pki.ca_pem.clone().into_bytes()))
     }
 
+    /// The PEM of the CA that signed the fake's certificate.
+    pub(crate) fn ca_pem(&self) -> &str {
+        &self.pki.ca_pem
+    }
+
     fn endpoint_with(&self, password: &str, trust: Trust) -> Endpoint {
         Endpoint {
             address: self.fake.address(),

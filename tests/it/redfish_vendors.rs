@@ -5,9 +5,11 @@
 //! every call succeed and the fake boot `physical-cd` or `disk`, so no test can pass on that.
 
 use bootstrap::redfish::{
-    BootError, BootPath, BootStep, BootSteps, Client, Profile, ProfileSource, RedfishError, Vendor,
+    BootError, BootPath, BootStep, BootSteps, Client, Options, Profile, ProfileSource,
+    RedfishError, Vendor,
 };
 use serde_json::json;
+use std::time::{Duration, Instant};
 
 use crate::redfish::{options, run, start, Bmc};
 use crate::support::redfishfake::{FakeVendor, Switches, IMPORT, RESET, SYSTEM, SYSTEM_CD};
@@ -32,8 +34,13 @@ impl BootSteps for Steps {
 
 /// A whole boot with the profile the client chooses (`forced`: the inventory's `bmc.vendor`).
 fn boot(bmc: &Bmc, forced: Option<Vendor>) -> (Profile, Result<(), BootError>) {
+    boot_with(bmc, forced, options())
+}
+
+/// [`boot`] with the client's `opts`.
+fn boot_with(bmc: &Bmc, forced: Option<Vendor>, opts: Options) -> (Profile, Result<(), BootError>) {
     run(async {
-        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
+        let c = Client::connect(&bmc.endpoint(), opts).await.unwrap();
         let sys = c.system().await.unwrap();
         let profile = c.profile(&sys, forced).await.unwrap();
         let mut steps = Steps::default();
@@ -170,6 +177,60 @@ fn dell_pending_configuration_that_does_not_clear_fails_naming_it() {
     );
     assert!(text.contains(&bmc.fake.host()), "{text}");
     assert_eq!(bmc.fake.count("POST", IMPORT), 4, "1 try + 3 retries");
+    assert!(bmc.fake.snapshot().resets.is_empty());
+}
+
+/// Issue 28 point 8: an import job that stays Running is followed no longer than
+/// `Options.task_timeout` (900 s by default, 1 s here); the boot then fails naming the task's
+/// URL, its last state and message, and the fix, and nothing is reset. Without the bound the
+/// boot would poll for ever: the whole boot has a deadline, so that fails instead of hanging.
+#[test]
+fn dell_import_job_running_for_ever_fails_after_the_task_bound_naming_it() {
+    let bmc = start(Switches {
+        task_polls: u32::MAX,
+        ..vendor(FakeVendor::Dell)
+    });
+    let bound = Duration::from_secs(1);
+    let opts = Options {
+        task_timeout: bound,
+        ..options()
+    };
+    let host = bmc.fake.host();
+    let started = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (_, result) = boot_with(&bmc, None, opts);
+        let _ = tx.send((bmc, result));
+    });
+    let (bmc, result) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the boot still follows the task after 30 s");
+    let elapsed = started.elapsed();
+    let err = result.unwrap_err();
+    let text = err.to_string();
+    let BootError::Redfish(RedfishError::TaskTimeout { task, state, .. }) = &err else {
+        panic!("not a task timeout: {text}");
+    };
+    assert!(
+        task.starts_with("/redfish/v1/TaskService/Tasks/JID_"),
+        "{task}"
+    );
+    assert_eq!(state, "Running (202)");
+    for part in [
+        format!("BMC {host}: the task {task} (for POST {IMPORT})"),
+        "is still Running (202) after 1s".to_string(),
+        format!(
+            "The task with Id '{}' has started.",
+            task.rsplit('/').next().unwrap()
+        ),
+        "Job Queue".to_string(),
+    ] {
+        assert!(text.contains(&part), "{part:?} not in: {text}");
+    }
+    assert!(
+        elapsed >= bound && elapsed < Duration::from_secs(10),
+        "{elapsed:?}"
+    );
     assert!(bmc.fake.snapshot().resets.is_empty());
 }
 

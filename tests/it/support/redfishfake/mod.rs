@@ -30,7 +30,8 @@ mod vendors;
 
 pub use vendors::FakeVendor;
 
-const ROOT: &str = "/redfish/v1/";
+/// The service root.
+pub const ROOT: &str = "/redfish/v1/";
 const SYSTEMS: &str = "/redfish/v1/Systems";
 /// The system's path, as iDRAC names it.
 pub const SYSTEM: &str = "/redfish/v1/Systems/System.Embedded.1";
@@ -126,6 +127,20 @@ pub struct Switches {
     /// EjectMedia is refused (`VRM0009`, nothing connected) and leaves it stale; an InsertMedia
     /// attaches and clears it.
     pub stale_media: Option<String>,
+    /// `(path, how)`: a GET of path is answered 200 with a body no Redfish client should hold
+    /// (issue 28: a 3 GiB service root took 6 GiB of memory), generated as it is written.
+    pub oversized: Vec<(String, Oversize)>,
+}
+
+/// A hostile answer's size, its bytes generated lazily (64 KiB of spaces, written again and
+/// again: a few KiB of memory here whatever the size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Oversize {
+    /// `Content-Length: n`, then as many bytes as the client will take.
+    Declared(u64),
+    /// `Transfer-Encoding: chunked`, chunks without end (until the client hangs up or the
+    /// connection's 30 s run out).
+    EndlessChunks,
 }
 
 impl Default for Switches {
@@ -176,6 +191,7 @@ impl Default for Switches {
             on_conflicts: 0,
             import_busy: None,
             stale_media: None,
+            oversized: Vec::new(),
         }
     }
 }
@@ -490,6 +506,16 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         s.requests.push(record);
         answer
     };
+    let oversize = {
+        let s = state.lock().unwrap();
+        s.sw.oversized
+            .iter()
+            .find(|(p, _)| req.method == "GET" && *p == req.path)
+            .map(|(_, how)| *how)
+    };
+    if let Some(how) = oversize {
+        return write_oversized(&mut stream, how).await;
+    }
     let body = if answer.body.is_null() {
         String::new()
     } else {
@@ -506,6 +532,40 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     head.push_str("\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
+    stream.flush().await?;
+    stream.shutdown().await
+}
+
+/// Writes an [`Oversize`] answer; ends when the client stops reading (a write fails).
+async fn write_oversized<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    how: Oversize,
+) -> std::io::Result<()> {
+    let block = vec![b' '; 64 * 1024];
+    let framing = match how {
+        Oversize::Declared(n) => format!("Content-Length: {n}"),
+        Oversize::EndlessChunks => "Transfer-Encoding: chunked".to_string(),
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{framing}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await?;
+    match how {
+        Oversize::Declared(mut left) => {
+            while left > 0 {
+                let n = left.min(block.len() as u64) as usize;
+                stream.write_all(&block[..n]).await?;
+                left -= n as u64;
+            }
+        }
+        Oversize::EndlessChunks => loop {
+            stream
+                .write_all(format!("{:x}\r\n", block.len()).as_bytes())
+                .await?;
+            stream.write_all(&block).await?;
+            stream.write_all(b"\r\n").await?;
+        },
+    }
     stream.flush().await?;
     stream.shutdown().await
 }

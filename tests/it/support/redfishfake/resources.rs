@@ -415,7 +415,9 @@ impl State {
             task.polls_left -= 1;
             let mut r = reply(
                 202,
-                json!({"@odata.id": path, "Id": id, "TaskState": "Running", "PercentComplete": 50}),
+                json!({"@odata.id": path, "Id": id, "TaskState": "Running", "PercentComplete": 50,
+                "Messages": [{"MessageId": "TaskEvent.1.0.TaskStarted",
+                "Message": format!("The task with Id '{id}' has started.")}]}),
             );
             if let Some(secs) = retry_after {
                 r.headers.push(("Retry-After", secs.to_string()));
