@@ -303,3 +303,36 @@ fn a_slow_download_that_progresses_is_not_cut_and_a_stalled_one_is() {
         running.stop().await.unwrap();
     });
 }
+
+/// A connection over the per-address cap is answered `503` with `Retry-After` and closed at
+/// once, while another address is still served.
+#[test]
+fn a_connection_over_the_per_address_cap_is_answered_503_at_once() {
+    let limits = Limits {
+        per_address: 1,
+        ..Limits::ISO
+    };
+    let dir = tempfile::tempdir().unwrap();
+    support::block_on(async move {
+        let (running, _) = serve_iso(dir.path(), 1000, limits).await;
+        let source = Ipv4Addr::new(127, 0, 0, 5);
+        let held = connect_from(source, running.addr).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let over = connect_from(source, running.addr).await;
+        let mut over = tokio::net::TcpStream::from_std(over).unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(2), over.read_to_end(&mut answer))
+            .await
+            .expect("the connection over the cap was held")
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        assert!(text.starts_with("http/1.1 503"), "{text:?}");
+        assert!(text.contains("retry-after: 10"), "{text:?}");
+        let other = connect_from(Ipv4Addr::new(127, 0, 0, 6), running.addr).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!closed_by_server(&other), "another address was refused");
+        assert!(!closed_by_server(&held), "the held connection was closed");
+        drop((held, other));
+        running.stop().await.unwrap();
+    });
+}
