@@ -45,6 +45,7 @@ pub async fn iso(args: ServeIsoArgs, printer: &Printer) -> Result<ExitCode> {
         listener,
         tls.as_ref(),
         Some(access),
+        serve::Limits::ISO,
         shutdown_signal(),
     )
     .await?;
@@ -125,7 +126,14 @@ pub async fn registry(args: ServeRegistryArgs, printer: &Printer) -> Result<Exit
         repositories: served.repositories(),
     })?;
     let app = serve::registry::router(Arc::new(served));
-    serve::serve_router(app, listener, tls.as_ref(), shutdown_signal()).await?;
+    serve::serve_router(
+        app,
+        listener,
+        tls.as_ref(),
+        serve::Limits::REGISTRY,
+        shutdown_signal(),
+    )
+    .await?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,11 +7,17 @@
 //!
 //! Plain HTTP or TLS (a certificate and key the site gives, [`TlsFiles`]); every answer goes to
 //! an access log ([`Access`]: the peer, method, path, range, status and bytes), which is how an
-//! engineer sees which BMC fetched what.
+//! engineer sees which BMC fetched what. Connections are bounded ([`Limits`], conn.rs) so a flood
+//! of clients that never finish a request cannot keep the BMCs from the ISO.
 
+mod conn;
 pub mod registry;
 mod tls;
 
+pub use conn::{
+    Limits, CONNECTIONS, CONNECTIONS_PER_ADDRESS, FD_RESERVE, HANDSHAKE_LIMIT, HEAD_DEADLINE,
+    STALL_LIMIT,
+};
 pub use tls::TlsFiles;
 
 use anyhow::{Context, Result};
@@ -136,46 +142,39 @@ struct Shared {
     access: Option<AccessSink>,
 }
 
-/// Serves `file` on `listener` until `shutdown` resolves: over TLS when `tls` is given, each
-/// answer reported to `access`.
+/// Serves `file` on `listener` within `limits` until `shutdown` resolves: over TLS when `tls`
+/// is given, each answer reported to `access`.
 pub async fn serve(
     file: ServedFile,
     listener: tokio::net::TcpListener,
     tls: Option<&TlsFiles>,
     access: Option<AccessSink>,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     let app = axum::Router::new()
         .fallback(answer)
         .with_state(Arc::new(Shared { file, access }));
-    serve_router(app, listener, tls, shutdown)
+    serve_router(app, listener, tls, limits, shutdown)
         .await
         .context("serving the file")
 }
 
-/// Serves `app` on `listener` until `shutdown` resolves, over TLS when `tls` is given; handlers
-/// may take the peer's address (`ConnectInfo<SocketAddr>`).
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves, over TLS when `tls` is
+/// given; handlers may take the peer's address (`ConnectInfo<SocketAddr>`).
 pub async fn serve_router(
     app: axum::Router,
     listener: tokio::net::TcpListener,
     tls: Option<&TlsFiles>,
+    limits: Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    use axum::serve::ListenerExt;
-    let app = app.into_make_service_with_connect_info::<SocketAddr>();
-    match tls {
-        None => axum::serve(listener.tap_io(|_| {}), app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .context("serving"),
-        Some(files) => {
-            let listener = tls::TlsListener::new(listener, files.server_config()?);
-            axum::serve(listener.tap_io(|_| {}), app)
-                .with_graceful_shutdown(shutdown)
-                .await
-                .context("serving over TLS")
-        }
-    }
+    let tls = match tls {
+        Some(files) => Some(tokio_rustls::TlsAcceptor::from(files.server_config()?)),
+        None => None,
+    };
+    conn::run(listener, tls, app, limits, shutdown).await;
+    Ok(())
 }
 
 /// A server running in the background: its URL, and a handle that stops it.
@@ -210,14 +209,15 @@ impl Drop for Running {
     }
 }
 
-/// Starts serving `file` on `addr` in the background. `host` is the name or address BMCs are
-/// told (default: the bound address).
+/// Starts serving `file` on `addr` within `limits` in the background. `host` is the name or
+/// address BMCs are told (default: the bound address).
 pub async fn start(
     file: ServedFile,
     addr: SocketAddr,
     host: Option<&str>,
     tls: Option<TlsFiles>,
     access: Option<AccessSink>,
+    limits: Limits,
 ) -> Result<Running> {
     if let Some(t) = &tls {
         t.server_config()?;
@@ -232,7 +232,7 @@ pub async fn start(
     let url = format!("{scheme}://{authority}{}", file.url_path);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        serve(file, listener, tls.as_ref(), access, async {
+        serve(file, listener, tls.as_ref(), access, limits, async {
             let _ = stopped.await;
         })
         .await

@@ -1,21 +1,12 @@
-//! TLS for the file server: the site's certificate chain and key (PEM files), and a listener
-//! that hands axum connections whose handshake already finished. Handshakes run in their own
-//! tasks, so one slow or failed client (a BMC with an old TLS stack) never holds up the others;
-//! a failed handshake is logged and dropped.
+//! TLS for the file servers: the site's certificate chain and key (PEM files) read into a
+//! rustls server configuration. Handshakes run in each connection's own task (conn.rs), so one
+//! slow or failed client (a BMC with an old TLS stack) never holds up the others.
 
 use anyhow::{bail, Context, Result};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
-
-/// How long a client may take over its handshake.
-const HANDSHAKE_LIMIT: Duration = Duration::from_secs(20);
 
 /// A certificate chain and its key, by path.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,73 +50,5 @@ impl TlsFiles {
                 )
             })?;
         Ok(Arc::new(config))
-    }
-}
-
-/// Connections whose TLS handshake finished, for `axum::serve`.
-pub(super) struct TlsListener {
-    local: SocketAddr,
-    ready: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    accepting: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    pub(super) fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> Self {
-        let local = listener
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let (tx, ready) = tokio::sync::mpsc::channel(64);
-        let acceptor = TlsAcceptor::from(config);
-        let accepting = tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!("accepting a connection: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::warn!("TLS handshake with {peer} failed: {e}"),
-                        Err(_) => tracing::warn!("TLS handshake with {peer} took too long"),
-                    }
-                });
-            }
-        });
-        TlsListener {
-            local,
-            ready,
-            accepting,
-        }
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.accepting.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(c) => c,
-            // The accepting task never ends on its own; only a shutdown drops it.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }

@@ -55,6 +55,7 @@ mod repair_lab;
 mod resilience;
 mod resume;
 mod serve;
+mod serve_limits;
 mod serve_registry;
 mod signatures;
 mod signed_record;

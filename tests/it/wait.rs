@@ -59,9 +59,16 @@ struct LabInstall {
 /// `WORK/agent.x86_64.iso` served on 127.0.0.1 (as the boot stage serves it) until dropped.
 async fn serve_iso(work: &Path) -> bootstrap::serve::Running {
     let iso = bootstrap::serve::ServedFile::open(&work.join("agent.x86_64.iso")).unwrap();
-    bootstrap::serve::start(iso, "127.0.0.1:0".parse().unwrap(), None, None, None)
-        .await
-        .unwrap()
+    bootstrap::serve::start(
+        iso,
+        "127.0.0.1:0".parse().unwrap(),
+        None,
+        None,
+        None,
+        bootstrap::serve::Limits::ISO,
+    )
+    .await
+    .unwrap()
 }
 
 impl LabInstall {

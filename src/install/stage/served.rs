@@ -115,7 +115,8 @@ impl IsoServer {
         };
         let access = access_sink(&self.access_log, self.reads.clone())?;
         let (size, sha256) = (file.size, file.sha256.clone());
-        let running = serve::start(file, addr, advertise, tls, Some(access)).await?;
+        let running =
+            serve::start(file, addr, advertise, tls, Some(access), serve::Limits::ISO).await?;
         let source = IsoSource {
             url: running.url.clone(),
             size,
