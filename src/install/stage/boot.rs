@@ -29,7 +29,9 @@ use super::evidence::{await_boots, Registrations, Sources, Verdict, Watched};
 use super::served::{iso_source, IsoReads, IsoSource};
 use super::{Inputs, IsoServer, StageContext, StageWork};
 use crate::install::log::StageLog;
-use crate::install::rundir::{InstallerDir, RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR};
+use crate::install::rundir::{
+    InstallerDir, RunDir, BOOT_DIR, BOOT_FILE, ISO_DIR, WAIT_DIR, WAIT_FILE,
+};
 use crate::inventory::model::Node;
 use crate::inventory::Inventory;
 use crate::output::NodeLines;
@@ -333,6 +335,22 @@ async fn prove_boots(
         });
     }
     if watched.is_empty() {
+        return;
+    }
+    // A node reset again (`--reboot`) after the install: the rendezvous host is gone for good,
+    // so no agent can be seen. Said so, and not waited for.
+    let installed = cx.run.root().join(WAIT_DIR).join(WAIT_FILE);
+    if installed.is_file() {
+        for r in results.iter_mut() {
+            if watched.iter().any(|w| w.node == r.node) {
+                let note = format!(
+                    "reset; not confirmed: the cluster is installed ({}), so no rendezvous host can show its agent: check the node's console",
+                    installed.display()
+                );
+                lines.set(&r.node, &note);
+                r.outcome = note;
+            }
+        }
         return;
     }
     let down = node0.as_ref().and_then(|(n, _)| {
