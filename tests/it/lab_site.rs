@@ -291,7 +291,7 @@ fn the_shipped_lab_serves_the_inventory_and_the_watcher_sees_a_boot() {
     assert_eq!(n["observation"]["media"], iso_url.as_str());
     assert_eq!(n["observation"]["bootCd"], true);
     let log = fs_err::read_to_string(&lab.record().site.log).unwrap();
-    assert!(log.contains(&format!("observation {{\"node\":\"master-1\",\"poweredOn\":true,\"media\":\"{iso_url}\",\"bootCd\":true}}")), "{log}");
+    assert!(log.contains(&format!("observation {{\"node\":\"master-1\",\"poweredOn\":true,\"media\":\"{iso_url}\",\"bootCd\":true,\"boots\":1}}")), "{log}");
     let resets = bootstrap_lab::site::reset_counts(&lab.state).unwrap();
     assert_eq!(
         resets.into_iter().collect::<Vec<_>>(),

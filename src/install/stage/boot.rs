@@ -637,7 +637,15 @@ async fn boot_node(
 ) -> Result<()> {
     let name = &plan.name;
     result.outcome = "reading its ledger".to_string();
-    let mut ledger = read_ledger(ledger_path)?;
+    let mut ledger = match read_ledger(ledger_path) {
+        Ok(ledger) => ledger,
+        // Asked for by name, once the engineer has checked the node: the entry is written anew.
+        Err(e) if plan.reboot => {
+            tracing::warn!(node = %name, "--reboot: replacing an unreadable ledger entry ({e:#})");
+            Ledger::default()
+        }
+        Err(e) => return Err(e),
+    };
     result.resets = ledger.resets;
     step(result, lines, name, "connecting");
     let client = Client::connect(&plan.target.endpoint, redfish::Options::default()).await?;
@@ -830,7 +838,7 @@ fn read_ledger(path: &Path) -> Result<Ledger> {
     };
     serde_json::from_slice(&bytes).with_context(|| {
         format!(
-            "the boot ledger {} is not what bootstrap writes: check whether the node was reset, then remove the file (or give --reboot)",
+            "the boot ledger {} is not what bootstrap writes, so whether this node was reset is unknown and nothing was sent to it: check the node, then give --reboot NODE to boot it again",
             path.display()
         )
     })
