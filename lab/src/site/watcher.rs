@@ -114,7 +114,7 @@ struct LogCount {
 impl LogCount {
     fn update(&mut self, path: &std::path::Path) -> u32 {
         use std::io::{Read, Seek};
-        let Ok(mut f) = std::fs::File::open(path) else {
+        let Ok(mut f) = fs_err::File::open(path) else {
             return self.boots;
         };
         if f.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
