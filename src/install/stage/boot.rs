@@ -609,22 +609,12 @@ async fn boot_all(
             (index, result)
         });
     }
-    let mut results = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        match done {
-            Ok(r) => results.push(r),
-            Err(e) => results.push((
-                usize::MAX,
-                NodeResult {
-                    node: "?".to_string(),
-                    error: Some(format!("a node's task failed: {e}")),
-                    ..Default::default()
-                },
-            )),
-        }
-    }
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
+    super::in_node_order(tasks, |why| NodeResult {
+        node: "?".to_string(),
+        error: Some(why),
+        ..Default::default()
+    })
+    .await
 }
 
 /// One node, step by step; `result.outcome` is the last step reached.

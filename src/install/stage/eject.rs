@@ -123,22 +123,12 @@ pub async fn eject_all(
             (index, rec)
         });
     }
-    let mut records = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        match done {
-            Ok(r) => records.push(r),
-            Err(e) => records.push((
-                usize::MAX,
-                NodeMedia {
-                    node: "?".to_string(),
-                    error: Some(format!("a node's task failed: {e}")),
-                    ..Default::default()
-                },
-            )),
-        }
-    }
-    records.sort_by_key(|(i, _)| *i);
-    Ok(records.into_iter().map(|(_, r)| r).collect())
+    Ok(super::in_node_order(tasks, |why| NodeMedia {
+        node: "?".to_string(),
+        error: Some(why),
+        ..Default::default()
+    })
+    .await)
 }
 
 /// One node: connected, checked to be the node meant, its CDs ejected; the outcome (or why

@@ -183,6 +183,23 @@ pub trait StageWork: Sync {
     }
 }
 
+/// Every per-node task's result, in the nodes' order (each task returns its index with its
+/// result); a task that panicked or was cancelled becomes `failed(why)` at the end.
+pub(super) async fn in_node_order<T: 'static>(
+    mut tasks: tokio::task::JoinSet<(usize, T)>,
+    failed: impl Fn(String) -> T,
+) -> Vec<T> {
+    let mut results = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(r) => results.push(r),
+            Err(e) => results.push((usize::MAX, failed(format!("a node's task failed: {e}")))),
+        }
+    }
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
