@@ -605,6 +605,13 @@ pub struct InstallArgs {
     #[arg(long, value_name = "NODE")]
     pub reboot: Vec<String>,
 
+    /// Allow this cluster API host (`HOST` or `HOST:PORT`, as the kubeconfig's server names
+    /// it) a plain `http://` server or `insecure-skip-tls-verify: true` in the kubeconfig;
+    /// without it both are refused, since the kubeconfig's credentials would cross unprotected.
+    /// Said in every status line and recorded in the result. Repeat for more hosts.
+    #[arg(long, value_name = "HOST")]
+    pub insecure_api: Vec<String>,
+
     /// How long the boot stage gives each node, after its reset, to show that it booted the ISO
     /// (its agent registered with the rendezvous host, or its BMC read the ISO from bootstrap's
     /// server); a node without that sign is reported as having booted something else, e.g. `30m`.
@@ -725,6 +732,13 @@ pub struct GitopsHandoffArgs {
     /// The cluster's admin kubeconfig (the install's RUN/iso/work/auth/kubeconfig).
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: PathBuf,
+
+    /// Allow this cluster API host (`HOST` or `HOST:PORT`, as the kubeconfig's server names
+    /// it) a plain `http://` server or `insecure-skip-tls-verify: true` in the kubeconfig;
+    /// without it both are refused, since the kubeconfig's credentials would cross unprotected.
+    /// Said in every status line and recorded in the result. Repeat for more hosts.
+    #[arg(long, value_name = "HOST")]
+    pub insecure_api: Vec<String>,
 
     /// Where applied.json and handoff.json are written.
     #[arg(long, value_name = "DIR", default_value = "handoff")]

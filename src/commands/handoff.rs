@@ -34,6 +34,7 @@ pub async fn run(args: GitopsHandoffArgs, printer: &Printer) -> Result<ExitCode>
     let opts = Options {
         kubeconfig: args.kubeconfig.clone(),
         api_address: None,
+        insecure_api: args.insecure_api.clone(),
         timeout: args.timeout.unwrap_or_else(|| g.wait_timeout()),
         timeout_from: if args.timeout.is_some() {
             "--timeout"
@@ -105,6 +106,9 @@ impl fmt::Display for Shown<'_> {
             r.catalog,
             r.applied.len()
         )?;
+        if let Some(t) = &r.api_trust {
+            writeln!(f, "the cluster API's TLS: {t}")?;
+        }
         let w = r
             .applications
             .iter()

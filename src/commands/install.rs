@@ -26,6 +26,7 @@ impl InstallSettings {
             until: stage(args.until)?,
             installer: args.installer,
             reboot: args.reboot,
+            insecure_api: args.insecure_api,
             wait_limits: crate::install::WaitLimits {
                 bootstrap: args.bootstrap_timeout,
                 install: args.install_timeout,

@@ -10,9 +10,8 @@
 
 use crate::secret::Secret;
 use anyhow::{anyhow, Context, Result};
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use crate::openshift::api::{describe_error, ApiTrust, Retry};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -71,6 +70,17 @@ pub struct Cluster {
     client: kube::Client,
     kinds: Mutex<HashMap<GroupVersionKind, (ApiResource, ApiCapabilities)>>,
     redactor: Redactor,
+    trust: ApiTrust,
+}
+
+/// A kind the cluster does not serve (yet): its group version is unknown to the API, or the
+/// group version does not list it. Any other failure to ask is an error of its own.
+#[derive(Debug, thiserror::Error)]
+#[error("the cluster does not serve {kind} ({api_version}): {answer} (is the operator that owns it installed?)")]
+pub struct NotServed {
+    kind: String,
+    api_version: String,
+    answer: String,
 }
 
 /// An object as the cluster returned it after an apply.
@@ -101,19 +111,26 @@ fn gvk_of(api_version: &str, kind: &str) -> GroupVersionKind {
 
 impl Cluster {
     /// The API of the kubeconfig at `path` (`address` dialled instead of its server, when
-    /// given); errors pass through `redactor`.
+    /// given; `insecure` the hosts named by `--insecure-api`), transient answers retried
+    /// ([`Retry::API`]); errors pass through `redactor`.
     pub async fn connect(
         kubeconfig: &Path,
         address: Option<SocketAddr>,
+        insecure: &[String],
         redactor: Redactor,
     ) -> Result<Self> {
-        let client =
-            crate::openshift::readiness::client_from_kubeconfig(kubeconfig, address).await?;
+        let c = crate::openshift::api::connect(kubeconfig, address, insecure, Retry::API).await?;
         Ok(Cluster {
-            client,
+            client: c.client,
             kinds: Mutex::default(),
             redactor,
+            trust: c.trust,
         })
+    }
+
+    /// How the connection to the API is trusted.
+    pub fn trust(&self) -> &ApiTrust {
+        &self.trust
     }
 
     /// The API resource of `apiVersion`/`kind`: asked of the cluster once, then remembered.
@@ -129,10 +146,22 @@ impl Cluster {
         let found = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
             .map_err(|e| {
-                anyhow!(
-                    "the cluster does not serve {kind} ({api_version}): {} (is the operator that owns it installed?)",
-                    self.redactor.redact(&e.to_string())
-                )
+                let answer = self.redactor.redact(&describe_error(&e));
+                match &e {
+                    kube::Error::Api(s) if s.code == 404 => NotServed {
+                        kind: kind.to_string(),
+                        api_version: api_version.to_string(),
+                        answer,
+                    }
+                    .into(),
+                    kube::Error::Discovery(_) => NotServed {
+                        kind: kind.to_string(),
+                        api_version: api_version.to_string(),
+                        answer,
+                    }
+                    .into(),
+                    _ => anyhow!("asking the cluster which kinds {api_version} serves (for {kind}): {answer}"),
+                }
             })?;
         self.kinds.lock().expect("kinds").insert(gvk, found.clone());
         Ok(found)
@@ -187,13 +216,14 @@ impl Cluster {
     ) -> Result<Option<Value>> {
         let api = match self.api(api_version, kind, namespace).await {
             Ok(api) => api,
-            Err(_) => return Ok(None),
+            Err(e) if e.is::<NotServed>() => return Ok(None),
+            Err(e) => return Err(e),
         };
         let found = api.get_opt(name).await.map_err(|e| {
             anyhow!(
                 "reading {kind} {}{name}: {}",
                 namespace.map(|n| format!("{n}/")).unwrap_or_default(),
-                self.redactor.redact(&e.to_string())
+                self.redactor.redact(&describe_error(&e))
             )
         })?;
         found
@@ -201,7 +231,8 @@ impl Cluster {
             .transpose()
     }
 
-    /// Every object of a kind (in `namespace`, when given); empty when the kind is not served.
+    /// Every object of a kind (in `namespace`, when given), read in pages
+    /// ([`crate::openshift::api::list_all`]); empty when the kind is not served.
     pub async fn list(
         &self,
         api_version: &str,
@@ -210,13 +241,13 @@ impl Cluster {
     ) -> Result<Vec<Value>> {
         let api = match self.api(api_version, kind, namespace).await {
             Ok(api) => api,
-            Err(_) => return Ok(Vec::new()),
+            Err(e) if e.is::<NotServed>() => return Ok(Vec::new()),
+            Err(e) => return Err(e),
         };
-        let list = api
-            .list(&ListParams::default())
+        let items = crate::openshift::api::list_all(&api, kind)
             .await
-            .map_err(|e| anyhow!("listing {kind}: {}", self.redactor.redact(&e.to_string())))?;
-        list.items
+            .map_err(|e| anyhow!("{}", self.redactor.redact(&format!("{e:#}"))))?;
+        items
             .iter()
             .map(|o| serde_json::to_value(o).context("reading the object"))
             .collect()
@@ -228,13 +259,7 @@ impl Cluster {
     }
 
     fn api_error(&self, e: &kube::Error, obj: &Value, what: &str) -> anyhow::Error {
-        let text = match e {
-            kube::Error::Api(status) => format!(
-                "{} (HTTP {} {})",
-                status.message, status.code, status.reason
-            ),
-            other => other.to_string(),
-        };
+        let text = describe_error(e);
         anyhow!(
             "{what} of {}: {}",
             describe(obj),

@@ -34,6 +34,8 @@ pub struct InstallSettings {
     pub installer: Option<PathBuf>,
     /// `--reboot NODE`: nodes the boot stage resets again although a run already did.
     pub reboot: Vec<String>,
+    /// `--insecure-api HOST`: cluster API hosts allowed plain HTTP or unverified TLS.
+    pub insecure_api: Vec<String>,
     /// The wait stage's limits.
     pub wait_limits: WaitLimits,
 }
@@ -188,6 +190,7 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         cancel: signals.cancel.clone(),
         installer: settings.installer.clone(),
         reboot: settings.reboot.clone(),
+        insecure_api: settings.insecure_api.clone(),
         wait_limits: settings.wait_limits,
         progress: progress.clone(),
     };

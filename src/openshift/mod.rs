@@ -15,6 +15,7 @@
 //!   [`readiness`]: bootstrap and install complete, read from the new cluster's API, and
 //!   [`watch`]: the wait for an install through both, as `openshift-install agent wait-for`.
 
+pub mod api;
 pub mod assisted;
 pub mod cluster;
 pub mod extract;

@@ -18,8 +18,7 @@
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -49,45 +48,12 @@ pub fn route_resource() -> ApiResource {
     )
 }
 
-/// How long a connection to the cluster API may take to open.
-pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A client for the API the kubeconfig at `path` names (its current context), trusted by its
-/// `certificate-authority-data` (and `tls-server-name` when given); `address`, when given, is
-/// dialled instead of the kubeconfig's server (the certificate is still checked for the
-/// kubeconfig's `tls-server-name`, or for its server's host).
-pub async fn client_from_kubeconfig(
-    path: &Path,
-    address: Option<SocketAddr>,
-) -> Result<kube::Client> {
-    let kubeconfig = Kubeconfig::read_from(path)
-        .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .with_context(|| format!("loading the kubeconfig {}", path.display()))?;
-    if let Some(addr) = address {
-        if config.tls_server_name.is_none() {
-            config.tls_server_name = config.cluster_url.host().map(str::to_string);
-        }
-        config.cluster_url = format!("https://{addr}")
-            .parse()
-            .context("the cluster API's address")?;
-    }
-    // The wait probes the API on every 2 s poll before bootstrap completes, while nothing
-    // answers at the API VIP yet (an address no host holds: a SYN with no reply). A long
-    // connect timeout would make each poll that long and hold up the rendezvous host's
-    // progress; a LAN connect to a live API takes milliseconds.
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(std::time::Duration::from_secs(20));
-    kube::Client::try_from(config)
-        .with_context(|| format!("a client for the kubeconfig {}", path.display()))
-}
-
 /// The new cluster's API.
 #[derive(Clone)]
 pub struct ClusterApi {
     client: kube::Client,
+    /// How the connection is trusted.
+    pub trust: super::api::ApiTrust,
 }
 
 /// Where the install stands, from ClusterVersion, the ClusterOperators and the console Route.
@@ -190,10 +156,18 @@ impl OperatorHealth {
 }
 
 impl ClusterApi {
-    /// The API the kubeconfig at `path` names: [`client_from_kubeconfig`].
-    pub async fn from_kubeconfig(path: &Path, address: Option<SocketAddr>) -> Result<Self> {
-        let client = client_from_kubeconfig(path, address).await?;
-        Ok(ClusterApi { client })
+    /// The API the kubeconfig at `path` names ([`super::api::connect`]; `insecure` the hosts
+    /// named by `--insecure-api`). No retries: the wait polls, and asks again on its next poll.
+    pub async fn from_kubeconfig(
+        path: &Path,
+        address: Option<SocketAddr>,
+        insecure: &[String],
+    ) -> Result<Self> {
+        let c = super::api::connect(path, address, insecure, super::api::Retry::NONE).await?;
+        Ok(ClusterApi {
+            client: c.client,
+            trust: c.trust,
+        })
     }
 
     /// Whether bootstrap is complete: `Err` when the API does not answer, `false` while the
@@ -234,10 +208,7 @@ impl ClusterApi {
         }
         let co: Api<DynamicObject> =
             Api::all_with(self.client.clone(), &cluster_operator_resource());
-        let operators = co
-            .list(&ListParams::default())
-            .await
-            .context("listing ClusterOperators")?;
+        let operators = super::api::list_all(&co, "ClusterOperators").await?;
         for op in operators {
             let name = op.metadata.name.clone().unwrap_or_default();
             let h = OperatorHealth::from_status(&name, &op.data["status"]);

@@ -91,6 +91,9 @@ pub struct Watch {
     pub kubeconfig: PathBuf,
     /// Dialled instead of the kubeconfig's server, when given (the lab's tests).
     pub api_address: Option<SocketAddr>,
+    /// The API hosts the operator named with `--insecure-api` (plain HTTP or unverified TLS
+    /// allowed for them).
+    pub insecure_api: Vec<String>,
     /// The limits.
     pub limits: WaitLimits,
     /// How often to poll.
@@ -204,6 +207,10 @@ pub struct WaitResult {
     pub console: Option<String>,
     /// The warning and error events seen, and the failed validations, as printed.
     pub events: Vec<String>,
+    /// How the cluster's API was trusted, when not verified ([`super::api::ApiTrust::label`]:
+    /// the operator allowed it with `--insecure-api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_trust: Option<String>,
 }
 
 /// A cluster's last status.
@@ -258,6 +265,7 @@ impl Watch {
             token,
             kubeconfig,
             api_address: None,
+            insecure_api: Vec::new(),
             limits,
             poll: POLL,
             seen_file: None,
@@ -268,7 +276,13 @@ impl Watch {
     /// rendezvous host refuses ends it at once with [`ApiError::Refused`].
     pub async fn run(&self, cancel: &AtomicBool, view: &mut dyn WaitView) -> Result<WaitResult> {
         let mut w = Watcher::new(self, view)?;
-        let api = ClusterApi::from_kubeconfig(&self.kubeconfig, self.api_address).await?;
+        let api = ClusterApi::from_kubeconfig(&self.kubeconfig, self.api_address, &self.insecure_api)
+            .await?;
+        if !api.trust.verified() {
+            let label = api.trust.label();
+            w.view.say(&format!("the cluster API's TLS: {label}"));
+            w.result.api_trust = Some(label);
+        }
         self.until_bootstrap(&mut w, &api, cancel).await?;
         w.result.bootstrap_complete = Some(now());
         w.view.say("cluster bootstrap is complete");

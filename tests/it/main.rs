@@ -32,6 +32,7 @@ mod install_lab;
 mod installer_parity;
 mod inventory;
 mod kube_api;
+mod kube_hostile;
 mod lab_hosts;
 mod lab_seed;
 mod lab_site;

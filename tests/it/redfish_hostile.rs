@@ -4,16 +4,9 @@
 //! once with an error naming the BMC, the method and the path, the size seen and the cap, send
 //! that request once (not retried), and stay under 128 MiB of peak memory.
 //!
-//! The memory is measured in a child process, so that nothing else of the test run counts: the
-//! test runs its own binary again (`current_exe() <this test> --exact`) with [`CHILD`] set, and
-//! that run does only the client's part, against the fake this process serves. The child's
-//! peak resident memory is its `VmHWM` (which only grows), read from `/proc/self/status` by the
-//! child as it ends and printed, and sampled from `/proc/PID/status` every 20 ms while it runs
-//! in case it dies first; the larger is checked. A child that hangs is killed at a deadline.
+//! The memory is measured in a child process ([`crate::support::peak`]).
 
-use std::io::Write as _;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bootstrap::redfish::{Client, Endpoint, Trust, ANSWER_MAX};
 
@@ -23,19 +16,11 @@ use crate::support::redfishfake::{Oversize, Switches, ROOT, SYSTEM};
 /// Set in the child: `<step> <address> <CA file>`; `step` is `root` (connect) or `system`
 /// (connect, then read the system).
 const CHILD: &str = "BOOTSTRAP_TEST_REDFISH_CHILD";
-/// The child's result line: `<marker><VmHWM KiB> <error text>`.
-const MARKER: &str = "redfish-child-result: ";
 /// The acceptance's bound on peak memory facing a 3 GiB answer.
 const PEAK_MAX_KIB: u64 = 128 * 1024;
 const THREE_GIB: u64 = 3 << 30;
 /// How long the child may run; a hang is killed here and fails the test.
 const DEADLINE: Duration = Duration::from_secs(60);
-
-/// Peak resident memory (`VmHWM`, KiB) of a process, from its `/proc/PID/status`.
-fn vm_hwm_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// The child's part: connect (and read the system), print the error and the peak memory.
 fn child(spec: &str) {
@@ -60,14 +45,10 @@ fn child(spec: &str) {
         }
         Ok::<_, bootstrap::redfish::RedfishError>(())
     });
-    let error = match result {
+    crate::support::peak::report(&match result {
         Ok(()) => "no error".to_string(),
         Err(e) => e.to_string(),
-    };
-    let status = fs_err::read_to_string("/proc/self/status").unwrap();
-    let peak = vm_hwm_kib(&status).unwrap();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{MARKER}{peak} {error}").unwrap();
+    });
 }
 
 /// Serves `how` to a GET of `path`, runs the client's `step` in a child, and checks the refusal
@@ -83,43 +64,14 @@ fn refused_in_little_memory(test: &str, step: &str, path: &str, how: Oversize, s
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     fs_err::write(&ca, bmc.ca_pem()).unwrap();
-    // libtest names a test by its path without the crate.
-    let module = module_path!().split_once("::").unwrap().1;
-    let out = fs_err::File::create(dir.path().join("out")).unwrap();
-    let started = Instant::now();
-    let mut run = Command::new(std::env::current_exe().unwrap())
-        .args([&format!("{module}::{test}"), "--exact", "--nocapture"])
-        .env(
-            CHILD,
-            format!("{step} {} {}", bmc.fake.address(), ca.display()),
-        )
-        .stdout(out.into_file())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut sampled = 0;
-    let status = loop {
-        if let Ok(s) = fs_err::read_to_string(format!("/proc/{}/status", run.id())) {
-            sampled = sampled.max(vm_hwm_kib(&s).unwrap_or(0));
-        }
-        if let Some(status) = run.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = run.kill();
-            let _ = run.wait();
-            panic!("the client still runs after {DEADLINE:?} facing {how:?} at {path}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let elapsed = started.elapsed();
-    let text = fs_err::read_to_string(dir.path().join("out")).unwrap();
-    let line = text
-        .lines()
-        .find_map(|l| l.strip_prefix(MARKER))
-        .unwrap_or_else(|| panic!("the child ({status}) gave no result:\n{text}"));
-    let (peak, error) = line.split_once(' ').unwrap();
-    let peak = sampled.max(peak.parse().unwrap());
+    let run = crate::support::peak::measure(
+        module_path!(),
+        test,
+        CHILD,
+        &format!("{step} {} {}", bmc.fake.address(), ca.display()),
+        DEADLINE,
+    );
+    let (peak, error, elapsed) = (run.peak_kib, run.result, run.elapsed);
 
     for part in [
         format!("BMC {}: GET {path}: the answer {seen}", bmc.fake.host()),

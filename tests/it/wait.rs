@@ -529,6 +529,7 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         cancel: Arc::new(AtomicBool::new(false)),
         installer: None,
         reboot: Vec::new(),
+        insecure_api: Vec::new(),
         wait_limits: limits(120, 120),
         progress: bootstrap::output::Progress::lines("install"),
     };

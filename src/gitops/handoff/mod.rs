@@ -81,6 +81,9 @@ pub struct Options {
     pub kubeconfig: PathBuf,
     /// Dialled instead of the kubeconfig's server, when given.
     pub api_address: Option<SocketAddr>,
+    /// The API hosts the operator named with `--insecure-api` (plain HTTP or unverified TLS
+    /// allowed for them).
+    pub insecure_api: Vec<String>,
     /// The limit on all the waits together (`gitops.waitTimeout`).
     pub timeout: Duration,
     /// Where the limit was set, for the message when it is reached (`gitops.waitTimeout`,
@@ -205,6 +208,10 @@ pub struct Report {
     pub csv: String,
     /// Every Application at the end.
     pub applications: Vec<AppState>,
+    /// How the cluster's API was trusted, when not verified (the operator allowed it with
+    /// `--insecure-api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_trust: Option<String>,
 }
 
 /// What a wait check says: done, or what it is still waiting on.
@@ -229,7 +236,14 @@ pub async fn run(
     cancel: &AtomicBool,
     on: &(dyn Fn(Event) + Sync),
 ) -> Result<Report> {
-    let cluster = Cluster::connect(&opts.kubeconfig, opts.api_address, h.redactor()).await?;
+    let cluster = Cluster::connect(
+        &opts.kubeconfig,
+        opts.api_address,
+        &opts.insecure_api,
+        h.redactor(),
+    )
+    .await?;
+    let api_trust = (!cluster.trust().verified()).then(|| cluster.trust().label());
     let r = Run {
         cluster,
         opts,
@@ -238,6 +252,9 @@ pub async fn run(
         deadline: Instant::now() + opts.timeout,
         applied: Mutex::default(),
     };
+    if let Some(label) = &api_trust {
+        r.say("cluster", format!("the cluster API's TLS: {label}"));
+    }
     let catalog = h.catalog.clone();
     r.mirror(h).await?;
     let csv = r.operator(h, &catalog).await?;
@@ -249,6 +266,7 @@ pub async fn run(
         catalog,
         csv,
         applications,
+        api_trust,
     })
 }
 

@@ -51,6 +51,9 @@ impl StageWork for HandoffStage {
             inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
         }
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
+        if !cx.insecure_api.is_empty() {
+            inputs.setting("insecureApi", &cx.insecure_api.join(","));
+        }
         let inv = cx.inventory()?;
         if let Some(g) = &inv.site.gitops {
             let repo = &g.repository;
@@ -99,6 +102,7 @@ impl StageWork for HandoffStage {
         let opts = Options {
             kubeconfig,
             api_address: None,
+            insecure_api: cx.insecure_api.clone(),
             timeout: g.wait_timeout(),
             timeout_from: "gitops.waitTimeout",
             poll: Duration::from_secs(2),
@@ -128,11 +132,16 @@ impl StageWork for HandoffStage {
         write_json(&out.join(APPLIED_FILE), &report.applied)?;
         write_json(&out.join(HANDOFF_FILE), &report)?;
         Ok(format!(
-            "OpenShift GitOps {} from {}; {} objects applied; {} Applications Synced and Healthy",
+            "OpenShift GitOps {} from {}; {} objects applied; {} Applications Synced and Healthy{}",
             report.csv,
             report.catalog,
             report.applied.len(),
-            report.applications.len()
+            report.applications.len(),
+            report
+                .api_trust
+                .as_ref()
+                .map(|t| format!("; cluster API TLS {t}"))
+                .unwrap_or_default()
         ))
     }
 

@@ -122,6 +122,8 @@ pub struct StageContext {
     pub installer: Option<PathBuf>,
     /// `--reboot NODE`: nodes the boot stage resets again although an earlier run did.
     pub reboot: Vec<String>,
+    /// `--insecure-api HOST`: cluster API hosts allowed plain HTTP or unverified TLS.
+    pub insecure_api: Vec<String>,
     /// The wait stage's limits.
     pub wait_limits: WaitLimits,
     /// The run's progress (stderr): stages that work on every node at once make their live
@@ -221,6 +223,7 @@ mod tests {
             cancel: Arc::new(AtomicBool::new(false)),
             installer: None,
             reboot: Vec::new(),
+            insecure_api: Vec::new(),
             wait_limits: WaitLimits::default(),
             progress: crate::output::Progress::lines("install"),
         };

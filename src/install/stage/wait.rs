@@ -34,6 +34,9 @@ impl StageWork for Wait {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
         inputs.run_file(&cx.run, &cx.run.root().join(ISO_DIR).join(ISO_FILE))?;
+        if !cx.insecure_api.is_empty() {
+            inputs.setting("insecureApi", &cx.insecure_api.join(","));
+        }
         Ok(inputs)
     }
 
@@ -51,6 +54,7 @@ impl StageWork for Wait {
         let watch = Watch {
             seen_file: Some(cx.run.wait_cache()),
             poll: poll_interval(),
+            insecure_api: cx.insecure_api.clone(),
             ..installer_watch(&cx.run.installer(), cx.wait_limits)?
         };
         log.line(&format!(
@@ -118,14 +122,19 @@ impl StageWork for Wait {
             eject::record(&ejected, out, log)?;
         }
         Ok(format!(
-            "cluster {} installed{}{}",
+            "cluster {} installed{}{}{}",
             result.cluster.as_ref().map_or("", |c| c.name.as_str()),
             result
                 .console
                 .as_ref()
                 .map(|c| format!(", console https://{c}"))
                 .unwrap_or_default(),
-            eject::detail(&ejected)
+            eject::detail(&ejected),
+            result
+                .api_trust
+                .as_ref()
+                .map(|t| format!("; cluster API TLS {t}"))
+                .unwrap_or_default()
         ))
     }
 

@@ -17,6 +17,7 @@
 //!   network faults (resets, truncation, corruption, stalls, error statuses) on cue and counts
 //!   the body bytes that crossed it.
 //! - [`httpfiles::FileServer`]: a static HTTP file server (a Helm chart repository).
+//! - [`peak`]: a client's peak memory facing a hostile server, measured in a child process.
 //! - [`modules`]: the host modules' scenarios, generic over the host (`Local` here, a lab sshd
 //!   host later), with stand-in `systemctl` and `modprobe`.
 
@@ -28,6 +29,7 @@ pub mod images;
 pub mod labsite;
 pub mod layers;
 pub mod modules;
+pub mod peak;
 pub mod redfishfake;
 pub mod registry;
 pub mod reglog;

@@ -34,6 +34,18 @@ pub struct Answer {
     pub headers: Vec<(String, String)>,
     /// Body.
     pub body: Vec<u8>,
+    /// After `body`, bytes generated as they are written, so a huge answer costs the server
+    /// nothing: until the declared length is reached or the client hangs up.
+    pub generated: Option<Generated>,
+}
+
+/// A body generated as it is written (see [`Answer::generated`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Generated {
+    /// `Content-Length: N` declared, and N bytes written (unless the client goes first).
+    Declared(u64),
+    /// `Transfer-Encoding: chunked`, with no end.
+    EndlessChunks,
 }
 
 impl Answer {
@@ -43,7 +55,14 @@ impl Answer {
             status,
             headers: Vec::new(),
             body: Vec::new(),
+            generated: None,
         }
+    }
+
+    /// After the body, bytes generated as written (JSON-ish filler, `{"f":"xx..."},` repeated).
+    pub fn generated(mut self, how: Generated) -> Answer {
+        self.generated = Some(how);
+        self
     }
 
     /// Adds a header.
@@ -215,10 +234,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     };
     seen.lock().unwrap().push(request.clone());
     let answer = script(&request);
+    let length = match answer.generated {
+        None => format!("Content-Length: {}", answer.body.len()),
+        Some(Generated::Declared(n)) => format!("Content-Length: {n}"),
+        Some(Generated::EndlessChunks) => "Transfer-Encoding: chunked".to_string(),
+    };
     let mut out = format!(
-        "HTTP/1.1 {} Scripted\r\nContent-Length: {}\r\nConnection: close\r\n",
-        answer.status,
-        answer.body.len()
+        "HTTP/1.1 {} Scripted\r\n{length}\r\nConnection: close\r\n",
+        answer.status
     );
     for (k, v) in &answer.headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -226,8 +249,50 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     out.push_str("\r\n");
     stream.write_all(out.as_bytes()).await?;
     if request.method != "HEAD" {
-        stream.write_all(&answer.body).await?;
+        match answer.generated {
+            None => stream.write_all(&answer.body).await?,
+            Some(how) => generate(&mut stream, &answer.body, how).await?,
+        }
     }
     stream.flush().await?;
     stream.shutdown().await
+}
+
+/// Writes `start`, then filler, as `how` says, until done or the client hangs up.
+async fn generate<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    start: &[u8],
+    how: Generated,
+) -> io::Result<()> {
+    let mut filler = Vec::with_capacity(64 * 1024);
+    while filler.len() < 64 * 1024 - 80 {
+        filler.extend_from_slice(br#"{"f":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},"#);
+    }
+    match how {
+        Generated::Declared(total) => {
+            stream.write_all(start).await?;
+            let mut left = total.saturating_sub(start.len() as u64);
+            while left > 0 {
+                let n = left.min(filler.len() as u64) as usize;
+                stream.write_all(&filler[..n]).await?;
+                left -= n as u64;
+            }
+            Ok(())
+        }
+        Generated::EndlessChunks => {
+            if !start.is_empty() {
+                stream
+                    .write_all(format!("{:x}\r\n", start.len()).as_bytes())
+                    .await?;
+                stream.write_all(start).await?;
+                stream.write_all(b"\r\n").await?;
+            }
+            let head = format!("{:x}\r\n", filler.len());
+            loop {
+                stream.write_all(head.as_bytes()).await?;
+                stream.write_all(&filler).await?;
+                stream.write_all(b"\r\n").await?;
+            }
+        }
+    }
 }
