@@ -8,9 +8,9 @@
 //! permission) with the object they concern; they pass through a [`Redactor`] first, since a
 //! server may quote what it refused.
 
+use crate::openshift::api::{describe_error, ApiTrust, Retry};
 use crate::secret::Secret;
 use anyhow::{anyhow, Context, Result};
-use crate::openshift::api::{describe_error, ApiTrust, Retry};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::Value;

@@ -242,7 +242,10 @@ where
 pub fn describe_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) => {
-            format!("{} (HTTP {} {})", status.message, status.code, status.reason)
+            format!(
+                "{} (HTTP {} {})",
+                status.message, status.code, status.reason
+            )
         }
         other => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(other);

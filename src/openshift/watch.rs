@@ -276,8 +276,9 @@ impl Watch {
     /// rendezvous host refuses ends it at once with [`ApiError::Refused`].
     pub async fn run(&self, cancel: &AtomicBool, view: &mut dyn WaitView) -> Result<WaitResult> {
         let mut w = Watcher::new(self, view)?;
-        let api = ClusterApi::from_kubeconfig(&self.kubeconfig, self.api_address, &self.insecure_api)
-            .await?;
+        let api =
+            ClusterApi::from_kubeconfig(&self.kubeconfig, self.api_address, &self.insecure_api)
+                .await?;
         if !api.trust.verified() {
             let label = api.trust.label();
             w.view.say(&format!("the cluster API's TLS: {label}"));

@@ -463,3 +463,96 @@ fn the_install_pipelines_handoff_stage_runs_it_and_keeps_the_password_out_of_sta
         "{status}"
     );
 }
+
+/// Issue 28 point 5 through the command: a kubeconfig with an `http://` server, or with
+/// `insecure-skip-tls-verify: true`, is refused before any request (no token crosses), naming
+/// the fix; with `--insecure-api HOST` the unverified hand-off runs and its report says so.
+#[test]
+fn an_unprotected_kubeconfig_is_refused_unless_the_host_is_named_insecure() {
+    use crate::support::scripted::{Answer, Scripted};
+    let lab = GitopsLab::start();
+    let text = fs_err::read_to_string(&lab.kubeconfig).unwrap();
+    let server_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("server:"))
+        .unwrap()
+        .to_string();
+    let server = server_line.trim().trim_start_matches("server:").trim();
+    let host = server
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .unwrap()
+        .0
+        .to_string();
+    let command = |kubeconfig: &Path, out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "gitops",
+            "handoff",
+            "--inventory",
+            lab.inventory.to_str().unwrap(),
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--timeout",
+            "2m",
+            "--poll-ms",
+            "100",
+            "--output",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        crate::support::run::command(&args).output().unwrap()
+    };
+
+    let plain = Scripted::plain(|_| Answer::status(404));
+    let kc = lab.dir.join("plain-kubeconfig");
+    fs_err::write(
+        &kc,
+        text.replace(
+            &server_line,
+            &format!("    server: http://{}", plain.host()),
+        ),
+    )
+    .unwrap();
+    let o = lab.with_runtime(|| command(&kc, &lab.dir.join("plain"), &[]));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is plain HTTP") && stderr.contains("--insecure-api 127.0.0.1"),
+        "{stderr}"
+    );
+    assert!(plain.seen().is_empty(), "{:#?}", plain.seen());
+
+    let kc = lab.dir.join("unverified-kubeconfig");
+    let unverified: String = text
+        .lines()
+        .filter(|l| !l.contains("certificate-authority-data"))
+        .map(|l| match l == server_line {
+            true => format!("{l}\n    insecure-skip-tls-verify: true\n"),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    fs_err::write(&kc, unverified).unwrap();
+    let before = lab.audit().len();
+    let o = lab.with_runtime(|| command(&kc, &lab.dir.join("refused"), &[]));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("insecure-skip-tls-verify: true"),
+        "{stderr}"
+    );
+    assert_eq!(lab.audit().len(), before, "the refused run reached the API");
+
+    let out = lab.dir.join("named");
+    let o = lab.with_runtime(|| command(&kc, &out, &["--insecure-api", &host]));
+    let r = report(&ok(&o));
+    let trust = r["apiTrust"].as_str().unwrap_or_default();
+    assert!(
+        trust.contains("NOT VERIFIED") && trust.contains(&host),
+        "{r}"
+    );
+    let recorded: Value =
+        serde_json::from_str(&fs_err::read_to_string(out.join("handoff.json")).unwrap()).unwrap();
+    assert_eq!(recorded["apiTrust"], r["apiTrust"]);
+}

@@ -131,7 +131,12 @@ async fn list(kubeconfig: &Path, insecure: &[String]) -> anyhow::Result<Vec<Stri
         .await?;
     Ok(items
         .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect())
 }
 
@@ -151,13 +156,15 @@ fn list_refused_in_little_memory(test: &str, how: Generated, seen: &str) {
     if let Ok(kubeconfig) = std::env::var(CHILD) {
         return child(&kubeconfig);
     }
-    let api = api(move |r| match path_of(&r.target) {
+    let api = api(move |r| {
+        match path_of(&r.target) {
         DISCOVERY => discovery(),
         LIST => Answer::status(200)
             .header("Content-Type", "application/json")
             .body(r#"{"apiVersion":"argoproj.io/v1alpha1","kind":"ApplicationList","metadata":{},"items":["#)
             .generated(how),
         _ => status(404, "NotFound", "not here"),
+    }
     });
     let run = crate::support::peak::measure(
         module_path!(),
@@ -171,7 +178,11 @@ fn list_refused_in_little_memory(test: &str, how: Generated, seen: &str) {
         format!("more than the {ANSWER_MAX} bytes"),
         "not retried".to_string(),
     ] {
-        assert!(run.result.contains(&part), "{part:?} not in: {}", run.result);
+        assert!(
+            run.result.contains(&part),
+            "{part:?} not in: {}",
+            run.result
+        );
     }
     let lists: Vec<_> = api
         .server
@@ -217,13 +228,15 @@ fn an_endless_chunked_list_is_refused_past_the_cap_in_little_memory() {
 /// every page's items returned once.
 #[tokio::test]
 async fn a_list_is_read_in_pages_following_continue() {
-    let api = api(|r| match (path_of(&r.target), r.target.split_once("continue=")) {
-        (DISCOVERY, _) => discovery(),
-        (LIST, None) => page(&["a", "b"], Some("t1")),
-        (LIST, Some((_, "t1"))) => page(&["c"], Some("t2")),
-        (LIST, Some((_, "t2"))) => page(&["d"], None),
-        _ => status(404, "NotFound", "not here"),
-    });
+    let api = api(
+        |r| match (path_of(&r.target), r.target.split_once("continue=")) {
+            (DISCOVERY, _) => discovery(),
+            (LIST, None) => page(&["a", "b"], Some("t1")),
+            (LIST, Some((_, "t1"))) => page(&["c"], Some("t2")),
+            (LIST, Some((_, "t2"))) => page(&["d"], None),
+            _ => status(404, "NotFound", "not here"),
+        },
+    );
     let names = list(&api.kubeconfig, &[]).await.unwrap();
     assert_eq!(names, ["a", "b", "c", "d"]);
     let targets: Vec<_> = api
@@ -284,7 +297,10 @@ async fn a_lasting_500_fails_in_the_api_s_own_words() {
         .iter()
         .filter(|r| path_of(&r.target) == LIST)
         .count();
-    assert_eq!(asked, 1 + bootstrap::openshift::api::Retry::API.retries as usize);
+    assert_eq!(
+        asked,
+        1 + bootstrap::openshift::api::Retry::API.retries as usize
+    );
 
     let api = api_failing_discovery();
     let e = format!("{:#}", list(&api.kubeconfig, &[]).await.unwrap_err());
@@ -303,7 +319,13 @@ fn api_failing_discovery() -> Api {
 /// the hand-off's reads), with the hint about its operator.
 #[tokio::test]
 async fn a_kind_not_served_is_named_as_such() {
-    let api = api(|_| status(404, "NotFound", "the server could not find the requested resource"));
+    let api = api(|_| {
+        status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    });
     assert!(list(&api.kubeconfig, &[]).await.unwrap().is_empty());
     let cluster = Cluster::connect(&api.kubeconfig, None, &[], Redactor::default())
         .await

@@ -266,7 +266,9 @@ async fn generate<S: AsyncWrite + Unpin>(
 ) -> io::Result<()> {
     let mut filler = Vec::with_capacity(64 * 1024);
     while filler.len() < 64 * 1024 - 80 {
-        filler.extend_from_slice(br#"{"f":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},"#);
+        filler.extend_from_slice(
+            br#"{"f":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},"#,
+        );
     }
     match how {
         Generated::Declared(total) => {
