@@ -7,7 +7,7 @@ use crate::support;
 
 use bootstrap::inventory::{self, InventoryFile};
 use std::path::{Path, PathBuf};
-use support::run::{copy_dir, repo};
+use support::run::{copy_dir, shipped_inventory};
 
 #[derive(Clone, Copy)]
 enum Base {
@@ -52,8 +52,8 @@ fn case(
 /// The mutated inventory's directory.
 fn mutated(c: &Case, tmp: &Path) -> PathBuf {
     let src = match c.base {
-        Base::Example => repo("inventory/example-site"),
-        Base::Lab => repo("inventory/lab"),
+        Base::Example => shipped_inventory("example-site"),
+        Base::Lab => shipped_inventory("lab"),
     };
     let dir = tmp.join(c.name);
     copy_dir(&src, &dir);
@@ -191,8 +191,9 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn the_shipped_inventories_are_valid() {
-    for site in ["inventory/example-site", "inventory/lab"] {
-        let inv = inventory::load(&repo(site)).unwrap_or_else(|e| panic!("{site}:\n{e}"));
+    for site in ["example-site", "lab"] {
+        let inv =
+            inventory::load(&shipped_inventory(site)).unwrap_or_else(|e| panic!("{site}:\n{e}"));
         let problems = inventory::validate(&inv);
         assert!(
             problems.is_empty(),
@@ -418,4 +419,127 @@ fn every_problem_is_reported_at_once() {
             "{want} missing from {paths:?}"
         );
     }
+}
+
+/// `inv` (a copy of a shipped inventory) with `rel` given `mode`.
+fn chmod(inv: &Path, rel: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = inv.join(rel);
+    fs_err::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// The one problem of the inventory at `dir`, rendered as the CLI prints it, and whether it
+/// is an error; panics unless there is exactly one, at `file` `path` with a line and column.
+fn only_problem(dir: &Path, file: InventoryFile, path: &str) -> (String, bool) {
+    let inv = inventory::load(dir).unwrap_or_else(|e| panic!("{e}"));
+    let problems = inventory::validate(&inv);
+    let rendered = inventory::render_inventory_problems(dir, &problems);
+    assert_eq!(problems.len(), 1, "{rendered}");
+    let (f, p) = &problems[0];
+    assert_eq!((*f, p.path.as_str()), (file, path), "{rendered}");
+    let loc = p.location.expect("a line and column");
+    let at = format!("{}/{file}:{}:{}: ", dir.display(), loc.line, loc.column);
+    assert!(rendered.starts_with(&at), "{rendered}");
+    (rendered, p.is_error())
+}
+
+/// Issue 28 point 6: the SSH private key for prep, readable by others, is refused by
+/// validation as OpenSSH refuses it at the first login (`sshkey_perm_ok`), naming the inventory
+/// file, the field, the key file, its mode and the chmod that fixes it; then nothing is said.
+#[test]
+fn a_prep_private_key_others_can_read_is_refused_naming_its_field_and_chmod_600() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let key = chmod(&dir, "secrets/id_ed25519", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "prep.ssh.privateKey.file");
+    assert!(error, "{line}");
+    let key = key.display();
+    for words in [
+        format!("prep.ssh.privateKey.file: {key} is readable by group or others (mode 0644)"),
+        "OpenSSH refuses such a key".to_string(),
+        format!("chmod 600 {key}"),
+    ] {
+        assert!(line.contains(&words), "{words:?} not in {line}");
+    }
+    chmod(&dir, "secrets/id_ed25519", 0o600);
+    let inv = inventory::load(&dir).unwrap();
+    assert!(inventory::validate(&inv).is_empty());
+}
+
+/// Issue 28 point 6: a Git sshPrivateKey is a private key too; group-readable (0640) is
+/// refused.
+#[test]
+fn a_git_ssh_private_key_others_can_read_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    fs_err::copy(
+        dir.join("secrets/id_ed25519"),
+        dir.join("secrets/git_ed25519"),
+    )
+    .unwrap();
+    let key = chmod(&dir, "secrets/git_ed25519", 0o640);
+    let host_key = fs_err::read_to_string(dir.join("secrets/id_ed25519.pub")).unwrap();
+    let site = dir.join("site.yaml");
+    let text = fs_err::read_to_string(&site).unwrap();
+    let https = "    url: https://192.168.111.1:8443/site.git\n    username: lab\n    password:\n      file: secrets/git-password\n    ca:\n      file: secrets/git-ca.pem\n";
+    let ssh = format!("    url: ssh://git@192.168.111.1/site.git\n    sshPrivateKey:\n      file: secrets/git_ed25519\n    knownHosts:\n    - '192.168.111.1 {}'\n", host_key.trim());
+    assert!(text.contains(https));
+    fs_err::write(&site, text.replacen(https, &ssh, 1)).unwrap();
+    let (line, error) = only_problem(
+        &dir,
+        InventoryFile::Site,
+        "gitops.repository.sshPrivateKey.file",
+    );
+    assert!(error, "{line}");
+    assert!(line.contains("(mode 0640)"), "{line}");
+    assert!(
+        line.contains(&format!("chmod 600 {}", key.display())),
+        "{line}"
+    );
+}
+
+/// Issue 28 point 6: any other secret (here the pull secret) readable by its group is a
+/// warning, with the same naming and fix; the inventory is not refused. A file named by several
+/// fields (every node's BMC credentials) is warned about once.
+#[test]
+fn a_pull_secret_its_group_can_read_is_a_warning_not_a_refusal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("site");
+    copy_dir(&shipped_inventory("example-site"), &dir);
+    let secret = chmod(&dir, "secrets/pull-secret.example.json", 0o640);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "references.pullSecret.file");
+    assert!(!error, "{line}");
+    assert!(
+        line.contains(&format!(
+            "warning: references.pullSecret.file: {} holds a secret and is readable by group or others (mode 0640): chmod 600 {}",
+            secret.display(),
+            secret.display()
+        )),
+        "{line}"
+    );
+    chmod(&dir, "secrets/pull-secret.example.json", 0o600);
+    chmod(&dir, "secrets/bmc-control-plane.example", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Nodes, "nodes[0].bmc.credentials.file");
+    assert!(!error && line.contains("(mode 0644)"), "{line}");
+}
+
+/// Issue 28 point 6: a symlinked key is judged by the file it resolves to, as ssh's stat
+/// judges it (the link's own mode, 0777, is not the key's).
+#[test]
+fn a_symlinked_private_key_is_judged_by_its_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let target = tmp.path().join("keys/id_ed25519");
+    fs_err::create_dir_all(target.parent().unwrap()).unwrap();
+    fs_err::rename(dir.join("secrets/id_ed25519"), &target).unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("secrets/id_ed25519")).unwrap();
+    let inv = inventory::load(&dir).unwrap();
+    assert!(inventory::validate(&inv).is_empty());
+    chmod(tmp.path(), "keys/id_ed25519", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "prep.ssh.privateKey.file");
+    assert!(error && line.contains("(mode 0644)"), "{line}");
 }
