@@ -543,3 +543,92 @@ fn a_symlinked_private_key_is_judged_by_its_target() {
     let (line, error) = only_problem(&dir, InventoryFile::Site, "prep.ssh.privateKey.file");
     assert!(error && line.contains("(mode 0644)"), "{line}");
 }
+
+/// Issue 28 point 6: the refusal comes before anything else happens, from every command that
+/// reads the inventory. `bootstrap render` (text and `--output json`) writes nothing;
+/// `bootstrap install`'s first stage, validate, fails and no later stage starts (boot, prep and
+/// handoff come after it); `bootstrap prep`, which does not validate, stops before connecting
+/// to any node, by the same rule.
+#[test]
+fn an_exposed_private_key_stops_render_install_and_prep_before_anything_happens() {
+    use support::run::{bootstrap, failed, json};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let key = chmod(&dir, "secrets/id_ed25519", 0o604);
+    let fix = format!("chmod 600 {}", key.display());
+    let inv = dir.to_str().unwrap();
+    for output in ["text", "json"] {
+        let out = tmp.path().join(format!("out-{output}"));
+        let o = bootstrap(&[
+            "render",
+            "--output",
+            output,
+            "--inventory",
+            inv,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = failed(&o);
+        assert!(
+            err.contains("site.yaml:") && err.contains(": prep.ssh.privateKey.file: "),
+            "{err}"
+        );
+        assert!(err.contains("(mode 0604)") && err.contains(&fix), "{err}");
+        assert!(!out.exists(), "render wrote {}", out.display());
+    }
+
+    let run = tmp.path().join("run");
+    let started = std::time::Instant::now();
+    let err = failed(&bootstrap(&[
+        "install",
+        "--inventory",
+        inv,
+        "--run",
+        run.to_str().unwrap(),
+    ]));
+    assert!(err.contains("logs/validate.log"), "{err}");
+    let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
+    assert!(
+        log.contains("prep.ssh.privateKey.file: ") && log.contains(&fix),
+        "{log}"
+    );
+    let state = json(&run.join("state.json"));
+    let stages: Vec<(String, String)> = state["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_str().unwrap().into(),
+                s["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(stages[0], ("validate".to_string(), "failed".to_string()));
+    assert!(
+        stages[1..].iter().all(|(_, status)| status == "pending"),
+        "{stages:?}"
+    );
+
+    let prep_run = tmp.path().join("prep");
+    let o = bootstrap(&[
+        "prep",
+        "--inventory",
+        inv,
+        "--run",
+        prep_run.to_str().unwrap(),
+    ]);
+    let err = failed(&o);
+    assert!(
+        err.contains("prep.ssh.privateKey.file") && err.contains(&fix),
+        "{err}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "no node verdict: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // The lab's nodes are not up: a connection attempt would take its 5 s connectTimeout.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
