@@ -457,7 +457,9 @@ fn a_prep_private_key_others_can_read_is_refused_naming_its_field_and_chmod_600(
     assert!(error, "{line}");
     let key = key.display();
     for words in [
-        format!("prep.ssh.privateKey.file: {key} is readable by group or others (mode 0644)"),
+        format!(
+            "prep.ssh.privateKey.file: SSH key {key} is readable by group or others (mode 0644)"
+        ),
         "OpenSSH refuses such a key".to_string(),
         format!("chmod 600 {key}"),
     ] {
@@ -495,9 +497,29 @@ fn a_git_ssh_private_key_others_can_read_is_refused() {
     );
     assert!(error, "{line}");
     assert!(line.contains("(mode 0640)"), "{line}");
+    let fix = format!("chmod 600 {}", key.display());
+    assert!(line.contains(&fix), "{line}");
+    // `bootstrap gitops handoff` does not validate: it refuses the key by the same rule before
+    // the cluster is touched (there is no cluster here to touch).
+    let o = support::run::bootstrap(&[
+        "gitops",
+        "handoff",
+        "--inventory",
+        dir.to_str().unwrap(),
+        "--kubeconfig",
+        tmp.path().join("no-kubeconfig").to_str().unwrap(),
+        "--out",
+        tmp.path().join("handoff").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        line.contains(&format!("chmod 600 {}", key.display())),
-        "{line}"
+        err.contains("gitops.repository.sshPrivateKey.file: SSH key") && err.contains(&fix),
+        "{err}"
+    );
+    assert!(
+        err.contains("refused before the cluster was touched"),
+        "{err}"
     );
 }
 

@@ -194,13 +194,22 @@ impl<'a> Validator<'a> {
         let Ok(Some(mode)) = crate::secret::open_mode(&resolved) else {
             return;
         };
-        let shown = resolved.display().to_string();
-        if !self.open_secrets.insert(resolved) {
+        if !self.open_secrets.insert(resolved.clone()) {
             return;
         }
         let finding = match kind {
-            Secret::PrivateKey => Finding::error(format!("{shown} is readable by group or others (mode {mode:04o}); OpenSSH refuses such a key: chmod 600 {shown}")),
-            Secret::Other => Finding::warning(format!("{shown} holds a secret and is readable by group or others (mode {mode:04o}): chmod 600 {shown}")),
+            // The words the SSH transport uses when it refuses the key.
+            Secret::PrivateKey => Finding::error(
+                crate::hostprep::ssh::LoginKeyError::Exposed {
+                    path: resolved,
+                    mode,
+                }
+                .to_string(),
+            ),
+            Secret::Other => {
+                let shown = resolved.display();
+                Finding::warning(format!("{shown} holds a secret and is readable by group or others (mode {mode:04o}): chmod 600 {shown}"))
+            }
         };
         self.finding(file, path, finding);
     }
