@@ -74,7 +74,16 @@ pub fn site_hosts(
 ) -> Result<Vec<PrepHost>> {
     let ssh = &inv.site.prep.ssh;
     let key = match (&ssh.private_key, ssh.agent) {
-        (Some(file), false) => KeySource::File(inv.resolve(&file.file)),
+        (Some(file), false) => {
+            let path = inv.resolve(&file.file);
+            // Refused before any node is connected to, by the rule validation applies (a run
+            // with --from prep, or `bootstrap prep`, does not validate first).
+            if let Ok(Some(mode)) = crate::secret::open_mode(&path) {
+                let e = super::ssh::LoginKeyError::Exposed { path, mode };
+                bail!("site.yaml prep.ssh.privateKey.file: {e}");
+            }
+            KeySource::File(path)
+        }
         (None, true) => KeySource::Agent,
         (Some(_), true) => bail!("site.yaml prep.ssh: give privateKey or agent: true, not both"),
         // As ssh does: the agent's keys when one runs.

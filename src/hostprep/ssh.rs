@@ -531,7 +531,7 @@ pub enum LoginKeyError {
         source: std::io::Error,
     },
     /// The key file is readable by others, which OpenSSH refuses too.
-    #[error("SSH key {} is readable by others (mode {mode:o}); fix: chmod 600 {}", path.display(), path.display())]
+    #[error("SSH key {} is readable by group or others (mode {mode:04o}); OpenSSH refuses such a key: chmod 600 {}", path.display(), path.display())]
     Exposed {
         /// The file.
         path: PathBuf,
@@ -582,13 +582,12 @@ pub enum LoginKeyError {
     },
 }
 
-/// The private key in `path`, refused as OpenSSH refuses it (readable by others) or when it is
+/// The private key in `path`, refused as OpenSSH refuses it (readable by others:
+/// [`crate::secret::open_mode`], the rule inventory validation applies too) or when it is
 /// encrypted (we never ask for a passphrase). The message never quotes the key.
 pub fn load_key(path: &std::path::Path) -> Result<PrivateKey, LoginKeyError> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = fs_err::metadata(path).map_err(|source| LoginKeyError::Read { source })?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let open = crate::secret::open_mode(path).map_err(|source| LoginKeyError::Read { source })?;
+    if let Some(mode) = open {
         return Err(LoginKeyError::Exposed {
             path: path.to_path_buf(),
             mode,

@@ -390,6 +390,70 @@ fn a_wrong_server_and_a_wrong_password_fail_only_their_nodes() {
     assert!(!seen.contains(wrong), "the BMC password leaked");
 }
 
+/// Issue 28 point 3: a node whose ledger entry is there but not what bootstrap writes (a
+/// write cut short, a disk filling up) is not taken for "never reset": the boot stage fails that
+/// node naming the file and `--reboot`, and sends it nothing, so it is reset zero more times;
+/// the others are left alone as booted earlier. `--reboot` for it then resets it exactly once.
+#[test]
+fn a_corrupt_ledger_entry_stops_its_node_with_zero_resets() {
+    let lab = Lab::new();
+    site_bmcs(&lab);
+    let state = lab.dir.path().join("site");
+    let (site, _) = SiteLab::up(&lab.inventory, &state, &[]);
+    let once: Vec<(String, u64)> = (0..3).map(|i| (format!("master-{i}"), 1)).collect();
+    let o = install(&lab, &["--until", "boot"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(site.resets(), once);
+
+    let run = lab.run_dir();
+    let ledger = run.join("ledger/boot/master-1.json");
+    assert_eq!(support::run::json(&ledger)["resets"], 1);
+    let corrupt = r#"{"rese"#;
+    fs_err::write(&ledger, corrupt).unwrap();
+    let o = install(&lab, &["--from", "boot", "--until", "boot"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    let failed_line = err
+        .lines()
+        .find(|l| l.contains("failed to boot"))
+        .unwrap_or_else(|| panic!("no failure line in:\n{err}"));
+    assert!(
+        failed_line.contains("1 of 3 nodes failed to boot"),
+        "{failed_line}"
+    );
+    let m1 = failed_line
+        .split("; ")
+        .find(|p| p.contains("master-1 (BMC"))
+        .unwrap_or_else(|| panic!("master-1 not named: {failed_line}"));
+    assert!(
+        m1.contains(&format!(
+            "the boot ledger {} is not what bootstrap writes",
+            ledger.display()
+        )) && m1.contains("give --reboot NODE"),
+        "{m1}"
+    );
+    assert_eq!(site.resets(), once, "a node was reset again");
+    assert_eq!(fs_err::read_to_string(&ledger).unwrap(), corrupt);
+    for node in ["master-0", "master-2"] {
+        let record = support::run::json(&run.join(format!(".staging/boot/{node}.json")));
+        let outcome = record["outcome"].as_str().unwrap();
+        assert!(outcome.starts_with("booted earlier"), "{node}: {record}");
+    }
+
+    let o = install(&lab, &["--reboot", "master-1", "--until", "boot"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let resets = site.resets();
+    assert_eq!(resets[1], ("master-1".to_string(), 2), "{resets:?}");
+    assert_eq!(resets[0].1 + resets[2].1, 2, "{resets:?}");
+    // The entry is written anew, readable again.
+    let entry = support::run::json(&ledger);
+    assert!(entry["resetRequestedAt"].is_string(), "{entry}");
+}
+
 /// `bootstrap-lab up --inject-pending-user-action master-1`: after writing its disk, master-1
 /// boots the ISO again (the lab's wrong boot order, as assisted-service detects it) and the
 /// rendezvous host reports it `installing-pending-user-action`. `bootstrap install` fails its

@@ -5,7 +5,7 @@
 //! inventory with a GPU class, every finding asserted as its one line; and the script run on
 //! this machine through `hostprep::Local`.
 
-use crate::support::run::{copy_dir, repo};
+use crate::support::run::{copy_dir, repo, shipped_inventory};
 use bootstrap::hostprep::checks::{self, Finding};
 use bootstrap::hostprep::facts::{self, Facts};
 use bootstrap::hostprep::Local;
@@ -114,7 +114,7 @@ fn parse_reads_each_record_and_refuses_cut_off_output() {
 /// ConnectX NICs' driver named.
 fn inventory_with_class(tmp: &Path) -> Inventory {
     let dir = tmp.join("site");
-    copy_dir(&repo("inventory/example-site"), &dir);
+    copy_dir(&shipped_inventory("example-site"), &dir);
     let path = dir.join("nodes.yaml");
     let text = fs_err::read_to_string(&path).unwrap();
     let classes = "classes:\n  xe9680:\n    gpus:\n      model: H200\n      count: 8\n      addresses: [0000:18:00.0, 0000:2a:00.0, 0000:3a:00.0, 0000:5d:00.0, 0000:9a:00.0, 0000:ab:00.0, 0000:ba:00.0, 0000:db:00.0]\n    expectModules: [nvidia, mlx5_core]\nnodes:\n";

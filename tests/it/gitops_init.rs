@@ -5,7 +5,7 @@
 //! byte-identical, a non-empty directory is refused, and a bad inventory is refused naming
 //! site.yaml:line:col and the field.
 
-use crate::support::run::{bootstrap, copy_dir, failed, ok, repo};
+use crate::support::run::{bootstrap, copy_dir, failed, ok, shipped_inventory};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,7 +94,7 @@ fn find<'a>(objs: &'a [Value], kind: &str, name: &str, namespace: Option<&str>) 
 fn the_lab_repository_builds_and_holds_the_tenants_and_the_waves() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("site");
-    let summary = init(&repo("inventory/lab"), &dir, &[]);
+    let summary = init(&shipped_inventory("lab"), &dir, &[]);
     assert_eq!(summary["tenants"], serde_json::json!(["team-a", "team-b"]));
     assert!(summary["changed"].as_array().unwrap().is_empty());
     let all = folders(&dir);
@@ -281,7 +281,7 @@ fn root(objs: &[Value]) {
 fn the_example_site_takes_red_hat_operators_from_the_mirrors_catalog_source() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("site");
-    init(&repo("inventory/example-site"), &dir, &[]);
+    init(&shipped_inventory("example-site"), &dir, &[]);
     for f in folders(&dir) {
         build(&f);
     }
@@ -311,7 +311,7 @@ fn the_example_site_takes_red_hat_operators_from_the_mirrors_catalog_source() {
 fn a_rerun_is_byte_identical_and_a_non_empty_directory_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("site");
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     init(&inv, &dir, &[]);
     let first = snapshot(&dir);
     let args = [
@@ -355,7 +355,7 @@ fn a_rerun_is_byte_identical_and_a_non_empty_directory_is_refused() {
 /// inventory/lab with `from` replaced by `to` in site.yaml.
 fn mutated_lab(tmp: &Path, name: &str, from: &str, to: &str) -> PathBuf {
     let inv = tmp.join(name);
-    copy_dir(&repo("inventory/lab"), &inv);
+    copy_dir(&shipped_inventory("lab"), &inv);
     let site = inv.join("site.yaml");
     let text = fs_err::read_to_string(&site).unwrap();
     assert!(text.contains(from), "{from:?} not in the lab's site.yaml");
@@ -436,7 +436,7 @@ fn a_bad_inventory_is_refused_naming_the_place_and_the_field() {
 fn an_operator_without_a_catalog_is_refused_naming_the_field_to_set() {
     let tmp = tempfile::tempdir().unwrap();
     let inv = tmp.path().join("example");
-    copy_dir(&repo("inventory/example-site"), &inv);
+    copy_dir(&shipped_inventory("example-site"), &inv);
     let site = inv.join("site.yaml");
     let text = fs_err::read_to_string(&site).unwrap();
     let from = "    gpu-operator-certified:\n      catalog: cs-certified-operator-index-v4-18\n";

@@ -9,7 +9,7 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
-use support::run::{command, copy_dir, failed, json, ok, repo};
+use support::run::{command, copy_dir, failed, json, ok, repo, shipped_inventory};
 
 fn install(inventory: &Path, run: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
@@ -67,7 +67,7 @@ fn stage_status(run: &Path, stage: &str) -> String {
 
 fn lab_copy(dir: &Path) -> PathBuf {
     let inv = dir.join("inv");
-    copy_dir(&repo("inventory/lab"), &inv);
+    copy_dir(&shipped_inventory("lab"), &inv);
     inv
 }
 
@@ -86,7 +86,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 fn an_empty_run_directory_goes_through_render() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
-    let o = install(&repo("inventory/lab"), &run, &["--until", "render"]);
+    let o = install(&shipped_inventory("lab"), &run, &["--until", "render"]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
@@ -107,7 +107,7 @@ fn an_empty_run_directory_goes_through_render() {
         !run.join(".staging").exists()
             || fs_err::read_dir(run.join(".staging")).unwrap().count() == 0
     );
-    let o = install(&repo("inventory/lab"), &run, &[]);
+    let o = install(&shipped_inventory("lab"), &run, &[]);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     let log = fs_err::read_to_string(run.join("logs/tools.log")).unwrap();
     assert!(log.contains("needs references.mirrorRecord"), "{log}");
@@ -122,7 +122,7 @@ fn an_empty_run_directory_goes_through_render() {
 fn a_second_run_skips_every_stage() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     ok(&install(&inv, &run, &["--until", "render"]));
     let before = fs_err::read_to_string(run.join("state.json")).unwrap();
     let stdout = ok(&install(&inv, &run, &["--until", "render"]));
@@ -197,7 +197,7 @@ fn a_changed_mac_reruns_render_and_a_damaged_output_is_redone() {
 #[test]
 fn from_and_until_bound_the_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     let run = tmp.path().join("run");
     let err = failed(&install(&inv, &run, &["--from", "render"]));
     assert!(
@@ -256,7 +256,7 @@ fn a_concurrent_run_is_refused_naming_the_holder() {
     let run = tmp.path().join("run");
     let me = std::process::id();
     fake_lock(&run, me);
-    let err = failed(&install(&repo("inventory/lab"), &run, &[]));
+    let err = failed(&install(&shipped_inventory("lab"), &run, &[]));
     assert!(
         err.contains(&format!("is held by pid {me} on {}", hostname())),
         "{err}"
@@ -278,7 +278,7 @@ fn a_stale_lock_is_taken_over_with_a_warning() {
     let dead = child.id();
     child.wait().unwrap();
     fake_lock(&run, dead);
-    let o = install(&repo("inventory/lab"), &run, &["--until", "render"]);
+    let o = install(&shipped_inventory("lab"), &run, &["--until", "render"]);
     ok(&o);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -298,7 +298,7 @@ fn runs_racing_for_a_stale_lock_leave_exactly_one_holder() {
     let dead = gone.id();
     gone.wait().unwrap();
     fake_lock(&run, dead);
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     let children: Vec<_> = (0..4)
         .map(|_| {
             command(&[
@@ -357,7 +357,7 @@ fn wait_for_status(run: &Path, stage: &str, want: &str) {
 #[test]
 fn sigint_during_a_stage_leaves_it_interrupted_and_the_rerun_finishes_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
         let run = tmp.path().join(format!("run{signal}"));
         let child = command(&[
@@ -407,7 +407,7 @@ fn sigint_during_a_stage_leaves_it_interrupted_and_the_rerun_finishes_it() {
 #[test]
 fn kill_9_during_a_stage_then_rerun_finishes_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     let run = tmp.path().join("run");
     let mut child = command(&[
         "install",
@@ -573,7 +573,7 @@ fn golden(name: &str, got: &str) {
 #[test]
 fn status_text_and_json_match_their_golden_files() {
     let tmp = tempfile::tempdir().unwrap();
-    let inv = repo("inventory/lab");
+    let inv = shipped_inventory("lab");
     let run = tmp.path().join("run");
     assert_eq!(
         install(&inv, &run, &["--until", "render"]).status.code(),
@@ -667,7 +667,7 @@ fn secrets_appear_in_no_log_state_or_status() {
 fn a_release_older_than_4_18_is_refused_for_install_with_the_watcher_token_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let inv = tmp.path().join("inv");
-    copy_dir(&repo("inventory/example-site"), &inv);
+    copy_dir(&shipped_inventory("example-site"), &inv);
     let record = inv.join("mirror/mirror-record.json");
     let text = fs_err::read_to_string(&record).unwrap();
     fs_err::write(&record, text.replace("4.18.3", "4.17.9")).unwrap();

@@ -11,7 +11,7 @@ use crate::support;
 use bootstrap::installer::validate_files;
 use bootstrap::inventory::{self, InventoryError};
 use std::path::Path;
-use support::run::{copy_dir, repo};
+use support::run::{copy_dir, repo, shipped_inventory};
 
 /// What a path says about a value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,7 +186,7 @@ fn edit(path: &Path, from: &str, to: &str) {
 
 /// The lab inventory in `dir` with `value` put where `p` is.
 fn inventory_with(p: Predicate, value: &str, dir: &Path) {
-    copy_dir(&repo("inventory/lab"), dir);
+    copy_dir(&shipped_inventory("lab"), dir);
     let (site, nodes) = (dir.join("site.yaml"), dir.join("nodes.yaml"));
     match p {
         Predicate::ControlPlaneSize => {

@@ -7,7 +7,7 @@ use crate::support;
 
 use bootstrap::inventory::{self, InventoryFile};
 use std::path::{Path, PathBuf};
-use support::run::{copy_dir, repo};
+use support::run::{copy_dir, shipped_inventory};
 
 #[derive(Clone, Copy)]
 enum Base {
@@ -52,8 +52,8 @@ fn case(
 /// The mutated inventory's directory.
 fn mutated(c: &Case, tmp: &Path) -> PathBuf {
     let src = match c.base {
-        Base::Example => repo("inventory/example-site"),
-        Base::Lab => repo("inventory/lab"),
+        Base::Example => shipped_inventory("example-site"),
+        Base::Lab => shipped_inventory("lab"),
     };
     let dir = tmp.join(c.name);
     copy_dir(&src, &dir);
@@ -191,8 +191,9 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn the_shipped_inventories_are_valid() {
-    for site in ["inventory/example-site", "inventory/lab"] {
-        let inv = inventory::load(&repo(site)).unwrap_or_else(|e| panic!("{site}:\n{e}"));
+    for site in ["example-site", "lab"] {
+        let inv =
+            inventory::load(&shipped_inventory(site)).unwrap_or_else(|e| panic!("{site}:\n{e}"));
         let problems = inventory::validate(&inv);
         assert!(
             problems.is_empty(),
@@ -418,4 +419,238 @@ fn every_problem_is_reported_at_once() {
             "{want} missing from {paths:?}"
         );
     }
+}
+
+/// `inv` (a copy of a shipped inventory) with `rel` given `mode`.
+fn chmod(inv: &Path, rel: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = inv.join(rel);
+    fs_err::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+/// The one problem of the inventory at `dir`, rendered as the CLI prints it, and whether it
+/// is an error; panics unless there is exactly one, at `file` `path` with a line and column.
+fn only_problem(dir: &Path, file: InventoryFile, path: &str) -> (String, bool) {
+    let inv = inventory::load(dir).unwrap_or_else(|e| panic!("{e}"));
+    let problems = inventory::validate(&inv);
+    let rendered = inventory::render_inventory_problems(dir, &problems);
+    assert_eq!(problems.len(), 1, "{rendered}");
+    let (f, p) = &problems[0];
+    assert_eq!((*f, p.path.as_str()), (file, path), "{rendered}");
+    let loc = p.location.expect("a line and column");
+    let at = format!("{}/{file}:{}:{}: ", dir.display(), loc.line, loc.column);
+    assert!(rendered.starts_with(&at), "{rendered}");
+    (rendered, p.is_error())
+}
+
+/// Issue 28 point 6: the SSH private key for prep, readable by others, is refused by
+/// validation as OpenSSH refuses it at the first login (`sshkey_perm_ok`), naming the inventory
+/// file, the field, the key file, its mode and the chmod that fixes it; then nothing is said.
+#[test]
+fn a_prep_private_key_others_can_read_is_refused_naming_its_field_and_chmod_600() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let key = chmod(&dir, "secrets/id_ed25519", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "prep.ssh.privateKey.file");
+    assert!(error, "{line}");
+    let key = key.display();
+    for words in [
+        format!(
+            "prep.ssh.privateKey.file: SSH key {key} is readable by group or others (mode 0644)"
+        ),
+        "OpenSSH refuses such a key".to_string(),
+        format!("chmod 600 {key}"),
+    ] {
+        assert!(line.contains(&words), "{words:?} not in {line}");
+    }
+    chmod(&dir, "secrets/id_ed25519", 0o600);
+    let inv = inventory::load(&dir).unwrap();
+    assert!(inventory::validate(&inv).is_empty());
+}
+
+/// Issue 28 point 6: a Git sshPrivateKey is a private key too; group-readable (0640) is
+/// refused.
+#[test]
+fn a_git_ssh_private_key_others_can_read_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    fs_err::copy(
+        dir.join("secrets/id_ed25519"),
+        dir.join("secrets/git_ed25519"),
+    )
+    .unwrap();
+    let key = chmod(&dir, "secrets/git_ed25519", 0o640);
+    let host_key = fs_err::read_to_string(dir.join("secrets/id_ed25519.pub")).unwrap();
+    let site = dir.join("site.yaml");
+    let text = fs_err::read_to_string(&site).unwrap();
+    let https = "    url: https://192.168.111.1:8443/site.git\n    username: lab\n    password:\n      file: secrets/git-password\n    ca:\n      file: secrets/git-ca.pem\n";
+    let ssh = format!("    url: ssh://git@192.168.111.1/site.git\n    sshPrivateKey:\n      file: secrets/git_ed25519\n    knownHosts:\n    - '192.168.111.1 {}'\n", host_key.trim());
+    assert!(text.contains(https));
+    fs_err::write(&site, text.replacen(https, &ssh, 1)).unwrap();
+    let (line, error) = only_problem(
+        &dir,
+        InventoryFile::Site,
+        "gitops.repository.sshPrivateKey.file",
+    );
+    assert!(error, "{line}");
+    assert!(line.contains("(mode 0640)"), "{line}");
+    let fix = format!("chmod 600 {}", key.display());
+    assert!(line.contains(&fix), "{line}");
+    // `bootstrap gitops handoff` does not validate: it refuses the key by the same rule before
+    // the cluster is touched (there is no cluster here to touch).
+    let o = support::run::bootstrap(&[
+        "gitops",
+        "handoff",
+        "--inventory",
+        dir.to_str().unwrap(),
+        "--kubeconfig",
+        tmp.path().join("no-kubeconfig").to_str().unwrap(),
+        "--out",
+        tmp.path().join("handoff").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("gitops.repository.sshPrivateKey.file: SSH key") && err.contains(&fix),
+        "{err}"
+    );
+    assert!(
+        err.contains("refused before the cluster was touched"),
+        "{err}"
+    );
+}
+
+/// Issue 28 point 6: any other secret (here the pull secret) readable by its group is a
+/// warning, with the same naming and fix; the inventory is not refused. A file named by several
+/// fields (every node's BMC credentials) is warned about once.
+#[test]
+fn a_pull_secret_its_group_can_read_is_a_warning_not_a_refusal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("site");
+    copy_dir(&shipped_inventory("example-site"), &dir);
+    let secret = chmod(&dir, "secrets/pull-secret.example.json", 0o640);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "references.pullSecret.file");
+    assert!(!error, "{line}");
+    assert!(
+        line.contains(&format!(
+            "warning: references.pullSecret.file: {} holds a secret and is readable by group or others (mode 0640): chmod 600 {}",
+            secret.display(),
+            secret.display()
+        )),
+        "{line}"
+    );
+    chmod(&dir, "secrets/pull-secret.example.json", 0o600);
+    chmod(&dir, "secrets/bmc-control-plane.example", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Nodes, "nodes[0].bmc.credentials.file");
+    assert!(!error && line.contains("(mode 0644)"), "{line}");
+}
+
+/// Issue 28 point 6: a symlinked key is judged by the file it resolves to, as ssh's stat
+/// judges it (the link's own mode, 0777, is not the key's).
+#[test]
+fn a_symlinked_private_key_is_judged_by_its_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let target = tmp.path().join("keys/id_ed25519");
+    fs_err::create_dir_all(target.parent().unwrap()).unwrap();
+    fs_err::rename(dir.join("secrets/id_ed25519"), &target).unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("secrets/id_ed25519")).unwrap();
+    let inv = inventory::load(&dir).unwrap();
+    assert!(inventory::validate(&inv).is_empty());
+    chmod(tmp.path(), "keys/id_ed25519", 0o644);
+    let (line, error) = only_problem(&dir, InventoryFile::Site, "prep.ssh.privateKey.file");
+    assert!(error && line.contains("(mode 0644)"), "{line}");
+}
+
+/// Issue 28 point 6: the refusal comes before anything else happens, from every command that
+/// reads the inventory. `bootstrap render` (text and `--output json`) writes nothing;
+/// `bootstrap install`'s first stage, validate, fails and no later stage starts (boot, prep and
+/// handoff come after it); `bootstrap prep`, which does not validate, stops before connecting
+/// to any node, by the same rule.
+#[test]
+fn an_exposed_private_key_stops_render_install_and_prep_before_anything_happens() {
+    use support::run::{bootstrap, failed, json};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("lab");
+    copy_dir(&shipped_inventory("lab"), &dir);
+    let key = chmod(&dir, "secrets/id_ed25519", 0o604);
+    let fix = format!("chmod 600 {}", key.display());
+    let inv = dir.to_str().unwrap();
+    for output in ["text", "json"] {
+        let out = tmp.path().join(format!("out-{output}"));
+        let o = bootstrap(&[
+            "render",
+            "--output",
+            output,
+            "--inventory",
+            inv,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = failed(&o);
+        assert!(
+            err.contains("site.yaml:") && err.contains(": prep.ssh.privateKey.file: "),
+            "{err}"
+        );
+        assert!(err.contains("(mode 0604)") && err.contains(&fix), "{err}");
+        assert!(!out.exists(), "render wrote {}", out.display());
+    }
+
+    let run = tmp.path().join("run");
+    let started = std::time::Instant::now();
+    let err = failed(&bootstrap(&[
+        "install",
+        "--inventory",
+        inv,
+        "--run",
+        run.to_str().unwrap(),
+    ]));
+    assert!(err.contains("logs/validate.log"), "{err}");
+    let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
+    assert!(
+        log.contains("prep.ssh.privateKey.file: ") && log.contains(&fix),
+        "{log}"
+    );
+    let state = json(&run.join("state.json"));
+    let stages: Vec<(String, String)> = state["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_str().unwrap().into(),
+                s["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(stages[0], ("validate".to_string(), "failed".to_string()));
+    assert!(
+        stages[1..].iter().all(|(_, status)| status == "pending"),
+        "{stages:?}"
+    );
+
+    let prep_run = tmp.path().join("prep");
+    let o = bootstrap(&[
+        "prep",
+        "--inventory",
+        inv,
+        "--run",
+        prep_run.to_str().unwrap(),
+    ]);
+    let err = failed(&o);
+    assert!(
+        err.contains("prep.ssh.privateKey.file") && err.contains(&fix),
+        "{err}"
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "no node verdict: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // The lab's nodes are not up: a connection attempt would take its 5 s connectTimeout.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }

@@ -5,7 +5,9 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
-use support::run::{bootstrap, command, copy_dir, failed, ok, repo, validate_pair};
+use support::run::{
+    bootstrap, command, copy_dir, failed, ok, repo, shipped_inventory, validate_pair,
+};
 
 fn render(inventory: &Path, out: &Path) -> std::process::Output {
     bootstrap(&[
@@ -22,7 +24,7 @@ fn shipped_inventories_match_their_golden_files() {
     let tmp = tempfile::tempdir().unwrap();
     for site in ["example-site", "lab"] {
         let out = tmp.path().join(site);
-        ok(&render(&repo(&format!("inventory/{site}")), &out));
+        ok(&render(&shipped_inventory(site), &out));
         for file in ["install-config.yaml", "agent-config.yaml"] {
             let got = fs_err::read_to_string(out.join(file)).unwrap();
             let golden = repo(&format!("tests/testdata/render/{site}/{file}"));
@@ -48,8 +50,8 @@ fn rendering_twice_gives_the_same_bytes_and_private_modes() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    ok(&render(&repo("inventory/example-site"), &a));
-    ok(&render(&repo("inventory/example-site"), &b));
+    ok(&render(&shipped_inventory("example-site"), &a));
+    ok(&render(&shipped_inventory("example-site"), &b));
     for file in ["install-config.yaml", "agent-config.yaml"] {
         assert_eq!(
             fs_err::read(a.join(file)).unwrap(),
@@ -72,7 +74,7 @@ fn rendering_twice_gives_the_same_bytes_and_private_modes() {
 fn secrets_never_reach_stdout_or_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let inv = tmp.path().join("inv");
-    copy_dir(&repo("inventory/lab"), &inv);
+    copy_dir(&shipped_inventory("lab"), &inv);
     let token = "cHVsbC1zZWNyZXQtY2FuYXJ5LTQyNDI=";
     let bmc_password = "bmc-canary-password-4242";
     fs_err::write(
@@ -151,7 +153,7 @@ fn secrets_never_reach_stdout_or_stderr() {
 fn an_invalid_inventory_writes_nothing_and_reports_every_problem() {
     let tmp = tempfile::tempdir().unwrap();
     let inv = tmp.path().join("inv");
-    copy_dir(&repo("inventory/example-site"), &inv);
+    copy_dir(&shipped_inventory("example-site"), &inv);
     let site = fs_err::read_to_string(inv.join("site.yaml"))
         .unwrap()
         .replace("apiVIPs: [10.20.0.5]", "apiVIPs: [10.21.0.5]")
@@ -194,7 +196,7 @@ fn rendered_files_pass_bootstrap_validate() {
     let tmp = tempfile::tempdir().unwrap();
     for site in ["example-site", "lab"] {
         let out = tmp.path().join(site);
-        ok(&render(&repo(&format!("inventory/{site}")), &out));
+        ok(&render(&shipped_inventory(site), &out));
         let ic = out.join("install-config.yaml");
         let ac = out.join("agent-config.yaml");
         let o = validate_pair(&ic, &ac);

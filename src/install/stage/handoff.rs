@@ -161,8 +161,8 @@ pub fn prepare(inv: &Inventory) -> Result<Handoff> {
     let g = inv.site.gitops.clone().ok_or_else(|| {
         anyhow!("site.yaml has no gitops section: the hand-off needs the site's GitOps repository (docs/gitops.md); add one, or stop the install before it with --until prep")
     })?;
-    let mirror = handoff::objects::mirror_resources(&cluster_resources(inv)?)?;
     let creds = credentials(inv, &g.repository)?;
+    let mirror = handoff::objects::mirror_resources(&cluster_resources(inv)?)?;
     let catalogs = scaffold::read_catalog_sources(inv)?;
     let (choice, field) = scaffold::catalogs::choice(&g, scaffold::catalogs::GITOPS_PACKAGE);
     let catalog = scaffold::catalogs::catalog_for(
@@ -229,6 +229,15 @@ fn credentials(
         })
         .transpose()?
         .map(|t| Secret::new(t.trim_end_matches(['\r', '\n'])));
+    if let Some(file) = repo.ssh_private_key.as_ref().and_then(|r| r.file.as_ref()) {
+        // Refused before the cluster is touched, by validation's rule (`bootstrap gitops
+        // handoff` does not validate first): a key others can read is no longer private.
+        let path = inv.resolve(file);
+        if let Ok(Some(mode)) = crate::secret::open_mode(&path) {
+            let e = crate::hostprep::ssh::LoginKeyError::Exposed { path, mode };
+            bail!("site.yaml gitops.repository.sshPrivateKey.file: {e}");
+        }
+    }
     let ssh_private_key = repo
         .ssh_private_key
         .as_ref()

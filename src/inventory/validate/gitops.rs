@@ -177,7 +177,7 @@ impl Validator<'_> {
             if kind.is_some() && !ssh {
                 self.site(format!("{p}.sshPrivateKey"), "an SSH key is used only with ssh:// or git@HOST:PATH URLs; for https:// set username and password");
             }
-            self.secret_ref(InventoryFile::Site, &format!("{p}.sshPrivateKey"), key);
+            self.private_key_ref(InventoryFile::Site, &format!("{p}.sshPrivateKey"), key);
         }
         if !r.known_hosts.is_empty() && kind.is_some() && !ssh {
             self.site(

@@ -35,6 +35,7 @@ pub fn validate(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
         inv,
         problems: Vec::new(),
         machine: Vec::new(),
+        open_secrets: BTreeSet::new(),
     };
     v.cluster_identity();
     v.release();
@@ -62,6 +63,7 @@ pub fn validate_for_install(inv: &Inventory) -> Vec<(InventoryFile, Problem)> {
         inv,
         problems: Vec::new(),
         machine: Vec::new(),
+        open_secrets: BTreeSet::new(),
     };
     v.watcher_token_release();
     v.problems
@@ -72,6 +74,18 @@ struct Validator<'a> {
     problems: Vec<(InventoryFile, Problem)>,
     /// The machine networks that parsed.
     machine: Vec<Cidr>,
+    /// Secret files already reported open to others: one finding per file, not per reference
+    /// (every node may name the same BMC credentials).
+    open_secrets: BTreeSet<std::path::PathBuf>,
+}
+
+/// What a secret file holds, which decides how loudly a mode open to others is reported.
+#[derive(Clone, Copy)]
+enum Secret {
+    /// An SSH private key: OpenSSH refuses it, so validation does.
+    PrivateKey,
+    /// A password, token, pull secret or TLS key: warned about.
+    Other,
 }
 
 /// A node's static address, parsed.
@@ -135,14 +149,27 @@ impl<'a> Validator<'a> {
             .join(", ")
     }
 
-    /// A secret reference: exactly one of file or env; the file must exist.
+    /// A secret reference: exactly one of file or env; the file must exist, and others than its
+    /// owner able to read it is a warning ([`Self::secret_file`]).
     fn secret_ref(&mut self, file: InventoryFile, path: &str, r: &SecretRef) {
+        self.secret_ref_as(file, path, r, Secret::Other);
+    }
+
+    /// A secret reference to a private key: as [`Self::secret_ref`], and a key file others than
+    /// its owner can read is refused, as OpenSSH refuses it.
+    fn private_key_ref(&mut self, file: InventoryFile, path: &str, r: &SecretRef) {
+        self.secret_ref_as(file, path, r, Secret::PrivateKey);
+    }
+
+    fn secret_ref_as(&mut self, file: InventoryFile, path: &str, r: &SecretRef, kind: Secret) {
         let problem = match (&r.file, &r.env) {
             (Some(_), Some(_)) | (None, None) => Some((
                 path.to_string(),
                 "set exactly one of file (a path) or env (an environment variable's name)".to_string(),
             )),
-            (Some(f), None) => self.missing_file(f).map(|m| (format!("{path}.file"), m)),
+            (Some(f), None) => {
+                return self.secret_file(file, &format!("{path}.file"), f, kind);
+            }
             (None, Some(e)) => (!is_env_name(e)).then(|| {
                 (format!("{path}.env"), format!("{} is not an environment variable name; use letters, digits and '_' (e.g. PULL_SECRET)", quote(e)))
             }),
@@ -151,6 +178,40 @@ impl<'a> Validator<'a> {
             let p = self.inv.problem(file, p, m);
             self.problems.push(p);
         }
+    }
+
+    /// A file holding a secret (`path` is its field): it must exist, and be its owner's alone
+    /// ([`crate::secret::open_mode`], OpenSSH's rule). A private key others can read is an
+    /// error, as ssh refuses it at the first login; any other secret a warning. Only the mode
+    /// is read, never the secret.
+    fn secret_file(&mut self, file: InventoryFile, path: &str, name: &str, kind: Secret) {
+        if let Some(m) = self.missing_file(name) {
+            let p = self.inv.problem(file, path, m);
+            self.problems.push(p);
+            return;
+        }
+        let resolved = self.inv.resolve(name);
+        let Ok(Some(mode)) = crate::secret::open_mode(&resolved) else {
+            return;
+        };
+        if !self.open_secrets.insert(resolved.clone()) {
+            return;
+        }
+        let finding = match kind {
+            // The words the SSH transport uses when it refuses the key.
+            Secret::PrivateKey => Finding::error(
+                crate::hostprep::ssh::LoginKeyError::Exposed {
+                    path: resolved,
+                    mode,
+                }
+                .to_string(),
+            ),
+            Secret::Other => {
+                let shown = resolved.display();
+                Finding::warning(format!("{shown} holds a secret and is readable by group or others (mode {mode:04o}): chmod 600 {shown}"))
+            }
+        };
+        self.finding(file, path, finding);
     }
 
     /// Why `file` (relative to the inventory) cannot be used, or None.

@@ -103,15 +103,16 @@ impl Validator<'_> {
         }
     }
 
-    /// The private key file: present. Its content is never read here; its mode is checked
-    /// where it is used, as OpenSSH checks it (a key readable by group or others is refused
-    /// by the SSH transport with the chmod that fixes it), so a fresh checkout's lab key does
-    /// not stop render.
+    /// The private key file: present, and its owner's alone (refused otherwise, as OpenSSH
+    /// refuses it at the first login: checked here so that no stage touches a host first). Its
+    /// content is never read here.
     fn private_key(&mut self, file: &str) {
-        let path = "prep.ssh.privateKey.file";
-        if let Some(m) = self.missing_file(file) {
-            self.site(path, m);
-        }
+        self.secret_file(
+            InventoryFile::Site,
+            "prep.ssh.privateKey.file",
+            file,
+            super::Secret::PrivateKey,
+        );
     }
 
     /// OpenSSH public key lines (`ssh-ed25519 AAAA... [comment]`).

@@ -51,7 +51,12 @@ impl Validator<'_> {
                     &tls.certificate.file,
                     checks::pem_bundle,
                 );
-                self.file_ref(site, "boot.isoServer.tls.key", &tls.key.file, |_| Ok(()));
+                self.secret_file(
+                    site,
+                    "boot.isoServer.tls.key.file",
+                    &tls.key.file,
+                    super::Secret::Other,
+                );
             }
         }
         if let Some(url) = &b.iso_url {

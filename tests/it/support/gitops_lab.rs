@@ -95,7 +95,7 @@ impl GitopsLab {
             .build()
             .unwrap();
         let inventory = dir.join("inventory");
-        copy_dir(&repo_root().join("inventory/lab"), &inventory);
+        copy_dir(&super::run::shipped_inventory("lab"), &inventory);
         let password = fs_err::read_to_string(inventory.join("secrets/git-password"))
             .unwrap()
             .trim()

@@ -27,7 +27,7 @@ pub fn seed(upstream: &Registry, dir: &Path) -> PathBuf {
 /// credentials into which the mirror wrote `record` (copied into the inventory).
 pub fn site_inventory(dir: &Path, site: &Registry, record: &Path, version: &str) -> PathBuf {
     let inventory = dir.join("inv");
-    super::run::copy_dir(&super::run::repo("inventory/lab"), &inventory);
+    super::run::copy_dir(&super::run::shipped_inventory("lab"), &inventory);
     fs_err::copy(record, inventory.join("mirror-record.json")).unwrap();
     fs_err::copy(
         site.ca_pem().expect("a TLS site registry"),
@@ -128,7 +128,7 @@ pub fn verify_every_bmc(inventory: &Path, bases: &[String]) {
 /// auth verified against the lab CA at secrets/bmc-ca.pem (the variant its nodes.yaml describes).
 pub fn lab_inventory(dir: &Path, verified_tls: bool) -> (PathBuf, Vec<u16>) {
     let inv = dir.join("inv");
-    super::run::copy_dir(&super::run::repo("inventory/lab"), &inv);
+    super::run::copy_dir(&super::run::shipped_inventory("lab"), &inv);
     let ports = free_ports();
     let text = fs_err::read_to_string(inv.join("nodes.yaml")).unwrap();
     let shipped_bmc_lines = [

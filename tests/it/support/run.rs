@@ -172,6 +172,24 @@ pub fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The shipped inventory `inventory/NAME` (`lab`, `example-site`) in the source tree, its
+/// secret files made their owner's alone first. Git records no mode but the executable bit, so a
+/// checkout leaves them readable by all, and validation refuses the lab's private key then, as
+/// OpenSSH refuses it (and warns for the other secrets); a user runs the `chmod 600` it names,
+/// once, as tests do here. `copy_dir` keeps the modes.
+pub fn shipped_inventory(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = repo("inventory").join(name);
+    for e in fs_err::read_dir(dir.join("secrets")).unwrap() {
+        let path = e.unwrap().path();
+        let public = path.extension().is_some_and(|x| x == "pub" || x == "pem");
+        if !public && path.is_file() {
+            fs_err::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+    dir
+}
+
 /// Copies the directory tree `from` to `to` (created).
 pub fn copy_dir(from: &Path, to: &Path) {
     fs_err::create_dir_all(to).unwrap();
