@@ -109,6 +109,16 @@ pub fn read_regular_to_string(path: &Path, max: u64) -> io::Result<String> {
 /// followed.
 pub fn hash_regular(path: &Path) -> io::Result<(crate::oci::digest::Digest, u64)> {
     let (f, size) = crate::bounded::open_regular(path)?;
+    hash_opened(&f, size, path)
+}
+
+/// [`hash_regular`] of a file [`open_regular`] opened with `size` bytes, for a caller that
+/// looks at the open file (its inode, its times) before reading it.
+pub fn hash_opened(
+    f: &fs_err::File,
+    size: u64,
+    path: &Path,
+) -> io::Result<(crate::oci::digest::Digest, u64)> {
     let (digest, len) = hash_reader(f.take(size + 1))?;
     if len > size {
         return Err(io::Error::new(
@@ -140,8 +150,9 @@ pub fn hash_range(path: &Path, start: u64, len: u64) -> io::Result<crate::oci::d
     Ok(digest)
 }
 
-/// The sha256 and length of everything `r` gives.
-fn hash_reader(mut r: impl Read) -> io::Result<(crate::oci::digest::Digest, u64)> {
+/// The sha256 and length of everything `r` gives, read through one 1 MiB buffer: memory stays
+/// the same whatever the size.
+pub fn hash_reader(mut r: impl Read) -> io::Result<(crate::oci::digest::Digest, u64)> {
     let mut h = crate::oci::digest::StreamHasher::new();
     let mut buf = vec![0u8; 1024 * 1024];
     loop {

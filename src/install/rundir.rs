@@ -17,7 +17,7 @@
 //! RUN/handoff/             handoff: applied.json, handoff.json
 //! RUN/ledger/boot/         each node's resets, written before a reset is sent
 //! RUN/ledger/known_hosts   the nodes' SSH host keys learned on first contact (OpenSSH format)
-//! RUN/cache/               the installer's cache (XDG_CACHE_HOME), wait.json
+//! RUN/cache/               the installer's cache (XDG_CACHE_HOME), wait.json, hashes.json
 //! RUN/.staging/DIR/        a stage's outputs while it runs; put in place of RUN/DIR when it succeeds
 //! ```
 //!
@@ -95,11 +95,14 @@ pub const HANDOFF_FILE: &str = "handoff.json";
 pub const LEDGER_DIR: &str = "ledger";
 /// In the ledger: where the ISO was last served ([`RunDir::iso_server_ledger`]).
 pub const ISO_SERVER_FILE: &str = "iso-server.json";
-/// The installer's cache (the CoreOS ISO it downloads or extracts) and the wait's memory of
-/// what it showed, kept across runs.
+/// The installer's cache (the CoreOS ISO it downloads or extracts), the wait's memory of what
+/// it showed and the outputs' hashes, kept across runs.
 pub const CACHE_DIR: &str = "cache";
 /// The wait's memory of what it showed (in the cache).
 pub const WAIT_CACHE_FILE: &str = "wait.json";
+/// The outputs' sha256 by path, size, times and inode, so an unchanged ISO is not read again
+/// on every run (in the cache; [`crate::install::hashes`]).
+pub const HASH_CACHE_FILE: &str = "hashes.json";
 /// The learned host keys' file name: `ledger/known_hosts`, and `RUN/known_hosts` in run
 /// directories made before the ledger held them.
 const KNOWN_HOSTS_FILE: &str = "known_hosts";
@@ -375,35 +378,18 @@ impl RunDir {
         self.cache().join(WAIT_CACHE_FILE)
     }
 
+    /// `RUN/cache/hashes.json`: the outputs' hashes, kept across runs.
+    pub fn hash_cache(&self) -> PathBuf {
+        self.cache().join(HASH_CACHE_FILE)
+    }
+
     /// Every file under `RUN/DIR`, by its path relative to the run directory, with its sha256
-    /// (empty when the folder does not exist).
+    /// (empty when the folder does not exist): streamed, and taken from [`RunDir::hash_cache`]
+    /// for a file unchanged since it was hashed ([`crate::install::hashes`]).
     pub fn hash_outputs(&self, dir: &str) -> Result<BTreeMap<String, String>> {
-        let mut out = BTreeMap::new();
-        let root = self.root.join(dir);
-        if !root.exists() {
-            return Ok(out);
-        }
-        let mut pending = vec![root];
-        while let Some(d) = pending.pop() {
-            for entry in fs_err::read_dir(&d)? {
-                let path = entry?.path();
-                let meta = fs_err::symlink_metadata(&path)?;
-                if meta.is_dir() {
-                    pending.push(path);
-                } else {
-                    let bytes = fs_err::read(&path)?;
-                    let rel = path
-                        .strip_prefix(&self.root)
-                        .unwrap_or(&path)
-                        .to_string_lossy()
-                        .into_owned();
-                    out.insert(
-                        rel,
-                        crate::oci::digest::Digest::of(&bytes).hex().to_string(),
-                    );
-                }
-            }
-        }
+        let mut hasher = crate::install::hashes::OutputHasher::load(self.hash_cache());
+        let out = hasher.hash_dir(&self.root, dir)?;
+        hasher.save()?;
         Ok(out)
     }
 
@@ -465,6 +451,7 @@ mod tests {
             "ledger/boot/master-0.json",
             "ledger/known_hosts",
             "cache/wait.json",
+            "cache/hashes.json",
             "cache/agent/files_cache/coreos.iso",
         ] {
             assert!(names(Path::new(named)), "{named} is not named");

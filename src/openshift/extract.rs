@@ -484,9 +484,9 @@ async fn copy_out(
     )
 }
 
-/// Writes `file` to `temp` with the placeholders replaced; its sha256, size and where each
-/// replacement was made.
-fn write_pinned(
+/// Writes `file` to `temp` with the placeholders replaced, through one buffer; its sha256,
+/// size and where each replacement was made.
+pub(crate) fn write_pinned(
     file: &mut dyn Read,
     temp: &Path,
     replacements: &[Replacement],

@@ -20,10 +20,11 @@ pub const ABSENT: &str = "absent";
 pub struct Inputs(pub BTreeMap<String, String>);
 
 impl Inputs {
-    /// A file: `name` -> its sha256, or [`ABSENT`] when it does not exist.
+    /// A file: `name` -> its sha256, or [`ABSENT`] when it does not exist. Streamed: one is
+    /// `--installer PATH`, some 500 MB.
     pub fn file(&mut self, name: impl Into<String>, path: &Path) -> Result<()> {
-        let value = match fs_err::read(path) {
-            Ok(bytes) => Digest::of(&bytes).hex().to_string(),
+        let value = match fs_err::File::open(path).and_then(crate::bounded::hash_reader) {
+            Ok((digest, _)) => digest.hex().to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => ABSENT.to_string(),
             Err(e) => return Err(e).with_context(|| format!("hashing {}", path.display())),
         };

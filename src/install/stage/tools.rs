@@ -15,7 +15,6 @@ use crate::install::rundir::{TOOLS_DIR, TOOLS_FILE};
 use crate::inventory::model::InstallerBinary;
 use crate::inventory::{self, Inventory};
 use crate::oci::auth::AuthFile;
-use crate::oci::digest::Digest;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::{Registries, RegistryOptions};
 use crate::openshift::extract::{self, ExtractRequest, Extracted, Tool};
@@ -223,19 +222,8 @@ impl From<&Extracted> for Described {
 /// `--installer PATH`: copied in as the installer, with a warning; refused when its release
 /// placeholder was never rewritten.
 fn given_installer(path: &Path, out: &Path, tool: Tool, log: &mut StageLog) -> Result<Described> {
-    // openshift-install is some 500-700 MB; nothing that size twice over is one.
-    const MAX_INSTALLER: u64 = 4 << 30;
-    let bytes = crate::bounded::read_regular(path, MAX_INSTALLER)
-        .with_context(|| format!("reading --installer {}", path.display()))?;
-    if crate::openshift::pin::unpinned_marker(&bytes).is_some() {
-        bail!(
-            "--installer {}: its release placeholder was never rewritten, so it would install the release compiled into it; extract it from the mirrored release (bootstrap release extract) or leave --installer out",
-            path.display()
-        );
-    }
     let target = out.join(tool.name());
-    crate::fs::write_atomic_mode(&target, &bytes, 0o755)?;
-    let sha256 = Digest::of(&bytes).hex().to_string();
+    let (sha256, size) = copy_given(path, &target)?;
     log.line(&format!(
         "warning: --installer {} (sha256 {sha256}) is used as given: bootstrap did not pin it to the release",
         path.display()
@@ -243,11 +231,59 @@ fn given_installer(path: &Path, out: &Path, tool: Tool, log: &mut StageLog) -> R
     Ok(Described {
         name: tool.name().to_string(),
         sha256,
-        size: bytes.len() as u64,
+        size,
         pinned: false,
         from: path.display().to_string(),
         markers: Vec::new(),
     })
+}
+
+/// Copies the given installer `path` to `target` (mode 0755) through one buffer, hashing it and
+/// looking for its release image placeholder on the way (some 500 MB: never held whole); its
+/// sha256 and size. A copy that still has the placeholder is deleted and refused.
+fn copy_given(path: &Path, target: &Path) -> Result<(String, u64)> {
+    use crate::openshift::pin::{Marker, Replacement};
+    use std::io::Read;
+    // openshift-install is some 500-700 MB; nothing that size twice over is one.
+    const MAX_INSTALLER: u64 = 4 << 30;
+    let shown = || format!("--installer {}", path.display());
+    let (file, size) =
+        crate::bounded::open_regular(path).with_context(|| format!("reading {}", shown()))?;
+    if size > MAX_INSTALLER {
+        bail!(
+            "{}: {size} bytes, more than an installer may be ({MAX_INSTALLER})",
+            shown()
+        );
+    }
+    let dir = target.parent().unwrap_or(Path::new("."));
+    fs_err::create_dir_all(dir)?;
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.partial-{}", std::process::id()));
+    // Only to find the placeholder: a copy in which it was found is never kept.
+    let probe = Replacement::new(Marker::ReleaseImage, "")?;
+    let written = extract::write_pinned(&mut file.take(MAX_INSTALLER + 1), &temp, &[probe])
+        .with_context(|| format!("copying {} to {}", shown(), temp.display()));
+    let refused = match &written {
+        Ok((_, len, _)) if *len > MAX_INSTALLER => Some(format!(
+            "{}: grew past {MAX_INSTALLER} bytes while read, more than an installer may be",
+            shown()
+        )),
+        Ok((_, _, found)) if found.first().is_some_and(Option::is_some) => Some(format!(
+            "{}: its release placeholder was never rewritten, so it would install the release compiled into it; extract it from the mirrored release (bootstrap release extract) or leave --installer out",
+            shown()
+        )),
+        _ => None,
+    };
+    if written.is_err() || refused.is_some() {
+        let _ = fs_err::remove_file(&temp);
+    }
+    let (sha256, len, _) = written?;
+    if let Some(why) = refused {
+        bail!(why);
+    }
+    crate::fs::publish(&temp, target, 0o755)
+        .with_context(|| format!("writing {}", target.display()))?;
+    Ok((sha256, len))
 }
 
 /// The release in the site registry, by digest: the mirror record's release image for the
@@ -329,4 +365,62 @@ pub fn site_registries(inv: &Inventory) -> Result<Registries> {
             .map(|c| inv.resolve(&c.file)),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oci::digest::Digest;
+
+    /// A given installer of 3 MiB, with the release image placeholder across the first 1 MiB
+    /// read buffer's end when `unpinned`.
+    fn given(dir: &Path, unpinned: bool) -> (std::path::PathBuf, Vec<u8>) {
+        let mut bytes: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8 + 1).collect();
+        if unpinned {
+            let m = crate::openshift::pin::release_image_placeholder();
+            let at = (1 << 20) - 100;
+            bytes[at..at + m.len()].copy_from_slice(&m);
+        }
+        let path = dir.join("openshift-install-given");
+        fs_err::write(&path, &bytes).unwrap();
+        (path, bytes)
+    }
+
+    /// `--installer` is copied through a buffer, not read whole: the copy, its hash and size
+    /// are the file's, executable.
+    #[test]
+    fn a_given_installer_is_copied_and_hashed_as_it_is() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (path, bytes) = given(tmp.path(), false);
+        let target = tmp.path().join("tools/openshift-install");
+        let (sha256, size) = copy_given(&path, &target).unwrap();
+        assert_eq!(fs_err::read(&target).unwrap(), bytes);
+        assert_eq!(
+            (sha256.as_str(), size),
+            (Digest::of(&bytes).hex(), bytes.len() as u64)
+        );
+        let mode = fs_err::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        let left: Vec<_> = fs_err::read_dir(tmp.path().join("tools"))
+            .unwrap()
+            .collect();
+        assert_eq!(left.len(), 1, "only the installer: {left:?}");
+    }
+
+    /// An unpinned installer is refused although its placeholder straddles two reads, and
+    /// leaves nothing behind.
+    #[test]
+    fn an_unpinned_given_installer_is_refused_leaving_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (path, _) = given(tmp.path(), true);
+        let target = tmp.path().join("tools/openshift-install");
+        let e = copy_given(&path, &target).unwrap_err().to_string();
+        assert!(e.contains("release placeholder was never rewritten"), "{e}");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert_eq!(
+            fs_err::read_dir(tmp.path().join("tools")).unwrap().count(),
+            0
+        );
+    }
 }
