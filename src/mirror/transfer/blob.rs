@@ -172,7 +172,7 @@ impl Transfer {
                     "the disk is full: free space (or pass a destination with more) and run the same command again; it continues where it stopped",
                 ));
             }
-            if !retry::is_transient(&err) || !budget.take() {
+            if !(retry::is_transient(&err) || is_session_lost(&err)) || !budget.take() {
                 if attempt == 1 {
                     // Nothing retried at this level: a request loop that did says so itself.
                     return Err(err);
@@ -319,8 +319,9 @@ impl Transfer {
                 self.stats.blobs_copied.fetch_add(1, Ordering::Relaxed);
                 self.forget(client, repo, d);
             }
-            // Bytes already in the session may be the bad ones: the blob starts over.
-            Err(e) if is_corrupt(e) => self.forget(client, repo, d),
+            // Bytes already in the session may be the bad ones, or the registry dropped the
+            // session it had just reported: the blob starts over.
+            Err(e) if is_corrupt(e) || is_session_lost(e) => self.forget(client, repo, d),
             Err(_) => {}
         }
         result.map_err(|e| {
@@ -516,6 +517,18 @@ impl Transfer {
             hash_state: reader.hasher().encoded_state(),
         })
     }
+}
+
+/// True when the registry refused an upload session it had taken (`BLOB_UPLOAD_INVALID`,
+/// `BLOB_UPLOAD_UNKNOWN`): Distribution 2.x deletes a session that received part of a cut
+/// chunk, and its status `GET` may still answer with the old offset just before it does, so
+/// the resumed `PATCH` is refused. The blob starts over in a new session, as a retry.
+pub fn is_session_lost(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<RegistryError>().is_some_and(|e| {
+            e.has_code(ErrorCode::BlobUploadInvalid) || e.has_code(ErrorCode::BlobUploadUnknown)
+        })
+    })
 }
 
 /// True when `err` says content did not match its digest (ours or the registry's check):
