@@ -15,6 +15,7 @@ pub mod checks;
 pub mod conversion;
 pub mod install_config;
 pub mod nmstate;
+pub mod nodes_config;
 pub mod rules;
 mod sshkey;
 

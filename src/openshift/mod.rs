@@ -18,6 +18,7 @@
 pub mod api;
 pub mod assisted;
 pub mod cluster;
+pub mod csr;
 pub mod extract;
 pub mod fbc;
 pub mod graph;

@@ -143,6 +143,21 @@ pub(crate) fn agent_config(inv: &Inventory) -> AgentConfig<NetworkConfig> {
     }
 }
 
+/// nodes-config.yaml's content for `nodes` (nodes to add to the running cluster): each host as
+/// agent-config.yaml would have it (NICs, root device hints, NMState), so a node added on day
+/// two is configured exactly as it would have been on day one.
+pub(crate) fn nodes_config(
+    inv: &Inventory,
+    nodes: &[&Node],
+) -> crate::installer::nodes_config::NodesConfig<NetworkConfig> {
+    crate::installer::nodes_config::NodesConfig {
+        cpu_architecture: None,
+        ssh_key: None,
+        boot_artifacts_base_url: None,
+        hosts: nodes.iter().map(|n| host(inv, n)).collect(),
+    }
+}
+
 /// The node's role as agent-config.yaml names it.
 pub(crate) fn role_name(role: Role) -> &'static str {
     match role {

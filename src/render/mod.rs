@@ -242,6 +242,33 @@ fn self_check(rendered: &Rendered) -> Result<()> {
     )
 }
 
+/// nodes-config.yaml for the inventory's nodes `hostnames` (nodes to add to its running
+/// cluster: `oc adm node-image create`), each host exactly as agent-config.yaml has it, checked
+/// with the installer's rules for the file ([`crate::installer::nodes_config`]); an unknown
+/// name or a broken rule is an error naming it.
+pub fn nodes_config(inv: &Inventory, hostnames: &[String]) -> anyhow::Result<String> {
+    let mut nodes = Vec::new();
+    for name in hostnames {
+        let node = inv
+            .nodes
+            .nodes
+            .iter()
+            .find(|n| &n.hostname == name)
+            .ok_or_else(|| anyhow::anyhow!("nodes.yaml has no node {name}"))?;
+        nodes.push(node);
+    }
+    let config = files::nodes_config(inv, &nodes);
+    let problems = config.check();
+    if !problems.is_empty() {
+        anyhow::bail!(
+            "{} would be refused by the installer:\n{}",
+            crate::installer::nodes_config::FILE,
+            problems.join("\n")
+        );
+    }
+    Ok(crate::yaml::to_string(&config)?)
+}
+
 /// Both files of a valid inventory (see [`inventory::validate()`]), in memory: reads the pull
 /// secret (file or environment), the SSH public key, the registry CA and the mirror record.
 /// Problems with those are returned like validation problems, placed at their reference.

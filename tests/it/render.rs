@@ -204,3 +204,30 @@ fn rendered_files_pass_bootstrap_validate() {
         assert!(stdout.starts_with("ok:"), "{site}: {stdout}");
     }
 }
+
+/// Day two's nodes-config.yaml (issue 29): a GPU worker of the example site exactly as
+/// agent-config.yaml has it (NICs, root device hints, NMState), in the installer's field names;
+/// a control-plane node cannot be added, said in the installer's words.
+#[test]
+fn nodes_config_carries_the_node_as_agent_config_has_it() {
+    let inv = bootstrap::inventory::load(&shipped_inventory("example-site")).unwrap();
+    let text = bootstrap::render::nodes_config(&inv, &["gpu-01".to_string()]).unwrap();
+    let nodes: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    let rendered = bootstrap::render::render(&inv).unwrap();
+    let agent: serde_json::Value = serde_saphyr::from_str(&rendered.agent_config).unwrap();
+    let host = agent["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["hostname"] == "gpu-01")
+        .unwrap();
+    assert_eq!(nodes["hosts"].as_array().unwrap().len(), 1, "{text}");
+    assert_eq!(&nodes["hosts"][0], host, "{text}");
+    assert!(nodes["hosts"][0]["interfaces"][0]["macAddress"].is_string());
+    assert!(nodes["hosts"][0]["networkConfig"]["interfaces"].is_array());
+
+    let e = bootstrap::render::nodes_config(&inv, &["cp-1".to_string()]).unwrap_err();
+    assert!(format!("{e}").contains("Hosts[0].Role"), "{e}");
+    let e = bootstrap::render::nodes_config(&inv, &["gpu-99".to_string()]).unwrap_err();
+    assert!(format!("{e}").contains("no node gpu-99"), "{e}");
+}
