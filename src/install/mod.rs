@@ -7,6 +7,7 @@
 //! never sees the run directory: the stage adapters in [`stage`] do, with every name in it
 //! from [`rundir`].
 
+pub mod gather;
 pub mod hashes;
 pub mod lock;
 pub mod log;
