@@ -112,10 +112,7 @@ pub async fn run(settings: &GatherSettings) -> Result<GatherReport> {
     let top = bundle_name(time::OffsetDateTime::now_utc());
     let out = match &settings.out {
         Some(p) => p.clone(),
-        None => run
-            .root()
-            .join(runfiles::GATHER_DIR)
-            .join(format!("{top}.tar.gz")),
+        None => run.gather_dir().join(format!("{top}.tar.gz")),
     };
     bundle::check_out(&out)?;
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty());

@@ -277,7 +277,7 @@ async fn ssh_part(
                 });
             }
             Err(e) if e.is_unreachable() && records.is_empty() => {
-                bundle.not_collected(Some(node), "ssh", format!("node not reachable: {e}"));
+                bundle.not_collected(Some(node), "ssh", format!("not reached: {e}"));
                 return false;
             }
             Err(e) => bundle.not_collected(Some(node), &format!("ssh {name}"), e),

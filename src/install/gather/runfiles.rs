@@ -3,13 +3,13 @@
 //! on purpose, each named in the manifest with why: the binaries and the ISO (large, and
 //! recorded by digest in `tools/tools.json` and `iso/iso.json`), the installer's credentials
 //! (`auth/`: the admin kubeconfig, the kubeadmin password) and its state file (tokens and
-//! keys), any pull-secret copy, any file holding a private key, the installer's cache, and
+//! keys), any pull-secret copy, any file holding a private key (other than the run's own, redacted), the installer's cache, and
 //! earlier bundles. A file larger than [`RUN_FILE_MAX`] keeps its end (a log's latest lines).
 
 use super::bundle::Bundle;
 use crate::install::rundir::{
-    CACHE_DIR, HASH_CACHE_FILE, INSTALLER_DIR, ISO_DIR, STAGING_DIR, TOOLS_DIR, TOOLS_FILE,
-    WAIT_CACHE_FILE,
+    CACHE_DIR, GATHER_DIR, HASH_CACHE_FILE, INSTALLER_DIR, ISO_DIR, STAGING_DIR, TOOLS_DIR,
+    TOOLS_FILE, WAIT_CACHE_FILE,
 };
 use anyhow::Result;
 use std::io::{Read, Seek, SeekFrom};
@@ -17,9 +17,6 @@ use std::path::{Component, Path};
 
 /// The bytes kept of one run-directory file (its end).
 pub const RUN_FILE_MAX: u64 = 8 << 20;
-
-/// Where bundles go by default, `RUN/gather/`; never put into a bundle.
-pub const GATHER_DIR: &str = "gather";
 
 /// Why the file at `rel` (relative to the run directory) is left out of a bundle, or `None`
 /// when it goes in. Decided by name alone; [`holds_private_key`] looks at the text.
@@ -100,8 +97,9 @@ pub fn collect(bundle: &Bundle, run: &Path) -> Result<()> {
             continue;
         }
         match read_tail(&run.join(&rel), RUN_FILE_MAX) {
-            Ok((text, _)) if holds_private_key(&text) => {
-                bundle.left_out(&shown, "it holds a private key");
+            // Known keys are redacted first; one the run does not know leaves the file out.
+            Ok((text, _)) if holds_private_key(&bundle.redact(&text)) => {
+                bundle.left_out(&shown, "it holds a private key the run does not know");
             }
             Ok((text, truncated)) => {
                 bundle.put_text(&format!("run/{shown}"), &text, truncated)?;
@@ -187,7 +185,7 @@ mod tests {
         let path = tmp.path().join("x.log");
         fs_err::write(&path, "first line\nsecond\nthird\n").unwrap();
         assert_eq!(read_tail(&path, 10).unwrap(), ("third\n".to_string(), true));
-        assert_eq!(read_tail(&path, 100).unwrap().1, false);
+        assert!(!read_tail(&path, 100).unwrap().1);
         fs_err::write(&path, [0xff, 0xfe, 0]).unwrap();
         assert!(read_tail(&path, 100).is_err());
     }
