@@ -3,7 +3,9 @@
 //! `SHA256SUMS` checks with `sha256sum -c`, each node has its Redfish and SSH sections, and no
 //! secret the run knows is in it, in clear or in base64; a node whose BMC and sshd do not answer
 //! is listed as not collected and the gather still succeeds. Uses the lab inventory's machine
-//! network, so it runs in the `lab-site` group (.config/nextest.toml).
+//! network, so it runs in the `lab-site` group (.config/nextest.toml). The rendezvous host's and
+//! the cluster API's parts are read from the simulator's stand-ins on a loopback address of
+//! their own, as wait.rs does, without the lab's namespaces.
 
 use crate::support::labsite::{lab_inventory, run_site, SiteLab};
 use base64::Engine as _;
@@ -45,7 +47,7 @@ fn gather(inv: &Path, run: &Path, extra: &[&str]) -> (Option<i32>, Value) {
 
 /// The bundle extracted into `into`, `sha256sum -c SHA256SUMS` run in its folder (it must
 /// pass); the folder.
-fn extract_and_check(bundle: &Path, into: &Path) -> PathBuf {
+pub(crate) fn extract_and_check(bundle: &Path, into: &Path) -> PathBuf {
     fs_err::create_dir_all(into).unwrap();
     let o = std::process::Command::new("tar")
         .arg("xzf")
@@ -74,7 +76,7 @@ fn extract_and_check(bundle: &Path, into: &Path) -> PathBuf {
     dir
 }
 
-fn files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in fs_err::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -278,4 +280,138 @@ fn an_unreachable_node_is_listed_not_collected_and_the_gather_succeeds() {
     assert!(dir.join("nodes/master-0/ssh/facts.json").is_file());
     assert!(!dir.join("nodes/master-2/ssh/facts.json").exists());
     drop(lab);
+}
+
+/// The cluster's part, without the lab's namespaces: the installer stand-in writes `iso/work`,
+/// the simulator's rendezvous and cluster API stand-ins listen on a loopback address of their
+/// own (as in wait.rs), and the wait stage's token and kubeconfig are the run's. After the
+/// install runs, a bundle holds the rendezvous host's clusters and infra-envs; after it
+/// completes, one holds the cluster's ClusterVersion and ClusterOperators; the nodes' BMCs
+/// (nothing listens) are listed as not collected, and neither token is anywhere in either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_and_rendezvous_parts_are_read_with_the_runs_tokens_and_kept_out() {
+    use bootstrap::openshift::watch::{watcher_token, Watch};
+    use bootstrap_lab::site::simulator::{Observation, Simulator, SimulatorConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inv");
+    crate::support::run::copy_dir(&crate::support::run::shipped_inventory("lab"), &inv);
+    let run = dir.path().join("run");
+    let work = run.join("iso/work");
+    crate::wait::make_iso(dir.path(), &work);
+    let n = std::process::id();
+    let ip = format!("127.78.{}.{}", (n >> 8) & 0xff, (n & 0xff).max(1));
+    fs_err::write(work.join("rendezvousIP"), format!("{ip}\n")).unwrap();
+    let kubeconfig = fs_err::read_to_string(work.join("auth/kubeconfig")).unwrap();
+    let kubeconfig =
+        kubeconfig.replace("https://192.168.111.5:6443", &format!("https://{ip}:6443"));
+    fs_err::write(work.join("auth/kubeconfig"), &kubeconfig).unwrap();
+    let token = watcher_token(&work.join(".openshift_install_state.json")).unwrap();
+    let admin = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .unwrap()
+        .to_string();
+
+    let served = crate::wait::serve_iso(&work).await;
+    let sim = std::sync::Arc::new(
+        Simulator::new(SimulatorConfig {
+            step: std::time::Duration::from_millis(150),
+            ..SimulatorConfig::default()
+        })
+        .unwrap(),
+    );
+    let rest = std::net::TcpListener::bind(format!("{ip}:8090")).unwrap();
+    let api = std::net::TcpListener::bind(format!("{ip}:6443")).unwrap();
+    tokio::spawn(sim.clone().serve(rest, api));
+    for node in ["master-0", "master-1", "master-2"] {
+        sim.observe(Observation {
+            node: node.to_string(),
+            powered_on: true,
+            media: Some(served.url.clone()),
+            boot_cd: true,
+            boots: None,
+        })
+        .await
+        .unwrap();
+    }
+    // While the install runs, the rendezvous host answers: its clusters and infra-envs are read.
+    let (code, early) = tokio::task::spawn_blocking({
+        let (inv, run, out) = (inv.clone(), run.clone(), dir.path().join("early.tar.gz"));
+        move || {
+            gather(
+                &inv,
+                &run,
+                &["--node-timeout", "20s", "--out", out.to_str().unwrap()],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{early:#}");
+    let e = extract_and_check(&dir.path().join("early.tar.gz"), &dir.path().join("e"));
+    assert!(e.join("rendezvous/clusters.json").is_file(), "{early:#}");
+    assert!(e.join("rendezvous/infra-envs.json").is_file(), "{early:#}");
+    // Waited for as the wait stage waits, so the cluster's API answers.
+    let limits = bootstrap::install::WaitLimits {
+        bootstrap: std::time::Duration::from_secs(120),
+        install: std::time::Duration::from_secs(120),
+        ..Default::default()
+    };
+    let watch = Watch::new(
+        ip.parse().unwrap(),
+        token.clone(),
+        work.join("auth/kubeconfig"),
+        limits,
+    );
+    watch
+        .run(&std::sync::atomic::AtomicBool::new(false), &mut Quiet)
+        .await
+        .unwrap();
+
+    let (code, result) = tokio::task::spawn_blocking({
+        let (inv, run) = (inv.clone(), run.clone());
+        move || gather(&inv, &run, &["--node-timeout", "20s"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{result:#}");
+    let bundle = PathBuf::from(result["bundle"].as_str().unwrap());
+    let x = extract_and_check(&bundle, &dir.path().join("x"));
+    assert!(
+        x.join("cluster/clusterversions.json").is_file(),
+        "{result:#}"
+    );
+    assert!(
+        x.join("cluster/clusteroperators.json").is_file(),
+        "{result:#}"
+    );
+    // The rendezvous host stops answering once the install is complete (as node 0 reboots).
+    let rendezvous_said = result["notCollected"]
+        .to_string()
+        .contains("rendezvous host (assisted-service)");
+    assert!(
+        x.join("rendezvous/clusters.json").is_file() || rendezvous_said,
+        "{result:#}"
+    );
+    let bmc = not_collected_of(&result, "master-0");
+    assert!(bmc.iter().any(|m| m["what"] == "redfish"), "{result:#}");
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    for file in files(&x).into_iter().chain(files(&e)) {
+        let text = String::from_utf8_lossy(&fs_err::read(&file).unwrap()).into_owned();
+        for s in [&token, &admin] {
+            assert!(
+                !text.contains(s.as_str()) && !text.contains(&b64(s)),
+                "{}",
+                file.display()
+            );
+        }
+    }
+}
+
+/// A wait view that shows nothing.
+struct Quiet;
+
+impl bootstrap::openshift::watch::WaitView for Quiet {
+    fn host(&mut self, _: &str, _: &str) {}
+    fn say(&mut self, _: &str) {}
 }
