@@ -224,6 +224,54 @@ fn json(bin: &str, args: &[&str]) -> serde_json::Value {
 }
 
 /// Each stage's status and its last attempt's (started, ended, seconds), from
+/// `bootstrap gather` of the finished run into `WORK/support-bundle.tar.gz`, extracted beside
+/// it and checked with `sha256sum -c SHA256SUMS`, as a support engineer would open it.
+fn support_bundle(bin: &str, inventory: &Path, run_dir: &Path, work: &Path) {
+    let bundle = work.join("support-bundle.tar.gz");
+    run(
+        bin,
+        &[
+            "gather".to_string(),
+            "--inventory".to_string(),
+            inventory.display().to_string(),
+            "--run".to_string(),
+            run_dir.display().to_string(),
+            "--out".to_string(),
+            bundle.display().to_string(),
+        ],
+    );
+    let dir = work.join("support-bundle");
+    fs_err::create_dir_all(&dir).expect("creating the bundle's folder");
+    let st = Command::new("tar")
+        .arg("xzf")
+        .arg(&bundle)
+        .arg("-C")
+        .arg(&dir)
+        .status()
+        .expect("running tar");
+    assert!(
+        st.success(),
+        "lab rehearsal FAILED: tar xzf {}",
+        bundle.display()
+    );
+    let top = fs_err::read_dir(&dir)
+        .expect("reading the bundle's folder")
+        .next()
+        .expect("the bundle holds one folder")
+        .expect("reading the bundle's folder")
+        .path();
+    let st = Command::new("sha256sum")
+        .args(["-c", "--quiet", "SHA256SUMS"])
+        .current_dir(&top)
+        .status()
+        .expect("running sha256sum");
+    assert!(
+        st.success(),
+        "lab rehearsal FAILED: sha256sum -c SHA256SUMS in {}",
+        top.display()
+    );
+}
+
 /// `bootstrap install status --output json`.
 fn stages(bin: &str, run_dir: &Path) -> Vec<(String, String, serde_json::Value)> {
     let status = json(
@@ -448,6 +496,7 @@ fn main() {
             run_dir.display().to_string(),
         ],
     );
+    support_bundle(&bin, &inventory, &run_dir, &work);
     eprintln!(
         "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; bootstrap install stopped at prep on the two findings the lab plants, the lab repaired them, and the same command continued at prep and handed the cluster to Argo CD (root and every child Application Synced and Healthy): all eight stages done in {}, every BMC reset once; records and cluster-resources/ in {}",
         disk,

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
             Command::Render(args) => commands::render::run(args, &printer),
             Command::Install(args) => commands::install::run(args, &printer).await,
             Command::Prep(args) => commands::prep::run(args, &printer).await,
+            Command::Gather(args) => commands::gather::run(args, &printer).await,
             Command::Preflight(args) => commands::preflight::run(args, &printer).await,
             Command::Gitops(GitopsCmd::Init(args)) => commands::gitops_init::run(args, &printer),
             Command::Gitops(GitopsCmd::Check(args)) => commands::gitops_check::run(args, &printer),

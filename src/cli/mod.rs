@@ -68,6 +68,12 @@ pub enum Command {
     /// Host prep over SSH: connect to every node, check its hardware against the inventory and
     /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
     Prep(PrepArgs),
+    /// One support bundle (tar.gz) from a run: its state, records and logs, every node's BMC
+    /// inventory and logs (Redfish) and journals (SSH), the rendezvous host's events and the
+    /// cluster's state while they answer; secrets redacted, a manifest with every file's
+    /// sha256 and what could not be collected. Only reads are sent. Exit 0 when the bundle is
+    /// written, even partial (the result says what is missing and why).
+    Gather(GatherArgs),
     /// Read-only site preflight: every node's BMC (credentials, verified TLS, vendor, MACs and
     /// UUID, virtual media), the cluster's DNS names on the site's DNS servers, each NTP server,
     /// the site registry with its CA and the pull secret, the ISO server's address. One table,
@@ -641,6 +647,32 @@ pub struct InstallStatusArgs {
     /// The run directory.
     #[arg(long, value_name = "RUN")]
     pub run: PathBuf,
+}
+
+/// `bootstrap gather`.
+#[derive(Debug, Args)]
+pub struct GatherArgs {
+    /// The inventory directory the run was installed from (its nodes, BMCs and secrets).
+    #[arg(long, value_name = "DIR")]
+    pub inventory: PathBuf,
+
+    /// The run directory.
+    #[arg(long, value_name = "RUN")]
+    pub run: PathBuf,
+
+    /// Where to write the bundle (default: RUN/gather/gather-<UTC time>.tar.gz).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// How long each node (and the rendezvous host with the cluster API) may take; what is not
+    /// read by then is listed as not collected, e.g. `2m`, `30s`.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = crate::cli::parse_duration)]
+    pub node_timeout: std::time::Duration,
+
+    /// Allow this cluster API host a plain or unverified connection, as `bootstrap install
+    /// --insecure-api` (repeatable).
+    #[arg(long, value_name = "HOST")]
+    pub insecure_api: Vec<String>,
 }
 
 /// `bootstrap prep`.

@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod audit;
+pub mod gather;
 pub mod gitops_check;
 pub mod gitops_init;
 pub mod handoff;

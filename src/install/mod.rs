@@ -8,6 +8,7 @@
 //! from [`rundir`].
 
 pub mod daytwo;
+pub mod gather;
 pub mod hashes;
 pub mod lock;
 pub mod log;

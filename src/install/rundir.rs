@@ -18,6 +18,7 @@
 //! RUN/ledger/boot/         each node's resets, written before a reset is sent
 //! RUN/ledger/known_hosts   the nodes' SSH host keys learned on first contact (OpenSSH format)
 //! RUN/cache/               the installer's cache (XDG_CACHE_HOME), wait.json, hashes.json
+//! RUN/gather/              `bootstrap gather`: support bundles, gather-<UTC time>.tar.gz
 //! RUN/.staging/DIR/        a stage's outputs while it runs; put in place of RUN/DIR when it succeeds
 //! ```
 //!
@@ -103,6 +104,8 @@ pub const WAIT_CACHE_FILE: &str = "wait.json";
 /// The outputs' sha256 by path, size, times and inode, so an unchanged ISO is not read again
 /// on every run (in the cache; [`crate::install::hashes`]).
 pub const HASH_CACHE_FILE: &str = "hashes.json";
+/// `bootstrap gather`'s support bundles (and, hidden, the one being built): not a stage's.
+pub const GATHER_DIR: &str = "gather";
 /// The learned host keys' file name: `ledger/known_hosts`, and `RUN/known_hosts` in run
 /// directories made before the ledger held them.
 const KNOWN_HOSTS_FILE: &str = "known_hosts";
@@ -154,6 +157,7 @@ fn file_patterns() -> Vec<String> {
         format!("{LEDGER_DIR}/{KNOWN_HOSTS_FILE}"),
         format!("{LEDGER_DIR}/{ISO_SERVER_FILE}"),
         format!("{CACHE_DIR}/**"),
+        format!("{GATHER_DIR}/**"),
     ];
     all.extend(stage_files);
     all.extend(staged);
@@ -371,6 +375,11 @@ impl RunDir {
     /// `RUN/cache`: the installer's `XDG_CACHE_HOME`.
     pub fn cache(&self) -> PathBuf {
         self.root.join(CACHE_DIR)
+    }
+
+    /// `RUN/gather`: where `bootstrap gather` writes its bundles unless told otherwise.
+    pub fn gather_dir(&self) -> PathBuf {
+        self.root.join(GATHER_DIR)
     }
 
     /// `RUN/cache/wait.json`: what the wait showed, so a rerun does not show it again.

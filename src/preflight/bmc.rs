@@ -54,7 +54,8 @@ pub fn targets(inv: &Inventory) -> Result<Vec<BmcTarget>> {
         .collect()
 }
 
-fn target(inv: &Inventory, i: usize, node: &Node) -> Result<BmcTarget> {
+/// Node `i`'s BMC target ([`targets`] for every node).
+pub fn target(inv: &Inventory, i: usize, node: &Node) -> Result<BmcTarget> {
     let b = &node.bmc;
     let at = format!("nodes[{i}].bmc ({})", node.hostname);
     let credentials = inventory::bmc_credentials(inv, node)?.map(|c| Credentials {

@@ -11,6 +11,7 @@
 mod boot;
 mod error;
 mod http;
+mod logs;
 mod media;
 mod power;
 mod sequence;
@@ -26,6 +27,7 @@ use serde_json::Value;
 
 pub use error::RedfishError;
 pub use http::{AnswerSize, ANSWER_MAX};
+pub use logs::{LogEntries, LogService};
 pub use media::Ejected;
 pub use sequence::{BootError, BootStep, BootSteps, Identified, IdentityMismatch, NodeIdentity};
 pub use tls::{format_fingerprint, parse_fingerprint};

@@ -21,6 +21,7 @@ mod boot_lab;
 mod challenges;
 mod cli;
 mod facts;
+mod gather_lab;
 mod gitops_check;
 mod gitops_init;
 mod handoff;

@@ -537,3 +537,61 @@ fn a_bmc_without_force_off_is_restarted_with_force_restart() {
     assert_eq!(s.booted, ["iso"]);
     assert!(!steps.iter().any(|s| s == "powered off"), "{steps:?}");
 }
+
+/// For `bootstrap gather`: iDRAC's `Lclog` and `Sel` are found under the manager and read page
+/// by page (`Members@odata.nextLink`): 120 entries in pages of 50 read whole; with a cap of 70
+/// the reader stops after two pages and says it cut the log. A BMC without log services (the
+/// fake's default, like sushy-tools) lists none. Only GETs, besides the session's login and
+/// logout.
+#[test]
+fn idrac_lifecycle_and_sel_logs_are_read_across_pages_up_to_the_cap() {
+    let bmc = start(Switches {
+        log_entries: Some(120),
+        ..Switches::default()
+    });
+    run(async {
+        let c = Client::connect(&bmc.endpoint(), options()).await.unwrap();
+        let sys = c.system().await.unwrap();
+        let docs = c.inventory(&sys).await.unwrap();
+        let paths: Vec<&str> = docs.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, [SYSTEM, crate::support::redfishfake::MANAGER]);
+        let services = c.log_services(&sys).await.unwrap();
+        let ids: Vec<(&str, &str)> = services
+            .iter()
+            .map(|s| (s.owner.as_str(), s.id.as_str()))
+            .collect();
+        assert_eq!(
+            ids,
+            [("iDRAC.Embedded.1", "Lclog"), ("iDRAC.Embedded.1", "Sel")]
+        );
+        let all = c.log_entries(&services[0], 2000).await.unwrap();
+        assert_eq!(all.entries.len(), 120);
+        assert!(!all.truncated);
+        assert_eq!(all.entries[119]["Message"], "Lclog entry 119");
+        let some = c.log_entries(&services[1], 70).await.unwrap();
+        assert_eq!(some.entries.len(), 70);
+        assert!(some.truncated);
+        c.logout().await;
+    });
+    let sel_pages = bmc
+        .fake
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/Sel/Entries"))
+        .count();
+    assert_eq!(sel_pages, 2, "the cap stops the paging");
+    for r in bmc.fake.requests() {
+        assert!(
+            r.method == "GET" || r.path.starts_with(crate::support::redfishfake::SESSIONS),
+            "{} {}",
+            r.method,
+            r.path
+        );
+    }
+    let plain = start(Switches::default());
+    run(async {
+        let c = Client::connect(&plain.endpoint(), options()).await.unwrap();
+        let sys = c.system().await.unwrap();
+        assert_eq!(c.log_services(&sys).await.unwrap(), Vec::new());
+    });
+}

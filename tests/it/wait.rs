@@ -57,7 +57,7 @@ struct LabInstall {
 }
 
 /// `WORK/agent.x86_64.iso` served on 127.0.0.1 (as the boot stage serves it) until dropped.
-async fn serve_iso(work: &Path) -> bootstrap::serve::Running {
+pub(crate) async fn serve_iso(work: &Path) -> bootstrap::serve::Running {
     let iso = bootstrap::serve::ServedFile::open(&work.join("agent.x86_64.iso")).unwrap();
     bootstrap::serve::start(
         iso,
@@ -137,7 +137,7 @@ impl LabInstall {
 
 /// The lab's rendered configs through the installer stand-in (pinned as extraction pins it):
 /// `work/` holds the ISO, rendezvousIP, auth/kubeconfig and the state file.
-fn make_iso(scratch: &Path, work: &Path) {
+pub(crate) fn make_iso(scratch: &Path, work: &Path) {
     use bootstrap::openshift::pin;
     use bootstrap_lab::standin::{script, Tool};
     let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/render/lab");

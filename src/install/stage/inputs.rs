@@ -133,8 +133,9 @@ pub fn validate_inputs(dir: &Path) -> Result<Inputs> {
 }
 
 /// The inventory's secrets as they may appear in text: the pull secret whole and every string
-/// inside it (the auth tokens), and each BMC credential file or variable, whole and each part of
-/// `user:password`. Read best effort: what cannot be read cannot leak either.
+/// inside it (the auth tokens), each BMC credential file or variable, whole and each part of
+/// `user:password`, the prep login key (whole and each line of its body) and the Git
+/// repository's password or key. Read best effort: what cannot be read cannot leak either.
 pub fn inventory_secrets(dir: &Path) -> Vec<String> {
     let Ok(inv) = inventory::load(dir) else {
         return Vec::new();
@@ -166,6 +167,18 @@ pub fn inventory_secrets(dir: &Path) -> Vec<String> {
                 }
             }
             secrets.push(text);
+        }
+    }
+    // The prep login key, whole and each line of its body (a log could quote one line).
+    if let Some(key) = &inv.site.prep.ssh.private_key {
+        if let Ok(text) = fs_err::read_to_string(inv.resolve(&key.file)) {
+            secrets.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| l.len() >= 16 && !l.starts_with("-----"))
+                    .map(str::to_string),
+            );
+            secrets.push(text.trim().to_string());
         }
     }
     if let Some(g) = &inv.site.gitops {

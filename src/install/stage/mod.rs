@@ -8,7 +8,7 @@ mod boot;
 pub mod eject;
 mod evidence;
 pub mod handoff;
-mod inputs;
+pub(crate) mod inputs;
 mod iso;
 mod prep;
 mod render;

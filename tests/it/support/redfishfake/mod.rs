@@ -25,6 +25,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::tls::TestPki;
 
+mod logs;
 mod resources;
 mod vendors;
 
@@ -130,6 +131,8 @@ pub struct Switches {
     /// `(path, how)`: a GET of path is answered 200 with a body no Redfish client should hold
     /// (issue 28: a 3 GiB service root took 6 GiB of memory), generated as it is written.
     pub oversized: Vec<(String, Oversize)>,
+    /// The manager offers iDRAC's log services (`Lclog`, `Sel`) with this many entries each.
+    pub log_entries: Option<u32>,
 }
 
 /// A hostile answer's size, its bytes generated lazily (64 KiB of spaces, written again and
@@ -192,6 +195,7 @@ impl Default for Switches {
             import_busy: None,
             stale_media: None,
             oversized: Vec::new(),
+            log_entries: None,
         }
     }
 }

@@ -65,6 +65,14 @@ impl State {
                 self.nic(p)
             }
             ("GET", MANAGER) => reply(200, self.manager()),
+            ("GET", p)
+                if self.sw.log_entries.is_some() && p.starts_with(&super::logs::collection()) =>
+            {
+                let total = self.sw.log_entries.unwrap_or_default();
+                super::logs::get(p, total).unwrap_or_else(|| {
+                    error(404, "Base.1.12.ResourceMissingAtURI", "No such log.", &[])
+                })
+            }
             ("POST", IMPORT) => self.import(&body),
             ("GET", p) if p == self.media_collection() => reply(200, self.media_collection_body()),
             ("GET", p) if self.media_paths().contains(&p.to_string()) => self.media(p),
@@ -478,6 +486,9 @@ impl State {
                 "target": IMPORT,
                 "ShutdownType@Redfish.AllowableValues": ["Graceful", "Forced", "NoReboot"],
             }}});
+        }
+        if self.sw.log_entries.is_some() {
+            m["LogServices"] = json!({"@odata.id": super::logs::collection()});
         }
         if self.sw.media_under == MediaUnder::Manager {
             m["VirtualMedia"] = json!({"@odata.id": format!("{MANAGER}/VirtualMedia")});
