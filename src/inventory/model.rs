@@ -299,6 +299,9 @@ pub struct Node {
     /// Node labels (applied after install, e.g. `nvidia.com/gpu.present: "true"`).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node taints (applied with the labels, e.g. `{key: nvidia.com/gpu, effect: NoSchedule}`).
+    #[serde(default)]
+    pub taints: Vec<Taint>,
     /// The node class (`classes` of nodes.yaml) whose expectations apply.
     #[serde(default)]
     pub class: Option<String>,
@@ -313,6 +316,19 @@ pub struct Node {
     /// address in a machine network, without its prefix.
     #[serde(default)]
     pub ssh_address: Option<String>,
+}
+
+/// `nodes[].taints[]`: a Kubernetes taint (core/v1 `Taint`, without `timeAdded`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    /// A label key (`nvidia.com/gpu`).
+    pub key: String,
+    /// A label value, or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
 }
 
 /// A node's role, as agent-config.yaml names it.

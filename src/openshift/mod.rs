@@ -24,6 +24,7 @@ pub mod fbc;
 pub mod graph;
 pub mod graph_data;
 pub mod helm;
+pub mod join;
 pub mod mirrors;
 pub mod pin;
 pub mod readiness;

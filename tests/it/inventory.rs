@@ -177,6 +177,9 @@ fn cases() -> Vec<Case> {
         case("address-prefix", E, N, "ip: 10.20.0.12/24", "ip: 10.20.0.12/16", Some(("nodes[1].addresses[0].ip", "differs from the machine network"))),
         case("label-value", E, N, "nvidia.com/gpu.product: NVIDIA-H200", "nvidia.com/gpu.product: NVIDIA H200", Some(("nodes[3].labels.nvidia.com/gpu.product", "not a label value"))),
         case("label-key", E, N, "nvidia.com/gpu.product: NVIDIA-H200", "nvidia..com/gpu.product: NVIDIA-H200", Some(("nodes[3].labels.nvidia..com/gpu.product", "not a DNS name"))),
+        case("taint-ok", E, N, "    node-role.kubernetes.io/gpu: \"\"\n", "    node-role.kubernetes.io/gpu: \"\"\n  taints:\n  - {key: nvidia.com/gpu, effect: NoSchedule}\n", None),
+        case("taint-effect", E, N, "    node-role.kubernetes.io/gpu: \"\"\n", "    node-role.kubernetes.io/gpu: \"\"\n  taints:\n  - {key: nvidia.com/gpu, effect: NoScheduling}\n", Some(("nodes[3].taints[0].effect", "not a taint effect"))),
+        case("taint-twice", E, N, "    node-role.kubernetes.io/gpu: \"\"\n", "    node-role.kubernetes.io/gpu: \"\"\n  taints:\n  - {key: nvidia.com/gpu, effect: NoSchedule}\n  - {key: nvidia.com/gpu, value: x, effect: NoSchedule}\n", Some(("nodes[3].taints[1]", "one taint per key and effect"))),
         // prep: hardware expectations, host keys, SSH
         case("gpu-model-unknown", E, N, "  role: worker\n", "  role: worker\n  gpus: {model: H300, count: 8}\n", Some(("nodes[3].gpus.model", "not a known GPU model (H200, H100, A100, L40S, L40)"))),
         case("gpu-model-by-pci-id", E, N, "  role: worker\n", "  role: worker\n  gpus: {model: B200, count: 8, pciId: 10de:2901}\n", None),

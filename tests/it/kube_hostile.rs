@@ -40,7 +40,7 @@ fn discovery() -> Answer {
     )
 }
 
-fn json(status: u16, body: serde_json::Value) -> Answer {
+pub(crate) fn json(status: u16, body: serde_json::Value) -> Answer {
     Answer::status(status)
         .header("Content-Type", "application/json")
         .body(body.to_string())
@@ -63,7 +63,7 @@ fn page(names: &[&str], next: Option<&str>) -> Answer {
 }
 
 /// A Status answer, as the API server words an error.
-fn status(code: u16, reason: &str, message: &str) -> Answer {
+pub(crate) fn status(code: u16, reason: &str, message: &str) -> Answer {
     json(
         code,
         serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
@@ -93,13 +93,13 @@ fn kubeconfig(dir: &Path, server: &str, ca: Option<&str>, skip_verify: bool) -> 
 }
 
 /// An HTTPS API answering by `script`, and a kubeconfig trusting it.
-struct Api {
-    server: Scripted,
-    kubeconfig: PathBuf,
+pub(crate) struct Api {
+    pub(crate) server: Scripted,
+    pub(crate) kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-fn api(script: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> Api {
+pub(crate) fn api(script: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> Api {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(&dir.path().join("pki")).unwrap();
     let server = Scripted::tls(&pki, script);
@@ -116,7 +116,7 @@ fn api(script: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> Api {
     }
 }
 
-fn path_of(target: &str) -> &str {
+pub(crate) fn path_of(target: &str) -> &str {
     target.split_once('?').map_or(target, |t| t.0)
 }
 

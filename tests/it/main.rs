@@ -32,6 +32,7 @@ mod install;
 mod install_lab;
 mod installer_parity;
 mod inventory;
+mod join_api;
 mod kube_api;
 mod kube_hostile;
 mod lab_hosts;

@@ -363,6 +363,36 @@ impl Validator<'_> {
                 self.node(&path, format!("{} is not a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)", quote(v)));
             }
         }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, t) in node.taints.iter().enumerate() {
+            let path = format!("nodes[{n}].taints[{i}]");
+            if let Some(m) = label_key_problem(&t.key) {
+                self.node(format!("{path}.key"), m);
+            }
+            if let Some(v) = t.value.as_deref().filter(|v| !is_label_value(v)) {
+                self.node(format!("{path}.value"), format!("{} is not a label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)", quote(v)));
+            }
+            if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&t.effect.as_str()) {
+                self.node(
+                    format!("{path}.effect"),
+                    format!(
+                        "{} is not a taint effect: NoSchedule, PreferNoSchedule or NoExecute",
+                        quote(&t.effect)
+                    ),
+                );
+            }
+            // The API refuses two taints with the same key and effect (core/v1 validation).
+            if !seen.insert((t.key.as_str(), t.effect.as_str())) {
+                self.node(
+                    &path,
+                    format!(
+                        "a second taint {} with effect {}: a node has one taint per key and effect",
+                        quote(&t.key),
+                        t.effect
+                    ),
+                );
+            }
+        }
     }
 }
 
