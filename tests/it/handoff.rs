@@ -534,7 +534,6 @@ fn an_unprotected_kubeconfig_is_refused_unless_the_host_is_named_insecure() {
         })
         .collect();
     fs_err::write(&kc, unverified).unwrap();
-    let before = lab.audit().len();
     let o = lab.with_runtime(|| command(&kc, &lab.dir.join("refused"), &[]));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{stderr}");
@@ -542,7 +541,10 @@ fn an_unprotected_kubeconfig_is_refused_unless_the_host_is_named_insecure() {
         stderr.contains("insecure-skip-tls-verify: true"),
         "{stderr}"
     );
-    assert_eq!(lab.audit().len(), before, "the refused run reached the API");
+    // That nothing is sent is kubeconfig-level (kube_hostile::insecure_skip_tls_verify_is_
+    // refused_unless_named counts the requests); the lab's own controllers write to its audit
+    // trail all along, so here: nothing recorded.
+    assert!(!lab.dir.join("refused").join("handoff.json").exists());
 
     let out = lab.dir.join("named");
     let o = lab.with_runtime(|| command(&kc, &out, &["--insecure-api", &host]));
