@@ -9,12 +9,14 @@
 
 pub mod argocd;
 pub mod bmc;
+mod booted_iso;
 pub mod cluster_api;
 pub mod dns_ntp;
 pub mod fixture;
 pub mod gate;
 pub mod git_server;
 pub mod hosts;
+pub mod join;
 pub mod kube;
 pub mod machineconfig;
 pub mod netns;
