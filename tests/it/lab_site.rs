@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
-use crate::support::labsite::{lab_inventory, run_lab, SiteLab as Lab};
+use crate::support::labsite::{lab_inventory, run_lab, with_spare, SiteLab as Lab};
 use crate::support::run::failed;
 
 /// The user and password of inventory/lab/secrets/bmc.example.
@@ -540,4 +540,47 @@ fn a_ca_file_lab_up_did_not_write_is_left_alone() {
     );
     let id = bootstrap_lab::site::lab_id(&state);
     assert!(!namespaces().contains(&format!("bsl-{id}-")));
+}
+
+/// The spare machine of `inventory/lab/spares.yaml` is built like the masters (its BMC, its
+/// namespace at its address), powered off, while the inventory the product reads keeps the
+/// three masters.
+#[test]
+fn a_spare_machine_is_built_powered_off_outside_the_products_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inv, _) = lab_inventory(dir.path(), false);
+    let port = with_spare(&inv);
+    let (lab, status) = Lab::up(&inv, &dir.path().join("state"), &[]);
+    assert_eq!(status["phase"], "ready");
+    let names: Vec<&str> = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["master-0", "master-1", "master-2", "worker-0"],
+        "{status}"
+    );
+    let product = bootstrap::inventory::load(&inv).unwrap();
+    assert_eq!(product.nodes.nodes.len(), 3);
+    let system = support::block_on(async {
+        let c = client(&lab.record().ca);
+        json(
+            &c,
+            &format!("http://127.0.0.1:{port}/redfish/v1/Systems/worker-0"),
+            None,
+        )
+        .await
+    });
+    assert_eq!(system["PowerState"], "Off", "{system}");
+    let o = lab
+        .record()
+        .command_in("worker-0", "ip")
+        .unwrap()
+        .args(["-o", "addr", "show", "dev", "enp1s0"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inet 192.168.111.23/24"));
 }
