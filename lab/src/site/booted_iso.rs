@@ -12,7 +12,7 @@ use std::path::Path;
 /// The ISO a machine booted.
 pub(crate) enum Booted {
     /// An agent ISO: the day-one install.
-    Install(Install),
+    Install(Box<Install>),
     /// A node ISO: day two.
     Join(super::join::NodeIso),
 }
@@ -27,7 +27,7 @@ pub(crate) async fn read(http: &reqwest::Client, url: &str) -> Result<Booted> {
         if out.join(super::join::NODES_CONFIG).exists() {
             return Ok(Booted::Join(super::join::NodeIso::read(&out)?));
         }
-        Ok(Booted::Install(extract_install(&out)?))
+        Ok(Booted::Install(Box::new(extract_install(&out)?)))
     }
     .await;
     let _ = fs_err::remove_dir_all(&dir);

@@ -300,7 +300,7 @@ impl Simulator {
                 .await
                 .with_context(|| format!("node {}: reading the ISO at {url}", o.node))?
             {
-                super::booted_iso::Booted::Install(install) => install,
+                super::booted_iso::Booted::Install(install) => *install,
                 super::booted_iso::Booted::Join(iso) => {
                     self.joiner.boot(&o.node, url, iso);
                     return Ok(());

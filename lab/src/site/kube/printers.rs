@@ -14,44 +14,46 @@ fn column(name: &str, kind: &str, priority: u8) -> Value {
         "description": "", "priority": priority})
 }
 
+/// A printer: one object's cells.
+type Cells = fn(&Value) -> Vec<Value>;
+
 /// The table of a kind printed by code, or None for the others.
 pub fn table(kind: &KindInfo, objects: &[Value], revision: u64) -> Option<Value> {
-    let (columns, cells): (Vec<Value>, fn(&Value) -> Vec<Value>) =
-        match (kind.group.as_str(), kind.kind.as_str()) {
-            ("", "Node") => (
-                [
-                    ("Name", "string", 0),
-                    ("Status", "string", 0),
-                    ("Roles", "string", 0),
-                    ("Age", "string", 0),
-                    ("Version", "string", 0),
-                    ("Internal-IP", "string", 1),
-                    ("External-IP", "string", 1),
-                    ("OS-Image", "string", 1),
-                    ("Kernel-Version", "string", 1),
-                    ("Container-Runtime", "string", 1),
-                ]
-                .iter()
-                .map(|(n, t, p)| column(n, t, *p))
-                .collect(),
-                node_cells,
-            ),
-            ("certificates.k8s.io", "CertificateSigningRequest") => (
-                [
-                    ("Name", "string"),
-                    ("Age", "date"),
-                    ("SignerName", "string"),
-                    ("Requestor", "string"),
-                    ("RequestedDuration", "string"),
-                    ("Condition", "string"),
-                ]
-                .iter()
-                .map(|(n, t)| column(n, t, 0))
-                .collect(),
-                csr_cells,
-            ),
-            _ => return None,
-        };
+    let (columns, cells): (Vec<Value>, Cells) = match (kind.group.as_str(), kind.kind.as_str()) {
+        ("", "Node") => (
+            [
+                ("Name", "string", 0),
+                ("Status", "string", 0),
+                ("Roles", "string", 0),
+                ("Age", "string", 0),
+                ("Version", "string", 0),
+                ("Internal-IP", "string", 1),
+                ("External-IP", "string", 1),
+                ("OS-Image", "string", 1),
+                ("Kernel-Version", "string", 1),
+                ("Container-Runtime", "string", 1),
+            ]
+            .iter()
+            .map(|(n, t, p)| column(n, t, *p))
+            .collect(),
+            node_cells,
+        ),
+        ("certificates.k8s.io", "CertificateSigningRequest") => (
+            [
+                ("Name", "string"),
+                ("Age", "date"),
+                ("SignerName", "string"),
+                ("Requestor", "string"),
+                ("RequestedDuration", "string"),
+                ("Condition", "string"),
+            ]
+            .iter()
+            .map(|(n, t)| column(n, t, 0))
+            .collect(),
+            csr_cells,
+        ),
+        _ => return None,
+    };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
