@@ -134,6 +134,10 @@ pub struct Joiner {
     signer: crate::site::pki::LabCa,
     rogue: bool,
     rogue_made: Mutex<(bool, bool)>,
+    /// The store's revision after the last pass: with no machine joining, a pass runs only
+    /// when something was written since (a controller acts on changes, and reads that change
+    /// nothing would fill the audit trail).
+    seen: Mutex<u64>,
 }
 
 impl Joiner {
@@ -145,6 +149,7 @@ impl Joiner {
             signer: crate::site::pki::LabCa::generate()?,
             rogue,
             rogue_made: Mutex::default(),
+            seen: Mutex::new(u64::MAX),
         })
     }
 
@@ -215,11 +220,15 @@ impl Joiner {
 
     /// One step: the signer issues what was approved, then every joining machine moves on.
     pub fn step(&self, store: &Store) -> Result<()> {
-        kubelet::sign_approved(store, &self.signer)?;
         let mut nodes = self.nodes();
+        if nodes.is_empty() && *lock(&self.seen) == store.revision() {
+            return Ok(());
+        }
+        kubelet::sign_approved(store, &self.signer)?;
         for j in nodes.iter_mut() {
             self.advance(store, j)?;
         }
+        *lock(&self.seen) = store.revision();
         Ok(())
     }
 
