@@ -105,6 +105,12 @@ pub struct LabUpArgs {
     #[arg(long, value_name = "OPERATOR")]
     pub inject_operator_progressing: Option<String>,
 
+    /// Day two: beside a joining node's own CSRs, create a client CSR for a host no
+    /// nodes-config names and a serving CSR in the joining node's name with an address it does
+    /// not have (an approver must leave both pending).
+    #[arg(long)]
+    pub inject_rogue_csr: bool,
+
     /// Make NODE's BMC behave as VENDOR's (dell-idrac9, supermicro-x12 or generic, the default):
     /// a front at the BMC address answers as that vendor's BMC does, as sushy, sushy-oem-idrac
     /// and ironic document it, including what the machine then boots. Repeatable.

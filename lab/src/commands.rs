@@ -52,6 +52,7 @@ pub async fn up(args: LabUpArgs, printer: &Printer) -> Result<ExitCode> {
             validation_failure: args.inject_validation_failure,
             pending_user_action: args.inject_pending_user_action,
             progressing_operator: args.inject_operator_progressing,
+            rogue_csr: args.inject_rogue_csr,
             hosts_up: args.hosts_up,
         },
         vendors: args.vendors.into_iter().collect(),

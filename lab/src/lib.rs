@@ -12,6 +12,7 @@ pub mod cli;
 pub mod commands;
 pub mod image;
 pub mod modelcar;
+pub mod nodeimage;
 pub mod oc;
 pub mod push;
 pub mod release;

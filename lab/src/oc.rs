@@ -196,7 +196,9 @@ async fn locate(
 }
 
 /// Runs `f` on a runtime of its own (the stand-in may be called from inside one).
-fn block_on<T: Send>(f: impl std::future::Future<Output = Result<T>> + Send) -> Result<T> {
+pub(crate) fn block_on<T: Send>(
+    f: impl std::future::Future<Output = Result<T>> + Send,
+) -> Result<T> {
     std::thread::scope(|s| {
         s.spawn(|| {
             tokio::runtime::Builder::new_current_thread()

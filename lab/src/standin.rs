@@ -231,8 +231,16 @@ pub fn run(tool: Tool, self_path: &Path, args: &[String]) -> Outcome {
         Ok(p) => p,
         Err(e) => return out.fatal(format!("{e:#}")),
     };
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (kubeconfig, args) = global_kubeconfig(args);
     match (tool, args.as_slice()) {
+        (Tool::Oc, ["adm", "node-image", "create", rest @ ..]) => {
+            let run = crate::nodeimage::create(rest, kubeconfig);
+            Outcome {
+                stdout: run.stdout,
+                log: run.stderr,
+                status: run.status,
+            }
+        }
         (Tool::OpenshiftInstall | Tool::OpenshiftBaremetalInstall, ["version"]) => Outcome {
             // As cmd/openshift-install/version.go prints it; the architecture cleaned as
             // pkg/version's cleanArch does.
@@ -277,6 +285,20 @@ pub fn run(tool: Tool, self_path: &Path, args: &[String]) -> Outcome {
             args.join(" ")
         )),
     }
+}
+
+/// oc's global `--kubeconfig K` (or `--kubeconfig=K`), wherever it stands, and the rest.
+fn global_kubeconfig(args: &[String]) -> (Option<&str>, Vec<&str>) {
+    let (mut kubeconfig, mut rest) = (None, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.strip_prefix("--kubeconfig") {
+            Some("") => kubeconfig = it.next().map(String::as_str),
+            Some(v) if v.starts_with('=') => kubeconfig = Some(&v[1..]),
+            _ => rest.push(a.as_str()),
+        }
+    }
+    (kubeconfig, rest)
 }
 
 /// The installer's `cleanArch`: `multi (linux/amd64)` is `multi`, `linux/amd64` is `amd64`; a

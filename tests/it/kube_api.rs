@@ -245,3 +245,142 @@ async fn rbac_refuses_in_the_api_servers_words() {
         "{write}"
     );
 }
+
+/// `kubectl certificate approve` and `deny` go through the `/approval` subresource (only the
+/// conditions change), `kubectl get csr` prints the API server's CSR columns, and an approved
+/// CSR cannot be denied afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_approves_and_denies_csrs() {
+    use bootstrap_lab::site::join::kubelet;
+    let lab = Lab::start().await;
+    let made =
+        |node: &str| kubelet::create(&lab.api.store, kubelet::client_csr(node).unwrap()).unwrap();
+    let (good, bad) = (made("worker-0"), made("rogue-worker-0"));
+    let table = lab.ok(&["get", "csr"], None);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "AGE",
+            "SIGNERNAME",
+            "REQUESTOR",
+            "REQUESTEDDURATION",
+            "CONDITION"
+        ],
+        "{table}"
+    );
+    assert!(
+        table.contains(kubelet::NODE_BOOTSTRAPPER) && table.contains("Pending"),
+        "{table}"
+    );
+    let out = lab.ok(&["certificate", "approve", &good], None);
+    assert!(
+        out.contains(&format!(
+            "certificatesigningrequest.certificates.k8s.io/{good} approved"
+        )),
+        "{out}"
+    );
+    let out = lab.ok(&["certificate", "deny", &bad], None);
+    assert!(out.contains("denied"), "{out}");
+    let approved = lab.json(&["get", "csr", &good]);
+    let cond = &approved["status"]["conditions"][0];
+    assert_eq!(
+        (
+            cond["type"].as_str(),
+            cond["status"].as_str(),
+            cond["reason"].as_str()
+        ),
+        (Some("Approved"), Some("True"), Some("KubectlApprove"))
+    );
+    assert_eq!(approved["spec"]["signerName"], kubelet::CLIENT_SIGNER);
+    let table = lab.ok(&["get", "csr"], None);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&good) && l.trim_end().ends_with("Approved")),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&bad) && l.trim_end().ends_with("Denied")),
+        "{table}"
+    );
+    let refused = err(&lab.kubectl(&["certificate", "deny", &good], None));
+    assert!(
+        refused.contains(&format!(
+            "certificate signing request \"{good}\" is already Approved"
+        )),
+        "{refused}"
+    );
+}
+
+/// `kubectl label node` (a merge patch) and `kubectl taint node` (a strategic merge patch)
+/// change the Node; `kubectl get nodes` prints STATUS and ROLES as the API server does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_labels_and_taints_nodes() {
+    use bootstrap_lab::site::join::kubelet;
+    let lab = Lab::start().await;
+    kubelet::register_node(
+        &lab.api.store,
+        "worker-0",
+        "worker",
+        &["192.168.111.30".into()],
+    )
+    .unwrap();
+    let table = lab.ok(&["get", "nodes", "-o", "wide"], None);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &header[..6],
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()[..3]
+            == ["worker-0", "NotReady", "worker"],
+        "{table}"
+    );
+    lab.ok(
+        &["label", "node", "worker-0", "nvidia.com/gpu.present=true"],
+        None,
+    );
+    lab.ok(
+        &[
+            "taint",
+            "node",
+            "worker-0",
+            "nvidia.com/gpu=true:NoSchedule",
+        ],
+        None,
+    );
+    kubelet::mark_ready(&lab.api.store, "worker-0").unwrap();
+    let node = lab.json(&["get", "node", "worker-0"]);
+    assert_eq!(node["metadata"]["labels"]["nvidia.com/gpu.present"], "true");
+    let taints = node["spec"]["taints"].as_array().unwrap();
+    assert_eq!(
+        taints.len(),
+        1,
+        "the not-ready taint is gone, the engineer's stays: {taints:?}"
+    );
+    assert_eq!(taints[0]["key"], "nvidia.com/gpu");
+    assert_eq!(taints[0]["effect"], "NoSchedule");
+    let table = lab.ok(&["get", "nodes"], None);
+    assert!(
+        table.contains("Ready") && !table.contains("NotReady"),
+        "{table}"
+    );
+    lab.ok(&["taint", "node", "worker-0", "nvidia.com/gpu-"], None);
+    let node = lab.json(&["get", "node", "worker-0"]);
+    assert!(
+        node["spec"]["taints"]
+            .as_array()
+            .is_none_or(|t| t.is_empty()),
+        "{node}"
+    );
+}

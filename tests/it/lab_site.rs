@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
-use crate::support::labsite::{lab_inventory, run_lab, SiteLab as Lab};
+use crate::support::labsite::{lab_inventory, run_lab, with_spare, SiteLab as Lab};
 use crate::support::run::failed;
 
 /// The user and password of inventory/lab/secrets/bmc.example.
@@ -151,9 +151,14 @@ impl Drop for IsoServer {
 }
 
 fn serve_iso(dir: &Path) -> (IsoServer, String) {
-    use std::io::BufRead;
     let file = dir.join("agent.x86_64.iso");
     fs_err::write(&file, vec![7u8; 64 * 1024]).unwrap();
+    serve_file(&file)
+}
+
+/// `bootstrap serve iso FILE`: the child and the URL.
+fn serve_file(file: &Path) -> (IsoServer, String) {
+    use std::io::BufRead;
     let mut child = support::run::command(&[
         "serve",
         "iso",
@@ -540,4 +545,110 @@ fn a_ca_file_lab_up_did_not_write_is_left_alone() {
     );
     let id = bootstrap_lab::site::lab_id(&state);
     assert!(!namespaces().contains(&format!("bsl-{id}-")));
+}
+
+/// The spare machine of `inventory/lab/spares.yaml` is built like the masters (its BMC, its
+/// namespace at its address), powered off, while the inventory the product reads keeps the
+/// three masters.
+#[test]
+fn a_spare_machine_is_built_powered_off_outside_the_products_inventory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inv, _) = lab_inventory(dir.path(), false);
+    let port = with_spare(&inv);
+    let (lab, status) = Lab::up(&inv, &dir.path().join("state"), &[]);
+    assert_eq!(status["phase"], "ready");
+    let names: Vec<&str> = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["master-0", "master-1", "master-2", "worker-0"],
+        "{status}"
+    );
+    let product = bootstrap::inventory::load(&inv).unwrap();
+    assert_eq!(product.nodes.nodes.len(), 3);
+    let system = support::block_on(async {
+        let c = client(&lab.record().ca);
+        json(
+            &c,
+            &format!("http://127.0.0.1:{port}/redfish/v1/Systems/worker-0"),
+            None,
+        )
+        .await
+    });
+    assert_eq!(system["PowerState"], "Off", "{system}");
+    let o = lab
+        .record()
+        .command_in("worker-0", "ip")
+        .unwrap()
+        .args(["-o", "addr", "show", "dev", "enp1s0"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inet 192.168.111.23/24"));
+}
+
+/// The spare machine booted from a node ISO through its BMC (as the product's day-two path
+/// does) is read by the site process as a day-two join: it walks the day-two install and its
+/// SSH host starts at its address.
+#[test]
+fn the_spare_booted_from_a_node_iso_starts_its_day_two_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let (inv, _) = lab_inventory(dir.path(), false);
+    let port = with_spare(&inv);
+    let (lab, _) = Lab::up(&inv, &dir.path().join("state"), &["--step", "300ms"]);
+    let staging = dir.path().join("iso");
+    fs_err::create_dir_all(&staging).unwrap();
+    fs_err::write(staging.join("nodes-config.yaml"), "hosts:\n- hostname: worker-0\n  role: worker\n  interfaces:\n  - name: enp1s0\n    macAddress: aa:bb:cc:00:00:04\n  networkConfig:\n    interfaces:\n    - name: enp1s0\n      type: ethernet\n      state: up\n      ipv4:\n        enabled: true\n        address:\n        - ip: 192.168.111.23\n          prefix-length: 24\n").unwrap();
+    let iso = dir.path().join("node.x86_64.iso");
+    let made = std::process::Command::new("xorriso")
+        .args(["-as", "mkisofs", "-quiet", "-R", "-J", "-o"])
+        .arg(&iso)
+        .arg(&staging)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let (_server, url) = serve_file(&iso);
+    support::block_on(async {
+        let c = client(&lab.record().ca);
+        boot_from(
+            &c,
+            &format!("http://127.0.0.1:{port}/redfish/v1/Systems/worker-0"),
+            &url,
+            None,
+        )
+        .await;
+    });
+    let start = Instant::now();
+    loop {
+        let log = fs_err::read_to_string(&lab.record().site.log).unwrap();
+        let hosts = lab.status()["hosts"].clone();
+        let up = hosts
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|h| h["node"] == "worker-0" && h["running"] == true);
+        if up {
+            assert!(
+                log.contains("worker-0 booted the node ISO and starts its day-two install"),
+                "{log}"
+            );
+            assert!(log.contains("worker-0: Rebooting"), "{log}");
+            let h = hosts
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["node"] == "worker-0")
+                .unwrap();
+            assert_eq!(h["address"], "192.168.111.23:22");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "worker-0 never joined: {log}\n{hosts}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

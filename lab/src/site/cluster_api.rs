@@ -72,6 +72,13 @@ pub(crate) fn write_view(store: &Store, view: &ApiView, name: &str, domain: &str
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "openshift-console"}}),
         FIELD_MANAGER,
     )?;
+    if let Some(install) = view.install.as_ref().filter(|_| view.installed) {
+        for (host, role) in &install.hosts {
+            let addresses = install.addresses.get(host).cloned().unwrap_or_default();
+            super::join::kubelet::register_node(store, host, role, &addresses)?;
+            super::join::kubelet::mark_ready(store, host)?;
+        }
+    }
     let mut objs = vec![cluster_version(view), route(view, name, domain)];
     objs.extend(
         OPERATORS

@@ -81,7 +81,7 @@ pub fn to_start(
 /// again once its node is no longer marked down ([`DOWN_MARKER`]), with the same host key.
 /// Dropping the future stops every sshd and its sessions.
 pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Result<()> {
-    let inv = bootstrap::inventory::load(&record.inventory)?;
+    let inv = crate::site::lab_inventory(&record.inventory)?;
     let nodes: Vec<String> = record
         .network
         .nodes

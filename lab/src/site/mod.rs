@@ -9,12 +9,14 @@
 
 pub mod argocd;
 pub mod bmc;
+mod booted_iso;
 pub mod cluster_api;
 pub mod dns_ntp;
 pub mod fixture;
 pub mod gate;
 pub mod git_server;
 pub mod hosts;
+pub mod join;
 pub mod kube;
 pub mod machineconfig;
 pub mod netns;
@@ -180,6 +182,9 @@ pub struct Simulation {
     /// (`--inject-operator-progressing`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progressing_operator: Option<String>,
+    /// Rogue CSRs beside a joining node's (`--inject-rogue-csr`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rogue_csr: bool,
     /// Every node's SSH host starts at once, as if installed (`bootstrap-lab up --hosts-up`).
     #[serde(default)]
     pub hosts_up: bool,
@@ -195,6 +200,7 @@ impl Simulation {
         c.validation_failure = self.validation_failure.clone();
         c.pending_user_action = self.pending_user_action.clone();
         c.progressing_operator = self.progressing_operator.clone();
+        c.rogue_csr = self.rogue_csr;
         c
     }
 }
@@ -342,7 +348,7 @@ async fn build(state: &Path, id: &str, settings: &UpSettings) -> Result<()> {
     // Before anything is built: a missing venv is the commonest first-run problem.
     let emulator = bmc::emulator_program()?;
     let inv_dir = std::path::absolute(&settings.inventory)?;
-    let inv = inventory::load(&inv_dir)?;
+    let inv = lab_inventory(&inv_dir)?;
     fs_err::create_dir_all(state.join("pki"))?;
     let ca = pki::LabCa::generate()?;
     let ca_path = state.join("pki/ca.pem");
@@ -362,6 +368,35 @@ async fn build(state: &Path, id: &str, settings: &UpSettings) -> Result<()> {
     record.simulation = settings.simulation.clone();
     record.write()?;
     start(&mut record, &inv, &ca, &emulator, &settings.program).await
+}
+
+/// The lab-only file of spare machines beside nodes.yaml: `bootstrap-lab up` builds each (BMC,
+/// namespace, SSH host), powered off, for a day-two rehearsal to add; the product reads only
+/// site.yaml and nodes.yaml, so an install of the inventory does not see them.
+pub const SPARES_FILE: &str = "spares.yaml";
+
+/// The inventory as the lab builds it: the product's (`inventory::load`), its nodes followed by
+/// the spare machines of `SPARES_FILE` when there is one (nodes.yaml's own format, kind Nodes),
+/// so every piece of the lab treats a spare as a machine like the others.
+pub fn lab_inventory(dir: &Path) -> Result<Inventory> {
+    let mut inv = inventory::load(dir)?;
+    let path = dir.join(SPARES_FILE);
+    if path.exists() {
+        let spares: bootstrap::inventory::model::NodeList =
+            serde_saphyr::from_str(&fs_err::read_to_string(&path)?)
+                .with_context(|| format!("reading {}", path.display()))?;
+        for n in spares.nodes {
+            if inv.nodes.nodes.iter().any(|m| m.hostname == n.hostname) {
+                bail!(
+                    "{}: spare {} is also in nodes.yaml",
+                    path.display(),
+                    n.hostname
+                );
+            }
+            inv.nodes.nodes.push(n);
+        }
+    }
+    Ok(inv)
 }
 
 /// Validates the inventory as the product will (now that the CA file exists): errors stop lab up.

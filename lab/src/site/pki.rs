@@ -62,6 +62,21 @@ impl LabCa {
         })
     }
 
+    /// The certificate (PEM) the CA signs from a PEM certificate request, as a CSR signer
+    /// does: the request's subject, SANs and key, valid for 30 days.
+    pub fn sign_request(&self, csr_pem: &str) -> Result<String> {
+        let mut csr = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+            .context("parsing the certificate request")?;
+        let now = time::OffsetDateTime::now_utc();
+        csr.params.not_before = now - time::Duration::minutes(5);
+        csr.params.not_after = now + time::Duration::days(30);
+        csr.params.use_authority_key_identifier_extension = true;
+        let cert = csr
+            .signed_by(&self.issuer)
+            .context("signing the certificate request")?;
+        Ok(cert.pem())
+    }
+
     /// A server certificate for these IP addresses and DNS names, signed by the CA; its chain
     /// (server, then CA) and key.
     pub fn server(&self, ips: &[IpAddr], names: &[String]) -> Result<Pem> {

@@ -26,7 +26,7 @@ use super::fixture::{self, NodeHardware};
 use super::hosts::{self, HostRecord, DOWN_MARKER};
 use super::machineconfig::{self, MachineConfig};
 use super::{absolute_state, process, Phase, SiteRecord};
-use bootstrap::inventory::{self, model::Role, Inventory};
+use bootstrap::inventory::{model::Role, Inventory};
 
 /// How long a node has to go down, and to come back up.
 const REBOOT_LIMIT: Duration = Duration::from_secs(30);
@@ -121,7 +121,7 @@ pub fn repair(state: &Path, nodes: &[String]) -> Result<Repaired> {
     let state = absolute_state(state)?;
     let record = SiteRecord::read(&state)?;
     running(&record)?;
-    let inv = inventory::load(&record.inventory)?;
+    let inv = crate::site::lab_inventory(&record.inventory)?;
     let all: Vec<String> = record.emulators.iter().map(|e| e.node.clone()).collect();
     for n in nodes {
         if !all.contains(n) {

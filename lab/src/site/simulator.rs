@@ -38,8 +38,7 @@
 
 use anyhow::{bail, Context, Result};
 use bootstrap::openshift::assisted::{Cluster, ClusterProgress, Event, Host, HostProgress};
-use serde_json::{json, Value};
-use std::path::Path;
+use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,6 +62,8 @@ pub struct SimulatorConfig {
     pub progressing_operator: Option<String>,
     /// How many steps the injected rollout lasts.
     pub progressing_steps: u32,
+    /// The day-two fault switch: rogue CSRs beside a joining node's ([`super::join`]).
+    pub rogue_csr: bool,
 }
 
 impl SimulatorConfig {
@@ -89,6 +90,7 @@ impl Default for SimulatorConfig {
             pending_user_action: None,
             progressing_operator: None,
             progressing_steps: 5,
+            rogue_csr: false,
         }
     }
 }
@@ -145,14 +147,16 @@ pub const OPERATORS: [&str; 5] = [
 pub(crate) struct Install {
     pub(crate) name: String,
     pub(crate) domain: String,
-    hosts: Vec<(String, String)>,
-    bootstrap_host: Option<String>,
+    pub(crate) hosts: Vec<(String, String)>,
+    /// Each host's machine-network addresses (its NMState `networkConfig`'s).
+    pub(crate) addresses: std::collections::BTreeMap<String, Vec<String>>,
+    pub(crate) bootstrap_host: Option<String>,
     pub(crate) watcher_key: Vec<u8>,
     pub(crate) api_cert_pem: String,
     pub(crate) api_key_pem: String,
     pub(crate) admin_token_sha256: String,
     /// The ISO's MachineConfigs (its `openshift/` manifests of that kind).
-    machine_configs: Vec<super::machineconfig::MachineConfig>,
+    pub(crate) machine_configs: Vec<super::machineconfig::MachineConfig>,
 }
 
 struct SimHost {
@@ -200,6 +204,8 @@ pub struct Simulator {
     /// The install's progress as last written into the store.
     reflected: Mutex<Option<ApiView>>,
     http: reqwest::Client,
+    /// The machines joining the installed cluster (day two).
+    pub(crate) joiner: super::join::Joiner,
 }
 
 impl Simulator {
@@ -207,6 +213,7 @@ impl Simulator {
     /// (fails only if the lab's own CRDs or catalog seed do not load).
     pub fn new(config: SimulatorConfig) -> Result<Self> {
         config.check()?;
+        let joiner = super::join::Joiner::new(config.rogue_csr)?;
         let store = crate::site::kube::Store::lab_cluster()
             .map_err(|e| anyhow::anyhow!("the lab cluster's CRDs: {}", e.message))?;
         crate::site::olm::seed(&store)?;
@@ -229,6 +236,7 @@ impl Simulator {
             api_auth: Default::default(),
             reflected: Mutex::new(None),
             http: reqwest::Client::new(),
+            joiner,
         })
     }
 
@@ -284,14 +292,20 @@ impl Simulator {
                 st.iso_url.as_deref() == Some(url.as_str()),
             )
         };
-        if known {
+        if known || self.joiner.booted_known(&o.node, url) {
             return Ok(());
         }
         if !have {
-            let install = self
-                .read_iso(url)
+            let install = match super::booted_iso::read(&self.http, url)
                 .await
-                .with_context(|| format!("node {}: reading the ISO at {url}", o.node))?;
+                .with_context(|| format!("node {}: reading the ISO at {url}", o.node))?
+            {
+                super::booted_iso::Booted::Install(install) => *install,
+                super::booted_iso::Booted::Join(iso) => {
+                    self.joiner.boot(&o.node, url, iso);
+                    return Ok(());
+                }
+            };
             let mut st = self.lock();
             if st.install.is_none() {
                 st.install = Some(Arc::new(install));
@@ -377,6 +391,9 @@ impl Simulator {
             (rebooted, api_answers(&st))
         };
         self.reflect();
+        if let Err(e) = self.joiner.step(&self.store) {
+            tracing::warn!("simulated cluster: a joining node's step: {e:#}");
+        }
         if rebooted {
             self.rendezvous_gate.set(false);
         }
@@ -493,6 +510,7 @@ impl Simulator {
             .iter()
             .filter(|h| h.host.status == "installed" || (h.bootstrap && rebooted))
             .map(|h| h.host.requested_hostname.clone())
+            .chain(self.joiner.installed())
             .collect()
     }
 
@@ -538,18 +556,6 @@ impl Simulator {
             install: st.install.clone(),
         }
     }
-
-    async fn read_iso(&self, url: &str) -> Result<Install> {
-        let dir = tempfile_dir()?;
-        let result = async {
-            let file = dir.join("agent.iso");
-            download(&self.http, url, &file).await?;
-            extract_install(&dir, &file).await
-        }
-        .await;
-        let _ = fs_err::remove_dir_all(&dir);
-        result
-    }
 }
 
 /// What the cluster API stand-in answers from.
@@ -568,103 +574,6 @@ impl PartialEq for ApiView {
         (self.bootstrap_complete, &self.operators, self.installed)
             == (other.bootstrap_complete, &other.operators, other.installed)
     }
-}
-
-fn tempfile_dir() -> Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("bootstrap-lab-iso-{}", uuid()));
-    fs_err::create_dir_all(&dir)?;
-    Ok(dir)
-}
-
-/// Streams `url` into `file` (an agent ISO is about a gigabyte on a real site).
-async fn download(http: &reqwest::Client, url: &str, file: &Path) -> Result<()> {
-    use futures_util::StreamExt as _;
-    use tokio::io::AsyncWriteExt as _;
-    let resp = http.get(url).send().await?.error_for_status()?;
-    let mut out = fs_err::tokio::File::create(file).await?;
-    let mut body = resp.bytes_stream();
-    while let Some(chunk) = body.next().await {
-        out.write_all(&chunk?).await?;
-    }
-    out.flush().await?;
-    Ok(())
-}
-
-async fn extract_install(dir: &Path, file: &Path) -> Result<Install> {
-    let file = file.to_path_buf();
-    let out = dir.join("x");
-    let status = {
-        let (file, out) = (file.clone(), out.clone());
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new("xorriso")
-                .args(["-osirrox", "on", "-indev"])
-                .arg(&file)
-                .arg("-extract")
-                .arg("/")
-                .arg(&out)
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .output()
-        })
-        .await?
-        .context("running xorriso to read the ISO (install xorriso)")?
-    };
-    if !status.status.success() {
-        bail!(
-            "xorriso could not read it: {}",
-            String::from_utf8_lossy(&status.stderr).trim()
-        );
-    }
-    let read = |p: &str| {
-        fs_err::read_to_string(out.join(p)).with_context(|| {
-            format!("the ISO has no /{p}: not made by the lab's installer stand-in")
-        })
-    };
-    let agent: Value = serde_saphyr::from_str(&read("agent-config.yaml")?)?;
-    let install: Value = serde_saphyr::from_str(&read("install-config.yaml")?)?;
-    let lab = |f: &str| read(&format!("{}/{f}", crate::standin::LAB_ISO_DIR));
-    use crate::standin as s;
-    let key = lab(s::LAB_WATCHER_KEY)?;
-    let watcher_key = base64::Engine::decode(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-        key.trim(),
-    )
-    .context("the ISO's watcher public key is not base64url")?;
-    let rendezvous = agent["rendezvousIP"].as_str().unwrap_or_default();
-    let mut hosts = Vec::new();
-    let mut bootstrap_host = None;
-    for h in agent["hosts"].as_array().into_iter().flatten() {
-        let name = h["hostname"].as_str().unwrap_or_default().to_string();
-        let role = h["role"].as_str().unwrap_or("master").to_string();
-        if !rendezvous.is_empty()
-            && h["networkConfig"]
-                .to_string()
-                .contains(&format!("\"{rendezvous}\""))
-        {
-            bootstrap_host.get_or_insert(name.clone());
-        }
-        hosts.push((name, role));
-    }
-    if bootstrap_host.is_none() {
-        bootstrap_host = hosts.first().map(|(n, _)| n.clone());
-    }
-    Ok(Install {
-        name: install["metadata"]["name"]
-            .as_str()
-            .unwrap_or("cluster")
-            .into(),
-        domain: install["baseDomain"]
-            .as_str()
-            .unwrap_or("example.com")
-            .into(),
-        hosts,
-        bootstrap_host,
-        watcher_key,
-        api_cert_pem: lab(s::LAB_API_CERT)?,
-        api_key_pem: lab(s::LAB_API_KEY)?,
-        admin_token_sha256: lab(s::LAB_ADMIN_TOKEN_SHA256)?.trim().to_string(),
-        machine_configs: super::machineconfig::from_manifests(&out.join("openshift"))?,
-    })
 }
 
 fn host_validations(ntp_failing: bool) -> String {

@@ -152,7 +152,7 @@ async fn start_git(
     record: &SiteRecord,
     git: &super::GitSite,
 ) -> Result<super::git_server::GitServer> {
-    let inv = inventory::load(&record.inventory)?;
+    let inv = crate::site::lab_inventory(&record.inventory)?;
     let repo = inv
         .site
         .gitops
@@ -188,7 +188,7 @@ async fn start_git(
 
 /// Every node's BMC with its credentials, as the watcher reads it.
 fn targets(record: &SiteRecord) -> Result<Vec<Target>> {
-    let inv = inventory::load(&record.inventory)?;
+    let inv = crate::site::lab_inventory(&record.inventory)?;
     let mut targets = Vec::new();
     for em in &record.emulators {
         let node = inv

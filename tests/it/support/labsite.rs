@@ -129,6 +129,9 @@ pub fn verify_every_bmc(inventory: &Path, bases: &[String]) {
 pub fn lab_inventory(dir: &Path, verified_tls: bool) -> (PathBuf, Vec<u16>) {
     let inv = dir.join("inv");
     super::run::copy_dir(&super::run::shipped_inventory("lab"), &inv);
+    // The spare machine only for the tests that add it (`with_spare`): the others build the
+    // three masters.
+    fs_err::remove_file(inv.join(bootstrap_lab::site::SPARES_FILE)).unwrap();
     let ports = free_ports();
     let text = fs_err::read_to_string(inv.join("nodes.yaml")).unwrap();
     let shipped_bmc_lines = [
@@ -165,6 +168,21 @@ pub fn lab_inventory(dir: &Path, verified_tls: bool) -> (PathBuf, Vec<u16>) {
     );
     fs_err::write(inv.join("nodes.yaml"), out.join("\n") + "\n").unwrap();
     (inv, ports)
+}
+
+/// Puts the shipped spare machine (`inventory/lab/spares.yaml`) back into a copied lab
+/// inventory, its BMC on a free port; that port.
+pub fn with_spare(inv: &Path) -> u16 {
+    let shipped = super::run::shipped_inventory("lab").join(bootstrap_lab::site::SPARES_FILE);
+    let text = fs_err::read_to_string(shipped).unwrap();
+    let port = free_ports()[0];
+    assert!(
+        text.contains("127.0.0.1:8004/"),
+        "spares.yaml no longer has its BMC on 127.0.0.1:8004"
+    );
+    let text = text.replace("127.0.0.1:8004/", &format!("127.0.0.1:{port}/"));
+    fs_err::write(inv.join(bootstrap_lab::site::SPARES_FILE), text).unwrap();
+    port
 }
 
 /// The lab venv (sushy-tools) that scripts/install-deps.sh makes; tests tell `bootstrap` where

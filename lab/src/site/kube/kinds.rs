@@ -224,6 +224,18 @@ const BUILTINS: &[Builtin] = &[
         true,
         SPEC_STATUS,
     ),
+    ("", "v1", "Node", "nodes", false, &["no"], true, SPEC_STATUS),
+    ("", "v1", "Pod", "pods", true, &["po"], true, SPEC_STATUS),
+    (
+        "certificates.k8s.io",
+        "v1",
+        "CertificateSigningRequest",
+        "certificatesigningrequests",
+        false,
+        &["csr"],
+        true,
+        SPEC_STATUS,
+    ),
     (
         "apiextensions.k8s.io",
         "v1",

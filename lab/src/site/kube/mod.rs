@@ -4,11 +4,13 @@
 //! an audit trail of every call — served over HTTPS to kubectl and kube-rs.
 
 pub mod crds;
+pub mod csr;
 pub mod discovery;
 pub mod http;
 pub mod kinds;
 pub mod managed;
 pub mod patch;
+pub mod printers;
 pub mod rbac;
 pub mod ssa;
 pub mod store;

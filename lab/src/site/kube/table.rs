@@ -7,6 +7,9 @@ use serde_json::{json, Value};
 
 /// The Table of these objects.
 pub fn table(kind: &KindInfo, objects: &[Value], revision: u64) -> Value {
+    if let Some(t) = super::printers::table(kind, objects, revision) {
+        return t;
+    }
     let name_col = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
     let mut columns = vec![name_col];
     let printer = printer_columns(kind);
@@ -129,7 +132,7 @@ fn split(path: &str) -> Vec<String> {
 }
 
 /// A creation time as kubectl's AGE column prints it (`5s`, `3m`, `2h`, `4d`).
-fn age(ts: Option<&str>) -> String {
+pub(crate) fn age(ts: Option<&str>) -> String {
     let Some(t) = ts.and_then(parse_utc) else {
         return "<unknown>".into();
     };

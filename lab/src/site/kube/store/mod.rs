@@ -428,6 +428,31 @@ fn attributes<'a>(
     }
 }
 
+/// A create's `metadata.generateName` made a name when none is given, as the API server's
+/// `names.SimpleNameGenerator` does: the prefix (cut to 58 characters) and five random
+/// characters of its alphabet.
+fn generate_name(mut obj: Value) -> Value {
+    let prefix = obj["metadata"]["generateName"].as_str().unwrap_or_default();
+    if prefix.is_empty()
+        || !obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty()
+    {
+        return obj;
+    }
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut b = [0u8; 5];
+    let _ = aws_lc_rs::rand::fill(&mut b);
+    let tail: String = b
+        .iter()
+        .map(|x| ALPHABET[*x as usize % ALPHABET.len()] as char)
+        .collect();
+    let cut: String = prefix.chars().take(58).collect();
+    obj["metadata"]["name"] = json!(format!("{cut}{tail}"));
+    obj
+}
+
 /// Reads.
 impl Store {
     /// One object.
@@ -554,6 +579,10 @@ impl Store {
         o: &WriteOptions,
         sub: Option<&str>,
     ) -> Result<Outcome, ApiError> {
+        let op = match op {
+            Op::Create(obj) => Op::Create(generate_name(obj)),
+            op => op,
+        };
         let mut r = op.target();
         let (audit_verb, rbac_verb) = op.verbs();
         let mut st = self.lock();
@@ -565,7 +594,10 @@ impl Store {
             } else if r.namespace.is_none() {
                 r.namespace = Some("default".into());
             }
-            if sub.is_some_and(|s| s != "status" || !info.status_subresource) {
+            let approval = sub == Some(super::csr::APPROVAL)
+                && super::csr::is_csr(&info.group, &info.kind)
+                && !matches!(op, Op::Create(_) | Op::Apply(_));
+            if !approval && sub.is_some_and(|s| s != "status" || !info.status_subresource) {
                 return Err(ApiError::not_found(&info.qualified_resource(), &r.name));
             }
             rbac::authorize(&*st, &attributes(&o.user, rbac_verb, &info, &r, sub))?;

@@ -88,6 +88,7 @@ pub(super) struct Write<'a, 's> {
 /// The metadata fields a client sets; the rest the store keeps.
 const CLIENT_META: &[&str] = &[
     "name",
+    "generateName",
     "namespace",
     "labels",
     "annotations",
@@ -172,6 +173,7 @@ impl Write<'_, '_> {
             }
         };
         self.system_fields(live.as_ref(), &mut new, &now);
+        self.kind_rules(live.as_ref(), &new)?;
         self.commit(key, live, new, created, warnings)
     }
 
@@ -278,6 +280,9 @@ impl Write<'_, '_> {
     /// A full new object (PUT, patch result) over the live one: status from the live object
     /// for main writes of kinds with the subresource, only status for status writes.
     fn replaced(&self, live: &Value, obj: Value) -> Value {
+        if self.sub == Some(super::super::csr::APPROVAL) {
+            return super::super::csr::approval(live, &obj, &now());
+        }
         if self.sub == Some("status") {
             let mut new = live.clone();
             new["status"] = obj["status"].clone();
@@ -443,6 +448,20 @@ impl Write<'_, '_> {
             ))),
             Some(_) => Ok(()),
         }
+    }
+
+    /// A kind's own update rules beyond its schema (the CSR's approval, `super::super::csr`).
+    fn kind_rules(&self, live: Option<&Value>, new: &Value) -> Result<(), ApiError> {
+        let csr = super::super::csr::is_csr(&self.info.group, &self.info.kind);
+        let Some(live) = live.filter(|_| csr) else {
+            return Ok(());
+        };
+        let found = super::super::csr::violations(live, new, self.sub);
+        if found.is_empty() {
+            return Ok(());
+        }
+        let kind = format!("{}.{}", self.info.kind, self.info.group);
+        Err(ApiError::invalid(&kind, &self.r.name, &found))
     }
 
     /// The schema's rules (422 Invalid with every violation).
