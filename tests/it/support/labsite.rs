@@ -28,6 +28,9 @@ pub fn seed(upstream: &Registry, dir: &Path) -> PathBuf {
 pub fn site_inventory(dir: &Path, site: &Registry, record: &Path, version: &str) -> PathBuf {
     let inventory = dir.join("inv");
     super::run::copy_dir(&super::run::shipped_inventory("lab"), &inventory);
+    // The spare machine only where a test adds it (`with_spare`): these sites are the three
+    // masters, each reset once.
+    fs_err::remove_file(inventory.join(bootstrap_lab::site::SPARES_FILE)).unwrap();
     fs_err::copy(record, inventory.join("mirror-record.json")).unwrap();
     fs_err::copy(
         site.ca_pem().expect("a TLS site registry"),
