@@ -571,6 +571,13 @@ fn write_iso(
     )?;
     lab.write_iso_files(&staging.join(LAB_ISO_DIR))?;
     let iso = dir.join("agent.x86_64.iso");
+    xorriso_iso(&staging, &iso)?;
+    Ok(iso)
+}
+
+/// Writes the folder `staging` as the ISO 9660 image `iso` (Rock Ridge and Joliet, volume
+/// `agent-installer`) with xorriso, then removes `staging`.
+pub(crate) fn xorriso_iso(staging: &Path, iso: &Path) -> Result<()> {
     let made = std::process::Command::new("xorriso")
         .args([
             "-as",
@@ -582,18 +589,18 @@ fn write_iso(
             "agent-installer",
             "-o",
         ])
-        .arg(&iso)
-        .arg(&staging)
+        .arg(iso)
+        .arg(staging)
         .output()
         .context("running xorriso to write the ISO (install xorriso)")?;
-    fs_err::remove_dir_all(&staging)?;
+    fs_err::remove_dir_all(staging)?;
     if !made.status.success() {
         bail!(
             "xorriso failed: {}",
             String::from_utf8_lossy(&made.stderr).trim()
         );
     }
-    Ok(iso)
+    Ok(())
 }
 
 /// The `openshift/*.yaml|yml` files of `dir`, by name, sorted.

@@ -426,28 +426,7 @@ fn write_iso(dir: &Path, arch: &str, nodes_config: &str, cv: &Value) -> Result<P
         ),
     )?;
     let iso = dir.join(format!("node.{arch}.iso"));
-    let made = std::process::Command::new("xorriso")
-        .args([
-            "-as",
-            "mkisofs",
-            "-quiet",
-            "-R",
-            "-J",
-            "-V",
-            "agent-installer",
-            "-o",
-        ])
-        .arg(&iso)
-        .arg(&staging)
-        .output()
-        .context("running xorriso to write the ISO (install xorriso)")?;
-    fs_err::remove_dir_all(&staging)?;
-    if !made.status.success() {
-        bail!(
-            "xorriso failed: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        );
-    }
+    crate::standin::xorriso_iso(&staging, &iso)?;
     Ok(iso)
 }
 
