@@ -15,8 +15,14 @@
 //! RUN/prep/                prep: facts/NODE.json, NODE.json (verdicts), prep.json,
 //!                          ansible-inventory.yaml, pinned_known_hosts
 //! RUN/handoff/             handoff: applied.json, handoff.json
+//! RUN/add-image/           day two, add-image: plan.json, nodes-config.yaml, node.x86_64.iso
+//! RUN/add-boot/            day two, add-boot: NODE.json per node added, boot.json
+//! RUN/add-join/            day two, add-join: join.json (CSRs approved and left, Nodes Ready)
+//! RUN/add-prep/            day two, add-prep: the prep files of the nodes added, labels.json
 //! RUN/ledger/boot/         each node's resets, written before a reset is sent
 //! RUN/ledger/known_hosts   the nodes' SSH host keys learned on first contact (OpenSSH format)
+//! RUN/ledger/add/          each node added on day two: how far it got (NODE.json), and where
+//!                          the node ISO was served (iso-server.json)
 //! RUN/cache/               the installer's cache (XDG_CACHE_HOME), wait.json, hashes.json
 //! RUN/gather/              `bootstrap gather`: support bundles, gather-<UTC time>.tar.gz
 //! RUN/.staging/DIR/        a stage's outputs while it runs; put in place of RUN/DIR when it succeeds
@@ -90,6 +96,28 @@ pub const APPLIED_FILE: &str = "applied.json";
 /// The hand-off's summary (in the handoff folder).
 pub const HANDOFF_FILE: &str = "handoff.json";
 
+/// Day two's first stage's folder: [`ADD_PLAN_FILE`], the nodes-config.yaml it gave `oc adm
+/// node-image create` and the node ISO it made ([`NODE_ISO_FILE`]).
+pub const ADD_IMAGE_DIR: &str = "add-image";
+/// Which nodes day two adds (in the add-image folder).
+pub const ADD_PLAN_FILE: &str = "plan.json";
+/// The node ISO (in the add-image folder): installer `agentimage.go`'s `node.%s.iso`.
+pub const NODE_ISO_FILE: &str = "node.x86_64.iso";
+/// The nodes-config.yaml given to `oc adm node-image create` (in the add-image folder).
+pub const NODES_CONFIG_FILE: &str = "nodes-config.yaml";
+/// Day two's boot stage's folder: `NODE.json` per node added and [`BOOT_FILE`].
+pub const ADD_BOOT_DIR: &str = "add-boot";
+/// Day two's join stage's folder: [`JOIN_FILE`].
+pub const ADD_JOIN_DIR: &str = "add-join";
+/// The CSRs approved and left and each node's Node (in the add-join folder).
+pub const JOIN_FILE: &str = "join.json";
+/// Day two's prep stage's folder: the prep files of the nodes added, [`LABELS_FILE`].
+pub const ADD_PREP_DIR: &str = "add-prep";
+/// The labels and taints put on each node added (in the add-prep folder).
+pub const LABELS_FILE: &str = "labels.json";
+/// In the ledger: each node added on day two, and where the node ISO was served.
+pub const ADD_LEDGER_DIR: &str = "add";
+
 /// What stages did to the outside world that must outlive a failed attempt (a stage's own
 /// folder is replaced whole only when it succeeds): `ledger/boot/NODE.json`, the resets sent,
 /// and `ledger/known_hosts`, the host keys learned.
@@ -137,6 +165,16 @@ fn file_patterns() -> Vec<String> {
         format!("{PREP_DIR}/{PINNED_KNOWN_HOSTS_FILE}"),
         format!("{HANDOFF_DIR}/{APPLIED_FILE}"),
         format!("{HANDOFF_DIR}/{HANDOFF_FILE}"),
+        format!("{ADD_IMAGE_DIR}/{ADD_PLAN_FILE}"),
+        format!("{ADD_IMAGE_DIR}/{NODES_CONFIG_FILE}"),
+        format!("{ADD_IMAGE_DIR}/{NODE_ISO_FILE}"),
+        format!("{ADD_IMAGE_DIR}/report.json"),
+        format!("{ADD_BOOT_DIR}/*.json"),
+        format!("{ADD_JOIN_DIR}/{JOIN_FILE}"),
+        format!("{ADD_PREP_DIR}/{FACTS_DIR}/*.json"),
+        format!("{ADD_PREP_DIR}/*.json"),
+        format!("{ADD_PREP_DIR}/{ANSIBLE_INVENTORY_FILE}"),
+        format!("{ADD_PREP_DIR}/{PINNED_KNOWN_HOSTS_FILE}"),
     ];
     for tool in [
         Tool::OpenshiftInstall,
@@ -156,6 +194,7 @@ fn file_patterns() -> Vec<String> {
         format!("{LEDGER_DIR}/{BOOT_DIR}/*.json"),
         format!("{LEDGER_DIR}/{KNOWN_HOSTS_FILE}"),
         format!("{LEDGER_DIR}/{ISO_SERVER_FILE}"),
+        format!("{LEDGER_DIR}/{ADD_LEDGER_DIR}/*.json"),
         format!("{CACHE_DIR}/**"),
         format!("{GATHER_DIR}/**"),
     ];
@@ -357,6 +396,23 @@ impl RunDir {
             .join(LEDGER_DIR)
             .join(BOOT_DIR)
             .join(format!("{node}.json"))
+    }
+
+    /// `RUN/ledger/add/NODE.json`: how far day two got with adding `node`, written by each
+    /// day-two stage as it goes (`bootstrap install status` reads it).
+    pub fn added_ledger(&self, node: &str) -> PathBuf {
+        self.root
+            .join(LEDGER_DIR)
+            .join(ADD_LEDGER_DIR)
+            .join(format!("{node}.json"))
+    }
+
+    /// `RUN/ledger/add/iso-server.json`: where bootstrap last served the node ISO.
+    pub fn node_iso_server_ledger(&self) -> PathBuf {
+        self.root
+            .join(LEDGER_DIR)
+            .join(ADD_LEDGER_DIR)
+            .join(ISO_SERVER_FILE)
     }
 
     /// `RUN/ledger/known_hosts`: the nodes' host keys learned on first contact. A run

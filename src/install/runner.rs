@@ -192,6 +192,7 @@ pub async fn run(settings: &InstallSettings, progress: &Progress) -> Result<Inst
         reboot: settings.reboot.clone(),
         insecure_api: settings.insecure_api.clone(),
         wait_limits: settings.wait_limits,
+        installed: state.get(Stage::Wait).status == Status::Done,
         progress: progress.clone(),
     };
     let mut runner = Runner {
@@ -227,6 +228,9 @@ struct Runner<'a> {
 
 impl Runner<'_> {
     async fn stages(&mut self) -> Result<Ending> {
+        if self.cx.installed {
+            self.refuse_reinstalling()?;
+        }
         for stage in Stage::ALL {
             if self.settings.until.is_some_and(|u| stage > u) {
                 break;
@@ -249,8 +253,13 @@ impl Runner<'_> {
                 continue;
             }
             let work = stage.work();
+            let sealed = self.cx.installed && stage.installs();
             let inputs = match work.inputs(&self.cx) {
                 Ok(inputs) => inputs,
+                Err(e) if sealed => {
+                    self.keep_installed(stage, format!("its inputs cannot be read ({e:#})"));
+                    continue;
+                }
                 Err(e) => return self.unreadable_inputs(stage, work, e),
             };
             let Some(reason) = self.why_run(stage, work, &inputs)? else {
@@ -258,11 +267,66 @@ impl Runner<'_> {
                 self.report(stage, "skipped", format!("unchanged: {detail}"));
                 continue;
             };
+            if sealed {
+                self.keep_installed(stage, reason);
+                continue;
+            }
             if let Some(ending) = self.run_stage(stage, work, inputs, reason).await? {
                 return Ok(ending);
             }
         }
         Ok(Ending::Complete)
+    }
+
+    /// A run whose cluster is installed: `--from` a stage that installs it, or `--reboot` of
+    /// one of its nodes, would touch the running cluster; refused before anything runs.
+    fn refuse_reinstalling(&self) -> Result<()> {
+        if let Some(from) = self.settings.from.filter(|f| f.installs()) {
+            anyhow::bail!(
+                "--from {from}: the cluster in {} is installed (its wait is done), and {from} is \
+                 one of the stages that installed it; they are not run again on a running \
+                 cluster. Nodes added to nodes.yaml are day two's (run without --from); to \
+                 install another cluster, use a new --run directory",
+                self.dir.root().display()
+            );
+        }
+        if self.settings.reboot.is_empty() {
+            return Ok(());
+        }
+        let installed = crate::install::stage::installed_nodes(&self.dir)?;
+        let running: Vec<&String> = self
+            .settings
+            .reboot
+            .iter()
+            .filter(|n| installed.contains(n))
+            .collect();
+        if !running.is_empty() {
+            anyhow::bail!(
+                "--reboot {}: a node of the installed cluster in {}; bootstrap never resets a \
+                 running node (drain it and reset it through its BMC yourself if you mean to). \
+                 --reboot takes a node being added on day two",
+                running
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                self.dir.root().display()
+            );
+        }
+        Ok(())
+    }
+
+    /// A stage that installed the cluster, kept although `why` it would run.
+    fn keep_installed(&mut self, stage: Stage, why: String) {
+        let detail = self.state.get(stage).detail.clone().unwrap_or_default();
+        self.report(
+            stage,
+            "kept",
+            format!(
+                "the cluster is installed, so it is not run again ({why}; a change to an \
+                 installed node or the cluster is not applied by bootstrap); {detail}"
+            ),
+        );
     }
 
     /// Where the ISO server appends every answer.
@@ -292,7 +356,10 @@ impl Runner<'_> {
         if self.settings.from == Some(stage) {
             return Ok(Some(format!("--from {stage}")));
         }
-        if let Some(reason) = work.must_run(&self.cx) {
+        if let Some(reason) = work
+            .must_run(&self.cx)
+            .filter(|_| !(self.cx.installed && stage.installs()))
+        {
             return Ok(Some(reason));
         }
         if rec.status != Status::Done {

@@ -50,6 +50,52 @@ pub struct StatusReport {
     /// firmware and the profile followed, and the last step reached.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeBoot>,
+    /// Each node being added on day two (`RUN/ledger/add/NODE.json`): every step it reached,
+    /// with its time, and its last problem.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<AddedStatus>,
+}
+
+/// A node being added on day two, as the day-two stages recorded it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AddedStatus {
+    /// The node.
+    pub node: String,
+    /// The last step reached (`reset to boot the node ISO`, `joined: Node Ready`, ...).
+    pub last: String,
+    /// When.
+    pub at: Option<String>,
+    /// Whether day two is done with it (prepped and labelled).
+    pub done: bool,
+    /// Its last problem, or why its record cannot be read.
+    pub error: Option<String>,
+    /// Every step, in order.
+    pub steps: Vec<super::stage::AddedStep>,
+}
+
+fn added(dir: &RunDir) -> Vec<AddedStatus> {
+    super::stage::added_nodes(dir)
+        .into_iter()
+        .map(|a| match a {
+            Ok(a) => AddedStatus {
+                last: a.last().to_string(),
+                at: a.steps.last().map(|s| s.at.clone()),
+                done: a.reached(Stage::AddPrep.name(), super::stage::LABELLED_STEP),
+                node: a.node,
+                error: a.error,
+                steps: a.steps,
+            },
+            Err(why) => AddedStatus {
+                node: "?".to_string(),
+                last: String::new(),
+                at: None,
+                done: false,
+                error: Some(why),
+                steps: Vec::new(),
+            },
+        })
+        .collect()
 }
 
 /// A node as the boot stage recorded it.
@@ -241,6 +287,7 @@ pub fn status(run: &Path) -> Result<StatusReport> {
         running: holder,
         stages,
         nodes: nodes(&dir),
+        added: added(&dir),
     })
 }
 
@@ -305,6 +352,17 @@ impl fmt::Display for StatusReport {
                 None => writeln!(f)?,
             }
         }
+        for a in &self.added {
+            let state = if a.done { "added" } else { "being added" };
+            write!(f, "day two {} ({state}): {}", a.node, a.last)?;
+            if let Some(at) = &a.at {
+                write!(f, " at {at}")?;
+            }
+            match &a.error {
+                Some(e) => writeln!(f, "; {e}")?,
+                None => writeln!(f)?,
+            }
+        }
         Ok(())
     }
 }
@@ -335,6 +393,7 @@ mod tests {
             running: None,
             stages: Vec::new(),
             nodes,
+            added: Vec::new(),
         };
         let text = report.to_string();
         assert!(text.contains("node master-0: dell-idrac10 (Dell Inc. PowerEdge R770, manager 17G Monolithic, firmware 1.20.25.00, detected): powered on"), "{text}");
@@ -365,6 +424,7 @@ mod tests {
             running: None,
             stages: Vec::new(),
             nodes,
+            added: Vec::new(),
         }
         .to_string()
     }

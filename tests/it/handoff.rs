@@ -408,7 +408,7 @@ fn the_install_pipelines_handoff_stage_runs_it_and_keeps_the_password_out_of_sta
                 .unwrap()
         })
     };
-    let o = install(&["--from", "handoff"]);
+    let o = install(&["--from", "handoff", "--until", "handoff"]);
     ok(&o);
     let state: Value =
         serde_json::from_str(&fs_err::read_to_string(run.join("state.json")).unwrap()).unwrap();

@@ -531,6 +531,7 @@ async fn the_wait_stage_reads_the_run_directory_and_keeps_its_tokens_secret() {
         reboot: Vec::new(),
         insecure_api: Vec::new(),
         wait_limits: limits(120, 120),
+        installed: false,
         progress: bootstrap::output::Progress::lines("install"),
     };
     let work_ = Stage::Wait.work();

@@ -56,45 +56,7 @@ impl StageWork for Boot {
         let mut inputs = Inputs::default();
         inputs.run_files(&cx.run, ISO_DIR)?;
         let inv = cx.inventory()?;
-        for (i, node) in inv.nodes.nodes.iter().enumerate() {
-            let b = &node.bmc;
-            let at = format!("nodes[{i}]");
-            inputs.setting(&format!("{at}.hostname"), &node.hostname);
-            inputs.setting(&format!("{at}.bmc.address"), &b.address);
-            inputs.setting(&format!("{at}.bmc.trust"), &checks::trust_label(node));
-            inputs.setting(
-                &format!("{at}.bmc.systemUUID"),
-                b.system_uuid.as_deref().unwrap_or(""),
-            );
-            inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
-            if let Some(v) = b.vendor {
-                // Only when set, so runs from before the setting keep their inputs.
-                inputs.setting(&format!("{at}.bmc.vendor"), v.as_str());
-            }
-            if let Some(c) = &b.credentials {
-                inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
-            }
-            if let Some(ca) = &b.ca {
-                inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
-            }
-        }
-        let boot = &inv.site.boot;
-        inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
-        let server = boot.iso_server.as_ref();
-        inputs.setting(
-            "boot.isoServer.listen",
-            server.map_or("", |s| s.listen.as_str()),
-        );
-        inputs.setting(
-            "boot.isoServer.advertise",
-            server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
-        );
-        if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
-            inputs.file(
-                format!("inventory:{}", tls.certificate.file),
-                &inv.resolve(&tls.certificate.file),
-            )?;
-        }
+        bmc_inputs(&mut inputs, &inv, |_| true)?;
         Ok(inputs)
     }
 
@@ -153,13 +115,67 @@ impl StageWork for Boot {
         ));
         watching.abort();
         lines.finish();
-        record(&results, &source, out, log)?;
+        record(super::Stage::Boot, &results, &source, out, log)?;
         Ok(detail(&results, &source))
     }
 
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         super::inputs::inventory_secrets(&cx.inventory)
     }
+}
+
+/// The boot's inputs for the nodes `wanted` picks (by index in nodes.yaml: day one boots them
+/// all, day two the nodes it adds): each one's name, BMC, trust, UUID, MACs and credentials
+/// (hashed), and where the ISO is served from.
+pub(super) fn bmc_inputs(
+    inputs: &mut Inputs,
+    inv: &Inventory,
+    wanted: impl Fn(&Node) -> bool,
+) -> Result<()> {
+    for (i, node) in inv.nodes.nodes.iter().enumerate() {
+        if !wanted(node) {
+            continue;
+        }
+
+        let b = &node.bmc;
+        let at = format!("nodes[{i}]");
+        inputs.setting(&format!("{at}.hostname"), &node.hostname);
+        inputs.setting(&format!("{at}.bmc.address"), &b.address);
+        inputs.setting(&format!("{at}.bmc.trust"), &checks::trust_label(node));
+        inputs.setting(
+            &format!("{at}.bmc.systemUUID"),
+            b.system_uuid.as_deref().unwrap_or(""),
+        );
+        inputs.setting(&format!("{at}.macs"), &macs(node).join(","));
+        if let Some(v) = b.vendor {
+            // Only when set, so runs from before the setting keep their inputs.
+            inputs.setting(&format!("{at}.bmc.vendor"), v.as_str());
+        }
+        if let Some(c) = &b.credentials {
+            inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
+        }
+        if let Some(ca) = &b.ca {
+            inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
+        }
+    }
+    let boot = &inv.site.boot;
+    inputs.setting("boot.isoURL", boot.iso_url.as_deref().unwrap_or(""));
+    let server = boot.iso_server.as_ref();
+    inputs.setting(
+        "boot.isoServer.listen",
+        server.map_or("", |s| s.listen.as_str()),
+    );
+    inputs.setting(
+        "boot.isoServer.advertise",
+        server.and_then(|s| s.advertise.as_deref()).unwrap_or(""),
+    );
+    if let Some(tls) = server.and_then(|s| s.tls.as_ref()) {
+        inputs.file(
+            format!("inventory:{}", tls.certificate.file),
+            &inv.resolve(&tls.certificate.file),
+        )?;
+    }
+    Ok(())
 }
 
 /// Nodes worked on at once (booted here, their media ejected after the install):
@@ -178,7 +194,8 @@ fn nodes(n: usize) -> &'static str {
 
 /// Each node's calls and outcome into the log and `NODE.json`, where the ISO was served into
 /// `boot.json`; an error naming every node that failed.
-fn record(
+pub(super) fn record(
+    stage: super::Stage,
     results: &[NodeResult],
     source: &IsoSource,
     out: &Path,
@@ -210,14 +227,14 @@ fn record(
             failed.len(),
             results.len(),
             failed.join("; "),
-            RunDir::log_name(super::Stage::Boot.name())
+            RunDir::log_name(stage.name())
         );
     }
     Ok(())
 }
 
 /// The stage's one line: how many nodes booted, from where, and any BMC not verified.
-fn detail(results: &[NodeResult], source: &IsoSource) -> String {
+pub(super) fn detail(results: &[NodeResult], source: &IsoSource) -> String {
     let booted = results.iter().filter(|r| r.reset.is_some()).count();
     let earlier = results.len() - booted;
     let unverified: Vec<&str> = results
@@ -419,7 +436,7 @@ fn rendezvous_client(work: &InstallerDir) -> Result<crate::openshift::assisted::
 }
 
 /// `--reboot` names only nodes of the inventory.
-fn check_reboot_names(inv: &Inventory, reboot: &[String]) -> Result<()> {
+pub(super) fn check_reboot_names(inv: &Inventory, reboot: &[String]) -> Result<()> {
     let known: BTreeSet<&str> = inv
         .nodes
         .nodes
@@ -447,14 +464,14 @@ fn macs(node: &Node) -> Vec<String> {
 
 /// What the stage will do to one node: its BMC as the preflight checks it, and whether
 /// `--reboot` names it.
-struct NodePlan {
-    name: String,
+pub(super) struct NodePlan {
+    pub(super) name: String,
     target: BmcTarget,
     reboot: bool,
 }
 
 /// Every node's plan; an unreadable credential or CA names the node and field.
-fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
+pub(super) fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
     Ok(checks::targets(inv)?
         .into_iter()
         .map(|target| NodePlan {
@@ -467,7 +484,11 @@ fn plan(inv: &Inventory, reboot: &[String]) -> Result<Vec<NodePlan>> {
 
 /// The preflight's ISO-server check on the URL the BMCs are given: an address no BMC can
 /// reach stops the stage before any BMC is touched.
-fn check_reach(source: &IsoSource, plans: &[NodePlan], log: &mut StageLog) -> Result<()> {
+pub(super) fn check_reach(
+    source: &IsoSource,
+    plans: &[NodePlan],
+    log: &mut StageLog,
+) -> Result<()> {
     let Some(host) = reqwest::Url::parse(&source.url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
@@ -569,7 +590,7 @@ pub struct NodeResult {
 
 /// Every node booted, at most `parallel` at once, each with its ledger entry in `run`; one
 /// result per node, in the plans' order.
-async fn boot_all(
+pub(super) async fn boot_all(
     plans: Vec<NodePlan>,
     source: &IsoSource,
     run: &RunDir,

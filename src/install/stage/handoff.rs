@@ -47,9 +47,11 @@ impl StageWork for HandoffStage {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
         inputs.run_file(&cx.run, &cx.run.installer().kubeconfig())?;
-        for file in ["site.yaml", "nodes.yaml"] {
-            inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
-        }
+        // Read first: an inventory that does not load fails the inputs, naming it.
+        cx.inventory()?;
+        // The installed nodes' entries only: a node added on day two does not hand off again.
+        inputs.file("inventory:site.yaml", &cx.inventory.join("site.yaml"))?;
+        super::installed_inputs(&mut inputs, cx)?;
         inputs.setting("bootstrapVersion", env!("CARGO_PKG_VERSION"));
         if !cx.insecure_api.is_empty() {
             inputs.setting("insecureApi", &cx.insecure_api.join(","));

@@ -75,6 +75,32 @@ impl Inputs {
         self.file(format!("run:{}", rel.display()), path)
     }
 
+    /// Each of `names`' entries of the inventory's nodes.yaml, as
+    /// `inventory:nodes.yaml[HOSTNAME]` -> the sha256 of the entry as JSON (comments,
+    /// layout and the other nodes do not count): what a stage that works on some
+    /// nodes depends on, so that adding a node does not rerun a stage of the others. A name
+    /// nodes.yaml no longer has is [`ABSENT`].
+    pub fn nodes(&mut self, inventory: &Path, names: &[String]) -> Result<()> {
+        let path = inventory.join(inventory::model::NODES_FILE);
+        let text = fs_err::read_to_string(&path)?;
+        let doc: serde_json::Value =
+            serde_saphyr::from_str(&text).with_context(|| format!("reading {}", path.display()))?;
+        let entries = doc["nodes"].as_array().cloned().unwrap_or_default();
+        for name in names {
+            let value = entries
+                .iter()
+                .find(|n| n["hostname"].as_str() == Some(name))
+                .map_or(ABSENT.to_string(), |n| {
+                    Digest::of(n.to_string().as_bytes()).hex().to_string()
+                });
+            self.0.insert(
+                format!("inventory:{}[{name}]", inventory::model::NODES_FILE),
+                value,
+            );
+        }
+        Ok(())
+    }
+
     /// The names whose values differ between `self` and `other` (added, removed or changed).
     pub fn changed(&self, other: &Inputs) -> Vec<String> {
         let mut names: Vec<String> = self

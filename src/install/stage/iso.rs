@@ -252,7 +252,7 @@ fn run_installer(
     let child = cmd
         .spawn()
         .with_context(|| format!("starting {}", installer.display()))?;
-    let (status, last_error) = stream_to_log(child, cx, log)?;
+    let (status, last_error) = stream_to_log(child, cx, log, "openshift-install")?;
     if !status.success() {
         let quoted = last_error.unwrap_or_else(|| format!("it exited with {status}"));
         bail!(
@@ -282,6 +282,12 @@ fn installer_command(installer: &Path, tools: &Path, cache: &Path, work: &Path) 
     if let Ok(home) = std::env::var("HOME") {
         cmd.env("HOME", home);
     }
+    die_with_parent(&mut cmd);
+    cmd
+}
+
+/// The child gets SIGKILL when the thread that started it ends.
+pub(super) fn die_with_parent(cmd: &mut Command) {
     // A bootstrap killed with -9 must not leave the installer writing into a staging folder
     // that the next run reuses: the child gets SIGKILL when the thread that started it ends.
     {
@@ -297,15 +303,15 @@ fn installer_command(installer: &Path, tools: &Path, cache: &Path, work: &Path) 
             });
         }
     }
-    cmd
 }
 
 /// Streams the child's stdout and stderr into the log, line by line, until it exits (killed
 /// when the run is interrupted); its status and its last `level=error|fatal` line.
-fn stream_to_log(
+pub(super) fn stream_to_log(
     mut child: std::process::Child,
     cx: &StageContext,
     log: &mut StageLog,
+    tool: &str,
 ) -> Result<(std::process::ExitStatus, Option<String>)> {
     let (tx, rx) = mpsc::channel::<String>();
     let mut readers = Vec::new();
@@ -328,10 +334,16 @@ fn stream_to_log(
     let status = loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) => {
-                if line.contains("level=error") || line.contains("level=fatal") {
+                // The installer's logrus lines; oc's own `error: ...` and the node-image
+                // command's `command execution failed. Reason: ...`.
+                if line.contains("level=error")
+                    || line.contains("level=fatal")
+                    || line.starts_with("error: ")
+                    || line.contains("command execution failed")
+                {
                     last_error = Some(line.clone());
                 }
-                log.line(&format!("openshift-install: {line}"))?;
+                log.line(&format!("{tool}: {line}"))?;
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break child.wait()?,
@@ -339,7 +351,7 @@ fn stream_to_log(
         if cx.cancelled() {
             let _ = child.kill();
             let _ = child.wait();
-            bail!("interrupted: openshift-install was stopped");
+            bail!("interrupted: {tool} was stopped");
         }
     };
     for r in readers {

@@ -4,6 +4,7 @@
 //! secrets hashed and never stored), the run-directory folder its outputs go to, and does its
 //! work into a staging folder that the runner publishes whole only when the stage succeeded.
 
+mod add;
 mod boot;
 pub mod eject;
 mod evidence;
@@ -18,6 +19,7 @@ mod validate;
 mod wait;
 
 pub use crate::openshift::watch::WaitLimits;
+pub use add::{added_nodes, Added, AddedStep, LABELLED_STEP};
 pub use inputs::Inputs;
 pub use served::IsoServer;
 pub use tools::{site_registries, site_release};
@@ -84,6 +86,64 @@ stages! {
     Prep = "prep" => prep::Prep;
     /// The hand-off to Argo CD: OpenShift GitOps, the repository, the root Application.
     Handoff = "handoff" => handoff::HandoffStage;
+    /// Day two: the nodes nodes.yaml has beyond those installed, checked against the running
+    /// cluster, and their node ISO (`oc adm node-image create`), under `RUN/add-image/`.
+    AddImage = "add-image" => add::AddImage;
+    /// Day two: the nodes added booted from the node ISO through their BMCs, under
+    /// `RUN/add-boot/`; no other node's BMC is touched.
+    AddBoot = "add-boot" => add::AddBoot;
+    /// Day two: their kubelets' CSRs approved when they match the inventory, until each Node is
+    /// Ready, under `RUN/add-join/`.
+    AddJoin = "add-join" => add::AddJoin;
+    /// Day two: host prep of the nodes added, then their labels and taints, under
+    /// `RUN/add-prep/`.
+    AddPrep = "add-prep" => add::AddPrep;
+}
+
+impl Stage {
+    /// The stages that install the cluster (render to wait): once the wait is done they are
+    /// never run again in that run directory, whatever changed since (the cluster runs; nodes
+    /// added are day two's stages).
+    pub const fn installs(self) -> bool {
+        matches!(
+            self,
+            Stage::Render | Stage::Tools | Stage::Iso | Stage::Boot | Stage::Wait
+        )
+    }
+}
+
+/// The nodes the cluster was installed with: the hosts of the agent-config.yaml the render
+/// stage wrote (`RUN/config/agent-config.yaml`), by name.
+pub(crate) fn installed_nodes(run: &RunDir) -> Result<Vec<String>> {
+    let path = run
+        .root()
+        .join(crate::install::rundir::CONFIG_DIR)
+        .join(crate::render::AGENT_CONFIG_FILE);
+    Ok(crate::install::daytwo::installed(&path)
+        .with_context(|| format!("reading the installed nodes from {}", path.display()))?
+        .into_iter()
+        .map(|i| i.hostname)
+        .collect())
+}
+
+/// The inputs of a stage after the install that works on the installed nodes (prep, handoff):
+/// their entries of nodes.yaml ([`Inputs::nodes`]), so that a node added on day two does not
+/// rerun it; the whole file in a run directory with no agent-config.yaml to tell them by.
+pub(crate) fn installed_inputs(inputs: &mut Inputs, cx: &StageContext) -> Result<()> {
+    let file = crate::inventory::model::NODES_FILE;
+    match installed_nodes(&cx.run) {
+        Ok(names) => inputs.nodes(&cx.inventory, &names),
+        Err(_) => inputs.file(format!("inventory:{file}"), &cx.inventory.join(file)),
+    }
+}
+
+/// `inv` with only the nodes `names` has.
+pub(crate) fn only(
+    mut inv: crate::inventory::Inventory,
+    names: &[String],
+) -> crate::inventory::Inventory {
+    inv.nodes.nodes.retain(|n| names.contains(&n.hostname));
+    inv
 }
 
 impl fmt::Display for Stage {
@@ -126,6 +186,9 @@ pub struct StageContext {
     pub insecure_api: Vec<String>,
     /// The wait stage's limits.
     pub wait_limits: WaitLimits,
+    /// The cluster was installed (the wait done) when the run started: validation also checks
+    /// what the inventory asks of a running cluster ([`crate::install::daytwo::plan`]).
+    pub installed: bool,
     /// The run's progress (stderr): stages that work on every node at once make their live
     /// lines with [`crate::output::NodeLines`].
     pub progress: crate::output::Progress,
@@ -225,6 +288,7 @@ mod tests {
             reboot: Vec::new(),
             insecure_api: Vec::new(),
             wait_limits: WaitLimits::default(),
+            installed: false,
             progress: crate::output::Progress::lines("install"),
         };
         for stage in [

@@ -13,6 +13,7 @@ use crate::hostprep::hosts;
 use crate::hostprep::prep::{self, PrepOptions, PrepRun};
 use crate::install::log::StageLog;
 use crate::install::rundir::{self, RunDir, PREP_DIR, STAGING_DIR, WAIT_DIR};
+use crate::inventory::Inventory;
 use crate::output::NodeLines;
 use anyhow::{anyhow, bail, Result};
 use std::path::Path;
@@ -29,9 +30,11 @@ impl StageWork for Prep {
     fn inputs(&self, cx: &StageContext) -> Result<Inputs> {
         let mut inputs = Inputs::default();
         inputs.run_files(&cx.run, WAIT_DIR)?;
-        for file in ["site.yaml", "nodes.yaml"] {
-            inputs.file(format!("inventory:{file}"), &cx.inventory.join(file))?;
-        }
+        // Read first: an inventory that does not load fails the inputs, naming it.
+        cx.inventory()?;
+        // The installed nodes' entries only: nodes added on day two are add-prep's.
+        inputs.file("inventory:site.yaml", &cx.inventory.join("site.yaml"))?;
+        super::installed_inputs(&mut inputs, cx)?;
         let inv = cx.inventory()?;
         if let Some(key) = &inv.site.prep.ssh.private_key {
             inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
@@ -53,71 +56,88 @@ impl StageWork for Prep {
         out: &Path,
         log: &mut StageLog,
     ) -> Result<String> {
-        let inv = cx.inventory()?;
-        let paths: Vec<_> = inv
-            .site
-            .prep
-            .playbooks
-            .iter()
-            .map(|p| inv.resolve(p))
-            .collect();
-        let playbooks = prep::load_playbooks(&paths).map_err(|e| anyhow!("{e}"))?;
-        let hosts = hosts::site_hosts(&inv, &cx.run.known_hosts()?, REACHABLE_WITHIN)?;
-        let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-        let lines = NodeLines::new("prep", &names);
-        let opts = PrepOptions {
-            forks: inv.site.prep.forks() as usize,
-            check: false,
-            diff: false,
-            limit: None,
-            extra_vars: Default::default(),
-            command_timeout: inv.site.prep.ssh.command_timeout(),
-            reachable_within: REACHABLE_WITHIN,
-        };
-        let what = PrepRun {
-            hosts,
-            inventory: Some(&inv),
-            playbooks: &playbooks,
-        };
-        let task_lines = std::sync::Mutex::new(Vec::new());
-        let files = rundir::prep_files(out);
-        let report =
-            tokio::runtime::Handle::current().block_on(prep::run(what, &opts, &files, &|e| {
-                if let prep::PrepEvent::Play(ev) = &e {
-                    if let Some(line) = prep::event_line(ev) {
-                        task_lines.lock().expect("task lines").push(line);
-                    }
-                }
-                prep::show(&lines, e);
-            }));
-        lines.finish();
-        for line in task_lines.into_inner().expect("task lines") {
-            log.line(&line)?;
+        let mut inv = cx.inventory()?;
+        // The installed nodes (all of them in a run directory that cannot tell): the nodes
+        // added on day two are add-prep's.
+        if let Ok(installed) = super::installed_nodes(&cx.run) {
+            inv = super::only(inv, &installed);
         }
-        let report = report?;
-        log.line(&report.to_string())?;
-        let failed = report.failed();
-        if !failed.is_empty() {
-            let named: Vec<String> = failed.iter().map(|n| failure(n)).collect();
-            bail!(
-                "{} of {} nodes did not pass prep: {} ({} has every finding and task; RUN/{STAGING_DIR}/{PREP_DIR}/NODE.json each verdict)",
-                failed.len(),
-                report.nodes.len(),
-                named.join("; "),
-                RunDir::log_name(Stage::Prep.name())
-            );
-        }
-        Ok(format!(
-            "{} nodes reachable, hardware as the inventory says, {} playbook{} passed",
-            report.nodes.len(),
-            playbooks.len(),
-            if playbooks.len() == 1 { "" } else { "s" }
-        ))
+        prep_nodes(cx, &inv, Stage::Prep, out, log)
     }
 
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         super::inputs::inventory_secrets(&cx.inventory)
     }
+}
+
+/// Host prep of `inv`'s nodes (the installed ones for the prep stage, the nodes added for
+/// add-prep) into `out`, one live line per node under `stage`'s name.
+pub(super) fn prep_nodes(
+    cx: &StageContext,
+    inv: &Inventory,
+    stage: Stage,
+    out: &Path,
+    log: &mut StageLog,
+) -> Result<String> {
+    let paths: Vec<_> = inv
+        .site
+        .prep
+        .playbooks
+        .iter()
+        .map(|p| inv.resolve(p))
+        .collect();
+    let playbooks = prep::load_playbooks(&paths).map_err(|e| anyhow!("{e}"))?;
+    let hosts = hosts::site_hosts(inv, &cx.run.known_hosts()?, REACHABLE_WITHIN)?;
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let lines = NodeLines::new(stage.name(), &names);
+    let opts = PrepOptions {
+        forks: inv.site.prep.forks() as usize,
+        check: false,
+        diff: false,
+        limit: None,
+        extra_vars: Default::default(),
+        command_timeout: inv.site.prep.ssh.command_timeout(),
+        reachable_within: REACHABLE_WITHIN,
+    };
+    let what = PrepRun {
+        hosts,
+        inventory: Some(inv),
+        playbooks: &playbooks,
+    };
+    let task_lines = std::sync::Mutex::new(Vec::new());
+    let files = rundir::prep_files(out);
+    let report = tokio::runtime::Handle::current().block_on(prep::run(what, &opts, &files, &|e| {
+        if let prep::PrepEvent::Play(ev) = &e {
+            if let Some(line) = prep::event_line(ev) {
+                task_lines.lock().expect("task lines").push(line);
+            }
+        }
+        prep::show(&lines, e);
+    }));
+    lines.finish();
+    for line in task_lines.into_inner().expect("task lines") {
+        log.line(&line)?;
+    }
+    let report = report?;
+    log.line(&report.to_string())?;
+    let failed = report.failed();
+    if !failed.is_empty() {
+        let named: Vec<String> = failed.iter().map(|n| failure(n)).collect();
+        bail!(
+            "{} of {} nodes did not pass prep: {} ({} has every finding and task; RUN/{STAGING_DIR}/{}/NODE.json each verdict)",
+            failed.len(),
+            report.nodes.len(),
+            named.join("; "),
+            RunDir::log_name(stage.name()),
+            stage.work().output_dir().unwrap_or(PREP_DIR)
+        );
+    }
+    Ok(format!(
+        "{} nodes reachable, hardware as the inventory says, {} playbook{} passed",
+        report.nodes.len(),
+        playbooks.len(),
+        if playbooks.len() == 1 { "" } else { "s" }
+    ))
 }
 
 /// A failed node in one phrase: unreachable (why), its first problem, or its failed playbooks.

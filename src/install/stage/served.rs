@@ -7,7 +7,7 @@
 //! touched.
 
 use super::StageContext;
-use crate::install::rundir::{InstallerDir, ISO_DIR};
+use crate::install::rundir::{InstallerDir, ADD_BOOT_DIR, BOOT_FILE, ISO_DIR};
 use crate::inventory::{self, Inventory};
 use crate::serve::{self, Access, AccessSink, ServedFile, TlsFiles};
 use anyhow::{anyhow, bail, Context, Result};
@@ -140,6 +140,40 @@ pub(super) async fn iso_source(
     inv: &Inventory,
     iso: &Path,
 ) -> Result<IsoSource> {
+    let (record, ledger) = (cx.run.boot_file(), cx.run.iso_server_ledger());
+    serve_iso(server, inv, iso, &record, &ledger).await
+}
+
+/// Day two's node ISO, as [`iso_source`] serves the agent ISO: the add-boot stage's record and
+/// its own ledger keep its address across runs.
+pub(super) async fn node_iso_source(
+    cx: &StageContext,
+    server: &mut IsoServer,
+    inv: &Inventory,
+    iso: &Path,
+) -> Result<IsoSource> {
+    let record = cx.run.root().join(ADD_BOOT_DIR).join(BOOT_FILE);
+    let ledger = cx.run.node_iso_server_ledger();
+    if inv.site.boot.iso_url.is_some() {
+        bail!(
+            "site.yaml boot.isoURL serves the agent ISO from the site's server, but day two boots \
+             its nodes from the node ISO bootstrap made ({}): give boot.isoServer {{listen: \
+             ADDRESS:PORT}} so that bootstrap serves it to the BMCs",
+            iso.display()
+        );
+    }
+    serve_iso(server, inv, iso, &record, &ledger).await
+}
+
+/// Serves `iso` (or checks the site's URL), at the address `record` or `ledger` hold from an
+/// earlier run when the inventory's port is 0; what was served is written to `ledger`.
+async fn serve_iso(
+    server: &mut IsoServer,
+    inv: &Inventory,
+    iso: &Path,
+    record: &Path,
+    ledger: &Path,
+) -> Result<IsoSource> {
     if !iso.is_file() {
         bail!("{} is missing: run the iso stage first", iso.display());
     }
@@ -173,16 +207,14 @@ pub(super) async fn iso_source(
     });
     // The published record, else the ledger's (a boot stage that failed published nothing, and
     // its BMCs hold that URL all the same).
-    let earlier = recorded_source(&cx.run.boot_file())
-        .or_else(|| recorded_source(&cx.run.iso_server_ledger()));
+    let earlier = recorded_source(record).or_else(|| recorded_source(ledger));
     let source = server
         .serve(file, listen, site.advertise.as_deref(), tls, earlier)
         .await?;
-    let ledger = cx.run.iso_server_ledger();
     if let Some(dir) = ledger.parent() {
         fs_err::create_dir_all(dir)?;
     }
-    crate::fs::write_json(&ledger, &source)?;
+    crate::fs::write_json(ledger, &source)?;
     Ok(source)
 }
 
@@ -190,7 +222,31 @@ pub(super) async fn iso_source(
 /// recorded, when bootstrap served it and `server` does not serve it yet: the BMCs keep
 /// reading the ISO while the nodes boot. `None` when the site serves it.
 pub async fn serve_again(cx: &StageContext, server: &mut IsoServer) -> Result<Option<String>> {
-    let Some(source) = recorded_source(&cx.run.boot_file()) else {
+    serve_recorded(cx, server, &cx.run.boot_file(), cx.run.installer().iso()).await
+}
+
+/// Serves the node ISO again for the day-two stages after add-boot, as [`serve_again`] the
+/// agent ISO: its BMCs read it while the new nodes install.
+pub(super) async fn serve_node_iso_again(
+    cx: &StageContext,
+    server: &mut IsoServer,
+) -> Result<Option<String>> {
+    let record = cx.run.root().join(ADD_BOOT_DIR).join(BOOT_FILE);
+    let iso = cx
+        .run
+        .root()
+        .join(crate::install::rundir::ADD_IMAGE_DIR)
+        .join(crate::install::rundir::NODE_ISO_FILE);
+    serve_recorded(cx, server, &record, iso).await
+}
+
+async fn serve_recorded(
+    cx: &StageContext,
+    server: &mut IsoServer,
+    record: &Path,
+    iso: PathBuf,
+) -> Result<Option<String>> {
+    let Some(source) = recorded_source(record) else {
         return Ok(None);
     };
     let Some(listen) = source.listen else {
@@ -202,7 +258,6 @@ pub async fn serve_again(cx: &StageContext, server: &mut IsoServer) -> Result<Op
         certificate: inv.resolve(&t.certificate.file),
         key: inv.resolve(&t.key.file),
     });
-    let iso = cx.run.installer().iso();
     let file = tokio::task::spawn_blocking(move || ServedFile::open(&iso))
         .await
         .context("hashing the ISO")??;

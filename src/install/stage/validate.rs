@@ -64,8 +64,13 @@ impl StageWork for Validate {
                     log.line(w)?;
                 }
                 log.line("both files pass bootstrap validate's rules")?;
+                let day_two = if cx.installed {
+                    day_two(cx, &inventory, log)?
+                } else {
+                    String::new()
+                };
                 Ok(format!(
-                    "{}.{}: {} nodes valid{}",
+                    "{}.{}: {} nodes valid{}{day_two}",
                     inventory.site.cluster.name,
                     inventory.site.cluster.base_domain,
                     rendered.nodes.len(),
@@ -76,6 +81,40 @@ impl StageWork for Validate {
                     }
                 ))
             }
+        }
+    }
+}
+
+/// An installed cluster's inventory: what it asks of the running cluster must be adding
+/// nodes ([`crate::install::daytwo::plan`]); the nodes to add, for the detail.
+fn day_two(
+    cx: &StageContext,
+    inventory: &crate::inventory::Inventory,
+    log: &mut StageLog,
+) -> Result<String> {
+    let path = cx
+        .run
+        .root()
+        .join(crate::install::rundir::CONFIG_DIR)
+        .join(crate::render::AGENT_CONFIG_FILE);
+    let installed = crate::install::daytwo::installed(&path)?;
+    match crate::install::daytwo::plan(&inventory.nodes.nodes, &installed) {
+        Ok(None) => Ok(String::new()),
+        Ok(Some(plan)) => {
+            log.line(&format!(
+                "the cluster is installed ({}); day two adds {}",
+                path.display(),
+                plan.added.join(", ")
+            ))?;
+            Ok(format!("; day two adds {}", plan.added.join(", ")))
+        }
+        Err(problems) => {
+            anyhow::bail!(
+                "the cluster is installed ({}) and nodes.yaml asks for what adding nodes cannot \
+                 do: {}",
+                path.display(),
+                problems.join("; ")
+            )
         }
     }
 }
