@@ -262,6 +262,8 @@ fn action(stdout: &str, stage: &str) -> String {
 fn the_install_continues_at_prep_after_repair_and_survives_kill_9_in_the_handoff() {
     let lab = Lab::new();
     support::labsite::site_bmcs(&lab.inventory, &support::labsite::free_ports());
+    // The spare machine, built powered off, for day two at the end.
+    support::labsite::with_spare(&lab.inventory);
     // The mirror's cluster resources beside the record, with the lab catalog's CatalogSource
     // (this mirror holds releases only; the lab OLM knows the catalog by its repository).
     let mut resources = bootstrap::openshift::cluster::ClusterResources::new(&[]);
@@ -275,7 +277,11 @@ fn the_install_continues_at_prep_after_repair_and_survives_kill_9_in_the_handoff
         .write(&lab.inventory.join("cluster-resources"))
         .unwrap();
     let state = lab.dir.path().join("site");
-    let (site, _) = SiteLab::up(&lab.inventory, &state, &["--step", "400ms"]);
+    let (site, _) = SiteLab::up(
+        &lab.inventory,
+        &state,
+        &["--step", "400ms", "--inject-rogue-csr"],
+    );
     let repo = lab.dir.path().join("gitops");
     ok(&support::run::bootstrap(&[
         "gitops",
@@ -300,7 +306,10 @@ fn the_install_continues_at_prep_after_repair_and_survives_kill_9_in_the_handoff
     let statuses: Vec<&str> = first.iter().map(|(_, s, _)| s.as_str()).collect();
     assert_eq!(
         statuses,
-        ["done", "done", "done", "done", "done", "done", "failed", "pending"]
+        [
+            "done", "done", "done", "done", "done", "done", "failed", "pending", "pending",
+            "pending", "pending", "pending"
+        ]
     );
 
     let o = repair(&state, &[]);
@@ -357,16 +366,19 @@ fn the_install_continues_at_prep_after_repair_and_survives_kill_9_in_the_handoff
     }
     assert_eq!(action(&stdout, "handoff"), "ran", "{stdout}");
     assert!(stdout.contains("was interrupted"), "{stdout}");
+    // No node to add yet: the day-two stages say so.
+    for stage in ["add-image", "add-boot", "add-join", "add-prep"] {
+        assert_eq!(action(&stdout, stage), "ran", "{stdout}");
+    }
+    assert!(stdout.contains("no nodes to add"), "{stdout}");
     let last = stages(&run);
     for ((stage, status, attempt), (_, _, before)) in last.iter().zip(&first) {
         assert_eq!(status, "done", "{stage}: {last:?}");
-        if !matches!(stage.as_str(), "prep" | "handoff") {
+        if !matches!(stage.as_str(), "prep" | "handoff") && !stage.starts_with("add-") {
             assert_eq!(attempt, before, "{stage} ran again");
         }
     }
-    for (node, resets) in site.resets() {
-        assert_eq!(resets, 1, "{node}");
-    }
+    assert_eq!(resets(&site), "master-0:1 master-1:1 master-2:1 worker-0:0");
 
     let report = json(&run.join("handoff/handoff.json"));
     let apps = report["applications"].as_array().unwrap();
@@ -390,4 +402,152 @@ fn the_install_continues_at_prep_after_repair_and_survives_kill_9_in_the_handoff
             .any(|r| r.split_whitespace().nth(1) == Some("root")),
         "{table}"
     );
+
+    day_two(&lab, &site, &run, &last);
+}
+
+/// Each lab BMC's resets, `NODE:N` by node name.
+fn resets(site: &SiteLab) -> String {
+    let mut r = site.resets();
+    r.sort();
+    let r: Vec<String> = r.iter().map(|(n, c)| format!("{n}:{c}")).collect();
+    r.join(" ")
+}
+
+/// Day two on the installed lab: the spare machine's entry appended to nodes.yaml, the same
+/// command killed with -9 while add-boot holds (after worker-0's reset), then again: only
+/// worker-0's BMC was reset, once; the stages that installed the cluster, prep and the hand-off
+/// keep their times; worker-0's two CSRs were approved and the rogue ones the lab injects (a
+/// client CSR for a host nobody adds, a serving CSR in worker-0's name with an address it does
+/// not have) are left pending and reported; worker-0 is Ready with the inventory's labels and
+/// taint; `install status` shows it added. A third run changes nothing.
+fn day_two(lab: &Lab, site: &SiteLab, run: &Path, installed: &[(String, String, Value)]) {
+    let spares =
+        fs_err::read_to_string(lab.inventory.join(bootstrap_lab::site::SPARES_FILE)).unwrap();
+    let entry = &spares[spares.find("- hostname: worker-0").unwrap()..];
+    let nodes = lab.inventory.join("nodes.yaml");
+    let text = fs_err::read_to_string(&nodes).unwrap();
+    fs_err::write(&nodes, format!("{}\n{entry}", text.trim_end())).unwrap();
+    // The lab built the spare from spares.yaml; the product now has it in nodes.yaml.
+    fs_err::remove_file(lab.inventory.join(bootstrap_lab::site::SPARES_FILE)).unwrap();
+
+    let mut child = install(lab)
+        .env("BOOTSTRAP_TEST_STAGE_PAUSE", "add-boot")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let holding = json(&run.join("state.json"))["stages"][9]["status"] == "running"
+            && run.join(".staging/add-boot/worker-0.json").exists();
+        if holding {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = fs_err::read_to_string(run.join("logs/add-image.log")).unwrap_or_default()
+                + &fs_err::read_to_string(run.join("logs/add-boot.log")).unwrap_or_default();
+            panic!("install ended ({status}) before add-boot held:\n{log}");
+        }
+        assert!(Instant::now() < deadline, "add-boot never held");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(resets(site), "master-0:1 master-1:1 master-2:1 worker-0:1");
+    let node_iso = run.join("add-image/node.x86_64.iso");
+    assert!(node_iso.is_file(), "add-image published no node ISO");
+
+    let o = install(lab).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", stderr(&o));
+    assert_eq!(action(&stdout, "validate"), "ran", "{stdout}");
+    for stage in ["render", "boot"] {
+        // Their inputs changed (a node more), but they installed the cluster: kept.
+        assert_eq!(action(&stdout, stage), "kept", "{stdout}");
+    }
+    for stage in ["tools", "iso", "wait", "prep", "handoff", "add-image"] {
+        assert_eq!(action(&stdout, stage), "skipped", "{stdout}");
+    }
+    for stage in ["add-boot", "add-join", "add-prep"] {
+        assert_eq!(action(&stdout, stage), "ran", "{stdout}");
+    }
+    assert_eq!(
+        resets(site),
+        "master-0:1 master-1:1 master-2:1 worker-0:1",
+        "a node was reset again"
+    );
+    let after = stages(run);
+    for ((stage, status, attempt), (_, _, before)) in after.iter().zip(installed) {
+        assert_eq!(status, "done", "{stage}: {after:?}");
+        if !stage.starts_with("add-") && stage != "validate" {
+            assert_eq!(attempt, before, "{stage} ran again on day two");
+        }
+    }
+    let boot: Value = json(&run.join("add-boot/worker-0.json"));
+    assert_eq!(boot["resets"], 1, "{boot}");
+    let join = json(&run.join("add-join/join.json"));
+    let approved = join["nodes"]["worker-0"]["approved"].as_array().unwrap();
+    let kinds: Vec<&str> = approved.iter().map(|a| a[1].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["client", "serving"], "{join}");
+    let left = join["left"].as_array().unwrap();
+    assert!(
+        left.iter().any(|l| l["node"] == "rogue-worker-0")
+            && left.iter().any(|l| l["node"] == "worker-0"
+                && l["why"].as_str().unwrap_or_default().contains("192.0.2.66")),
+        "{join}"
+    );
+    let kubeconfig = run.join("iso/work/auth/kubeconfig");
+    let kubectl = |args: &[&str]| {
+        ok(&Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(args)
+            .output()
+            .unwrap())
+    };
+    let csrs = kubectl(&["get", "csr"]);
+    let pending = csrs.lines().filter(|l| l.contains("Pending")).count();
+    assert_eq!(pending, 2, "the rogue CSRs stay pending:\n{csrs}");
+    let node: Value =
+        serde_json::from_str(&kubectl(&["get", "node", "worker-0", "-o", "json"])).unwrap();
+    assert_eq!(
+        node["metadata"]["labels"]["nvidia.com/gpu.present"], "true",
+        "{node}"
+    );
+    assert!(
+        node["spec"]["taints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["key"] == "nvidia.com/gpu" && t["effect"] == "NoSchedule"),
+        "{node}"
+    );
+    assert!(
+        node["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        "{node}"
+    );
+    let status = ok(&support::run::bootstrap(&[
+        "install",
+        "status",
+        "--run",
+        run.to_str().unwrap(),
+    ]));
+    assert!(
+        status.contains("day two worker-0 (added): prepped and labelled"),
+        "{status}"
+    );
+
+    // Once more: nothing to do, nobody reset.
+    let o = install(lab).output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", stderr(&o));
+    for stage in ["add-image", "add-boot", "add-join", "add-prep"] {
+        assert_eq!(action(&stdout, stage), "skipped", "{stdout}");
+    }
+    assert_eq!(resets(site), "master-0:1 master-1:1 master-2:1 worker-0:1");
 }

@@ -152,7 +152,7 @@ pub(super) fn bmc_inputs(
             inputs.setting(&format!("{at}.bmc.vendor"), v.as_str());
         }
         if let Some(c) = &b.credentials {
-            inputs.secret(&format!("{at}.bmc.credentials"), &inv, c)?;
+            inputs.secret(&format!("{at}.bmc.credentials"), inv, c)?;
         }
         if let Some(ca) = &b.ca {
             inputs.file(format!("inventory:{}", ca.file), &inv.resolve(&ca.file))?;
