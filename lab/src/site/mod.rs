@@ -386,14 +386,11 @@ pub fn lab_inventory(dir: &Path) -> Result<Inventory> {
             serde_saphyr::from_str(&fs_err::read_to_string(&path)?)
                 .with_context(|| format!("reading {}", path.display()))?;
         for n in spares.nodes {
-            if inv.nodes.nodes.iter().any(|m| m.hostname == n.hostname) {
-                bail!(
-                    "{}: spare {} is also in nodes.yaml",
-                    path.display(),
-                    n.hostname
-                );
+            // A spare nodes.yaml has too is the product's now (day two added it): the same
+            // machine, built once, as nodes.yaml describes it.
+            if !inv.nodes.nodes.iter().any(|m| m.hostname == n.hostname) {
+                inv.nodes.nodes.push(n);
             }
-            inv.nodes.nodes.push(n);
         }
     }
     Ok(inv)

@@ -116,7 +116,8 @@ impl Plan {
     }
 }
 
-/// Repairs `nodes` (every node when empty) of the running lab at `state`.
+/// Repairs `nodes` (when empty, every node of the inventory's nodes.yaml: not the spares) of
+/// the running lab at `state`.
 pub fn repair(state: &Path, nodes: &[String]) -> Result<Repaired> {
     let state = absolute_state(state)?;
     let record = SiteRecord::read(&state)?;
@@ -134,8 +135,15 @@ pub fn repair(state: &Path, nodes: &[String]) -> Result<Repaired> {
     }
     let configs = machineconfig::read(&state)?;
     let hosts = hosts::read(&state);
+    // Every node: the product's (nodes.yaml); a spare machine nobody installed has nothing
+    // to repair until day two adds it.
+    let product = bootstrap::inventory::load(&record.inventory)?;
+    let installable = |n: &String| product.nodes.nodes.iter().any(|p| &p.hostname == n);
     let mut plans = Vec::new();
-    for name in all.iter().filter(|n| nodes.is_empty() || nodes.contains(n)) {
+    for name in all
+        .iter()
+        .filter(|n| if nodes.is_empty() { installable(n) } else { nodes.contains(n) })
+    {
         plans.push(plan(&state, &inv, &hosts, configs.as_deref(), name)?);
     }
     let mut done = Vec::new();

@@ -133,8 +133,9 @@ pub(super) fn prep_nodes(
         );
     }
     Ok(format!(
-        "{} nodes reachable, hardware as the inventory says, {} playbook{} passed",
+        "{} node{} reachable, hardware as the inventory says, {} playbook{} passed",
         report.nodes.len(),
+        if report.nodes.len() == 1 { "" } else { "s" },
         playbooks.len(),
         if playbooks.len() == 1 { "" } else { "s" }
     ))
