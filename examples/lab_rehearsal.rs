@@ -18,8 +18,12 @@
 //! reseats master-1's GPU and reboots master-2 with its MachineConfig in effect (no BMC
 //! touched), and the same `bootstrap install` again continues at prep (nothing before it runs
 //! again) and ends with the handoff stage: the root and every child Application Synced and
-//! Healthy. The rehearsal checks from JSON that all eight stages are done, that validate..wait
-//! kept their first run's times, and that each BMC was reset exactly once; it prints the
+//! Healthy. Then day two: the lab's spare machine (worker-0, built powered off) is appended to
+//! nodes.yaml and the same command adds it (the node ISO from the release's `oc adm node-image
+//! create`, worker-0's BMC alone reset, its CSRs approved while the rogue ones the lab injects
+//! stay pending, prep, its labels and taint). The rehearsal checks from JSON that all twelve
+//! stages are done, that validate..wait kept their first run's times, and that each BMC was
+//! reset exactly once; `bootstrap gather` writes the support bundle; it prints the
 //! Applications, the lab's status and the stage table, and takes the lab site down. The site
 //! registry speaks TLS with its own CA and Basic auth, as a site's does. Everything listens on
 //! 127.0.0.1 or in the lab's namespaces and stops at exit.
@@ -295,18 +299,84 @@ fn stages(bin: &str, run_dir: &Path) -> Vec<(String, String, serde_json::Value)>
 
 /// Every BMC's reset count, from `bootstrap-lab status --output json`: exactly one each, or
 /// the rehearsal fails.
-fn assert_reset_once(lab: &str, state: &Path, when: &str) {
+fn assert_reset_once(lab: &str, state: &Path, when: &str, spare: u64) {
     let status = json(lab, &["status", "--state", &state.display().to_string()]);
     for n in status["nodes"]
         .as_array()
         .expect("lab status lists its nodes")
     {
+        // The spare machine is reset only once day two adds it.
+        let want = if n["node"] == SPARE { spare } else { 1 };
         assert_eq!(
-            n["resets"], 1,
-            "lab rehearsal FAILED: {when}: {} was reset {} times, not once",
+            n["resets"], want,
+            "lab rehearsal FAILED: {when}: {} was reset {} times, not {want}",
             n["node"], n["resets"]
         );
     }
+}
+
+/// The lab's spare machine (inventory/lab/spares.yaml), which day two adds.
+const SPARE: &str = "worker-0";
+
+/// Day two: the spare machine's entry appended to nodes.yaml as the engineer adds a server,
+/// and the same `bootstrap install` again: the stages that installed the cluster are kept,
+/// add-image makes the node ISO with the release's `oc adm node-image create`, add-boot resets
+/// worker-0 alone, add-join approves its two CSRs and leaves the rogue ones the lab injects,
+/// add-prep preps it and puts its labels and taint on its Node.
+fn day_two(bin: &str, inventory: &Path, install: &[String], run_dir: &Path) {
+    let spares = fs_err::read_to_string(inventory.join("spares.yaml")).expect("spares.yaml");
+    let entry = &spares[spares
+        .find(&format!("- hostname: {SPARE}"))
+        .expect("the spare in spares.yaml")..];
+    let nodes = inventory.join("nodes.yaml");
+    let text = fs_err::read_to_string(&nodes).expect("nodes.yaml");
+    fs_err::write(&nodes, format!("{}\n{entry}", text.trim_end())).expect("nodes.yaml");
+    eprintln!("\nday two: {SPARE} appended to {}", nodes.display());
+    run(bin, install);
+    let after = stages(bin, run_dir);
+    assert_eq!(after.len(), 12, "lab rehearsal FAILED: {after:?}");
+    for (stage, status, _) in &after {
+        assert_eq!(
+            status, "done",
+            "lab rehearsal FAILED: after day two {stage} is {status}"
+        );
+    }
+    let join: serde_json::Value = serde_json::from_slice(
+        &fs_err::read(run_dir.join("add-join/join.json")).expect("add-join/join.json"),
+    )
+    .expect("join.json");
+    let left = join["left"].as_array().cloned().unwrap_or_default();
+    assert!(
+        join["nodes"][SPARE]["approved"]
+            .as_array()
+            .map_or(0, Vec::len)
+            == 2
+            && left.iter().any(|l| l["node"] == "rogue-worker-0"),
+        "lab rehearsal FAILED: {SPARE}'s CSRs approved, the rogue ones left: {join}"
+    );
+    let node = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(run_dir.join("iso/work/auth/kubeconfig"))
+        .args(["get", "node", SPARE, "-o", "json"])
+        .output()
+        .expect("running kubectl");
+    let node: serde_json::Value =
+        serde_json::from_slice(&node.stdout).expect("kubectl get node's JSON");
+    let ready = node["status"]["conditions"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    });
+    assert!(
+        ready && node["metadata"]["labels"]["nvidia.com/gpu.present"] == "true",
+        "lab rehearsal FAILED: {SPARE} is not Ready and labelled: {node}"
+    );
+    let st = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(run_dir.join("iso/work/auth/kubeconfig"))
+        .args(["get", "nodes,csr"])
+        .status()
+        .expect("running kubectl");
+    assert!(st.success(), "kubectl get nodes,csr failed");
 }
 
 fn main() {
@@ -397,6 +467,8 @@ fn main() {
     // the site registry and every BMC over TLS verified against the lab CA.
     let inventory = support::labsite::site_inventory(&work, &site, &record, "4.18.3");
     let bmcs = support::labsite::site_bmcs(&inventory, &[8001, 8002, 8003]);
+    // The spare machine, built powered off, for day two.
+    support::labsite::with_spare(&inventory);
     support::labsite::verify_every_bmc(&inventory, &bmcs);
     let state = work.join("site");
     let _site = LabSite {
@@ -415,6 +487,9 @@ fn main() {
             s("1s"),
             s("--inject-validation-failure"),
             s("master-1"),
+            // With the first node to join, a client CSR for a host nobody adds and a serving
+            // CSR in its name with an address not its own: day two must leave both pending.
+            s("--inject-rogue-csr"),
             // Three vendors' BMCs, so the rehearsal boots each as a site would: a Dell
             // iDRAC 9 (the OEM import), a SuperMicro X12 (UsbCd) and sushy-tools as it is.
             s("--vendor"),
@@ -445,6 +520,7 @@ fn main() {
         let expected = match stage.as_str() {
             "prep" => "failed",
             "handoff" => "pending",
+            s if s.starts_with("add-") => "pending",
             _ => "done",
         };
         assert_eq!(
@@ -452,7 +528,7 @@ fn main() {
             "lab rehearsal FAILED: after the first run {stage} is {status}"
         );
     }
-    assert_reset_once(&lab, &state, "after the first run");
+    assert_reset_once(&lab, &state, "after the first run", 0);
 
     // The engineer reseats master-1's GPU and reboots master-2 into its MachineConfig; then
     // the same command again continues at prep.
@@ -467,15 +543,15 @@ fn main() {
             status, "done",
             "lab rehearsal FAILED: after the second run {stage} is {status}"
         );
-        if !matches!(stage.as_str(), "prep" | "handoff") {
+        if !matches!(stage.as_str(), "prep" | "handoff") && !stage.starts_with("add-") {
             assert_eq!(
                 attempt, before,
                 "lab rehearsal FAILED: {stage} ran again in the second run"
             );
         }
     }
-    assert_eq!(second.len(), 8, "lab rehearsal FAILED: {second:?}");
-    assert_reset_once(&lab, &state, "after the second run");
+    assert_eq!(second.len(), 12, "lab rehearsal FAILED: {second:?}");
+    assert_reset_once(&lab, &state, "after the second run", 0);
     let st = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(run_dir.join("iso/work/auth/kubeconfig"))
@@ -483,6 +559,8 @@ fn main() {
         .status()
         .expect("running kubectl");
     assert!(st.success(), "kubectl get applications -A failed");
+    day_two(&bin, &inventory, &install, &run_dir);
+    assert_reset_once(&lab, &state, "after day two", 1);
     run(
         &lab,
         &[s("status"), s("--state"), state.display().to_string()],
@@ -498,7 +576,7 @@ fn main() {
     );
     support_bundle(&bin, &inventory, &run_dir, &work);
     eprintln!(
-        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; bootstrap install stopped at prep on the two findings the lab plants, the lab repaired them, and the same command continued at prep and handed the cluster to Argo CD (root and every child Application Synced and Healthy): all eight stages done in {}, every BMC reset once; records and cluster-resources/ in {}",
+        "\nlab rehearsal OK: the lab set (releases, filtered catalog, modelcar) mirrored to disk ({}) and on to {}; bootstrap install stopped at prep on the two findings the lab plants, the lab repaired them, and the same command continued at prep and handed the cluster to Argo CD (root and every child Application Synced and Healthy); day two added worker-0 (its node ISO from the release's oc, its BMC alone reset, its CSRs approved and the rogue ones left pending, Ready and labelled): all twelve stages done in {}, every BMC reset once; a support bundle checked with sha256sum -c; records and cluster-resources/ in {}",
         disk,
         site.host(),
         run_dir.display(),

@@ -140,10 +140,13 @@ pub fn repair(state: &Path, nodes: &[String]) -> Result<Repaired> {
     let product = bootstrap::inventory::load(&record.inventory)?;
     let installable = |n: &String| product.nodes.nodes.iter().any(|p| &p.hostname == n);
     let mut plans = Vec::new();
-    for name in all
-        .iter()
-        .filter(|n| if nodes.is_empty() { installable(n) } else { nodes.contains(n) })
-    {
+    for name in all.iter().filter(|n| {
+        if nodes.is_empty() {
+            installable(n)
+        } else {
+            nodes.contains(n)
+        }
+    }) {
         plans.push(plan(&state, &inv, &hosts, configs.as_deref(), name)?);
     }
     let mut done = Vec::new();

@@ -48,7 +48,9 @@ pub fn left_out_why(rel: &Path) -> Option<&'static str> {
         _ if name == ".openshift_install_state.json" => {
             Some("the installer's state file: it holds tokens and private keys")
         }
-        _ if name.ends_with(".iso") => Some("the ISO (iso/iso.json records its digest)"),
+        _ if name.ends_with(".iso") => {
+            Some("an ISO (iso/iso.json and add-image/plan.json record their digests)")
+        }
         _ if name.contains("pull-secret") || name.contains("pull_secret") => {
             Some("a pull secret copy")
         }
