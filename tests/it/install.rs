@@ -729,3 +729,58 @@ fn row(table: &str, words: &[&str]) -> bool {
         got == words
     })
 }
+
+/// A run whose cluster is installed (the wait done): `--from` a stage that installed it and
+/// `--reboot` of one of its nodes are refused before anything runs; nodes.yaml without an
+/// installed node, or with a master to add, fails validation naming the node and why; and
+/// nothing is reset or rendered again.
+#[test]
+fn an_installed_cluster_is_not_reinstalled_and_day_two_only_adds_workers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inv = lab_copy(tmp.path());
+    let run = tmp.path().join("run");
+    ok(&install(&inv, &run, &["--until", "render"]));
+    // The stages that install it recorded done, as a finished install leaves them.
+    let mut state = json(&run.join("state.json"));
+    for rec in state["stages"].as_array_mut().unwrap() {
+        if ["tools", "iso", "boot", "wait"].contains(&rec["stage"].as_str().unwrap()) {
+            rec["status"] = "done".into();
+            rec["detail"] = "done in an earlier run".into();
+        }
+    }
+    fs_err::write(run.join("state.json"), state.to_string()).unwrap();
+    let agent_config = fs_err::read(run.join("config/agent-config.yaml")).unwrap();
+
+    let err = failed(&install(&inv, &run, &["--from", "render"]));
+    assert!(
+        err.contains("--from render: the cluster in") && err.contains("is installed"),
+        "{err}"
+    );
+    let err = failed(&install(&inv, &run, &["--reboot", "master-1"]));
+    assert!(
+        err.contains("--reboot master-1: a node of the installed cluster"),
+        "{err}"
+    );
+
+    // master-2 gone, a master added: refused by validation, each named with the way out.
+    let nodes = fs_err::read_to_string(inv.join("nodes.yaml")).unwrap();
+    let cut = nodes.find("- hostname: master-2").unwrap();
+    let added = "- hostname: master-3\n  role: master\n  bmc:\n    address: http://127.0.0.1:8009/redfish/v1/Systems/master-3\n  rootDevice:\n    deviceName: /dev/vda\n  nics:\n  - name: enp1s0\n    mac: aa:bb:cc:00:00:09\n  addresses:\n  - interface: enp1s0\n    ip: 192.168.111.29/24\n";
+    fs_err::write(inv.join("nodes.yaml"), format!("{}{added}", &nodes[..cut])).unwrap();
+    let o = install(&inv, &run, &[]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
+    assert!(
+        log.contains(
+            "node master-2: the cluster was installed with it, but nodes.yaml no longer has it"
+        ) && log.contains("node master-3: role master cannot be added to a running cluster"),
+        "{log}"
+    );
+    assert_eq!(stage_status(&run, "validate"), "failed");
+    assert_eq!(
+        fs_err::read(run.join("config/agent-config.yaml")).unwrap(),
+        agent_config,
+        "the installed cluster's agent-config.yaml was rendered again"
+    );
+    assert!(!run.join("add-image").exists());
+}
