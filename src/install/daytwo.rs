@@ -66,7 +66,8 @@ pub fn plan(nodes: &[Node], installed: &[Installed]) -> Result<Option<DayTwo>, V
     for i in installed {
         match nodes.iter().find(|n| n.hostname == i.hostname) {
             None => problems.push(format!(
-                "node {}: the cluster was installed with it, but nodes.yaml no longer has it; \
+                "node {}: the cluster has it (installed with it, or added on day two), but \
+                 nodes.yaml no longer has it; \
                  bootstrap adds nodes, it does not remove them (drain it, delete its Node and \
                  power it off yourself), so put it back in nodes.yaml",
                 i.hostname

@@ -772,7 +772,7 @@ fn an_installed_cluster_is_not_reinstalled_and_day_two_only_adds_workers() {
     let log = fs_err::read_to_string(run.join("logs/validate.log")).unwrap();
     assert!(
         log.contains(
-            "node master-2: the cluster was installed with it, but nodes.yaml no longer has it"
+            "node master-2: the cluster has it (installed with it, or added on day two), but nodes.yaml no longer has it"
         ) && log.contains("node master-3: role master cannot be added to a running cluster"),
         "{log}"
     );

@@ -19,7 +19,7 @@ mod validate;
 mod wait;
 
 pub use crate::openshift::watch::WaitLimits;
-pub use add::{added_nodes, Added, AddedStep, LABELLED_STEP};
+pub use add::{added_nodes, cluster_nodes, Added, AddedStep, LABELLED_STEP};
 pub use inputs::Inputs;
 pub use served::IsoServer;
 pub use tools::{site_registries, site_release};

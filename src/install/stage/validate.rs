@@ -92,27 +92,22 @@ fn day_two(
     inventory: &crate::inventory::Inventory,
     log: &mut StageLog,
 ) -> Result<String> {
-    let path = cx
-        .run
-        .root()
-        .join(crate::install::rundir::CONFIG_DIR)
-        .join(crate::render::AGENT_CONFIG_FILE);
-    let installed = crate::install::daytwo::installed(&path)?;
+    let installed = super::cluster_nodes(&cx.run)?;
     match crate::install::daytwo::plan(&inventory.nodes.nodes, &installed) {
         Ok(None) => Ok(String::new()),
         Ok(Some(plan)) => {
             log.line(&format!(
                 "the cluster is installed ({}); day two adds {}",
-                path.display(),
+                cx.run.root().display(),
                 plan.added.join(", ")
             ))?;
             Ok(format!("; day two adds {}", plan.added.join(", ")))
         }
         Err(problems) => {
             anyhow::bail!(
-                "the cluster is installed ({}) and nodes.yaml asks for what adding nodes cannot \
-                 do: {}",
-                path.display(),
+                "the cluster in {} is installed and nodes.yaml asks for what adding nodes \
+                 cannot do: {}",
+                cx.run.root().display(),
                 problems.join("; ")
             )
         }

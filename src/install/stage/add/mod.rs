@@ -68,12 +68,7 @@ pub struct NodeIso {
 /// have. An error carrying every problem when the inventory asks for more than adding nodes.
 pub(super) fn decide(cx: &StageContext) -> Result<(Inventory, Plan)> {
     let inv = cx.inventory()?;
-    let path = cx
-        .run
-        .root()
-        .join(crate::install::rundir::CONFIG_DIR)
-        .join(crate::render::AGENT_CONFIG_FILE);
-    let installed = crate::install::daytwo::installed(&path)?;
+    let installed = cluster_nodes(&cx.run)?;
     let plan = match crate::install::daytwo::plan(&inv.nodes.nodes, &installed) {
         Ok(Some(d)) => Plan {
             installed: d.installed,
@@ -86,13 +81,36 @@ pub(super) fn decide(cx: &StageContext) -> Result<(Inventory, Plan)> {
             iso: None,
         },
         Err(problems) => anyhow::bail!(
-            "nodes.yaml asks for what adding nodes cannot do ({} installed with {}):\n{}",
+            "nodes.yaml asks for what adding nodes cannot do (the cluster of {}):\n{}",
             cx.run.root().display(),
-            path.display(),
             problems.join("\n")
         ),
     };
     Ok((inv, plan))
+}
+
+/// The nodes the cluster has: those it was installed with (the hosts of the agent-config.yaml
+/// the render stage wrote) and those day two added to the end (their ledger says prepped and
+/// labelled), with the MACs each was installed or added with. A node day two is still adding
+/// is not among them: the day-two stages go on with it.
+pub fn cluster_nodes(run: &RunDir) -> Result<Vec<crate::install::daytwo::Installed>> {
+    let path = run
+        .root()
+        .join(crate::install::rundir::CONFIG_DIR)
+        .join(crate::render::AGENT_CONFIG_FILE);
+    let mut nodes = crate::install::daytwo::installed(&path)?;
+    for added in added_nodes(run) {
+        let added = added.map_err(anyhow::Error::msg)?;
+        if added.reached(super::Stage::AddPrep.name(), LABELLED_STEP)
+            && !nodes.iter().any(|n| n.hostname == added.node)
+        {
+            nodes.push(crate::install::daytwo::Installed {
+                hostname: added.node.clone(),
+                macs: added.macs.iter().cloned().collect(),
+            });
+        }
+    }
+    Ok(nodes)
 }
 
 /// The plan add-image published.
@@ -102,8 +120,10 @@ pub(super) fn published_plan(run: &RunDir) -> Result<Plan> {
     serde_json::from_slice(&bytes).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The names of the nodes nodes.yaml has beyond the installed ones (for a stage's inputs: a
-/// node added or removed changes them).
+/// The names of the nodes nodes.yaml has beyond those the cluster was installed with (for a
+/// day-two stage's inputs: a node added or removed changes them; a node day two finished
+/// adding stays among them, so that a rerun with nothing new skips the day-two stages and
+/// keeps their records).
 pub(super) fn beyond_installed(cx: &StageContext) -> Result<Vec<String>> {
     let inv = cx.inventory()?;
     let installed = super::installed_nodes(&cx.run)?;
@@ -124,6 +144,10 @@ pub struct Added {
     pub node: String,
     /// Each step reached, in order, with its time (RFC 3339, UTC).
     pub steps: Vec<AddedStep>,
+    /// Its MACs as nodes.yaml had them when its node ISO was made (normalised): a later change
+    /// is refused as for an installed node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub macs: Vec<String>,
     /// The last problem, until a later step clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -181,6 +205,20 @@ pub(super) fn note(
         });
     }
     rec.error = error.map(str::to_string);
+    if let Some(dir) = path.parent() {
+        fs_err::create_dir_all(dir)?;
+    }
+    crate::fs::write_json(&path, &rec)
+}
+
+/// Records `node`'s MACs in its day-two ledger.
+pub(super) fn set_macs(run: &RunDir, node: &str, macs: Vec<String>) -> Result<()> {
+    let path = run.added_ledger(node);
+    let mut rec = read_added(&path)?.unwrap_or_else(|| Added {
+        node: node.to_string(),
+        ..Default::default()
+    });
+    rec.macs = macs;
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
