@@ -149,10 +149,14 @@ impl Join {
         Ok(())
     }
 
-    /// Puts `labels` and `taints` on Node `node` with a strategic merge patch, as `oc label
-    /// node` and `oc adm taint nodes` do: labels merge by key and taints by their key (the
-    /// patch merge key of core/v1 `NodeSpec.taints`), so what others set (the node
-    /// controller's `node.kubernetes.io/*` taints among it) stays.
+    /// Puts `labels` and `taints` on Node `node`, as `oc label node` and `oc adm taint nodes`
+    /// do: labels merge by key (a strategic merge patch of `metadata.labels`); `spec.taints`
+    /// is an atomic list in core/v1 (`NodeSpec.Taints` has no patch strategy, so any patch
+    /// replaces it whole), so the Node's taints are read and ours merged in as kubectl's
+    /// `reorganizeTaints` merges (a taint of the same key and effect replaced, every other
+    /// kept: the node controller's `node.kubernetes.io/*` among them), and the patch carries
+    /// the Node's `resourceVersion`, so that a taint another writer added meanwhile is not
+    /// lost (409 Conflict: read again, up to three times).
     pub async fn label(
         &self,
         node: &str,
@@ -160,13 +164,85 @@ impl Join {
         taints: &[Taint],
     ) -> Result<()> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &node_resource());
-        let mut patch = json!({"metadata": {"labels": labels}});
-        if !taints.is_empty() {
-            patch["spec"] = json!({ "taints": taints });
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = api
+                .get(node)
+                .await
+                .map_err(|e| anyhow!("reading Node {node}: {}", super::api::describe_error(&e)))?;
+            let mut patch = json!({"metadata": {"labels": labels}});
+            if !taints.is_empty() {
+                let existing = current.data["spec"]["taints"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                patch["metadata"]["resourceVersion"] = json!(current
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default());
+                patch["spec"] = json!({ "taints": merge_taints(&existing, taints) });
+            }
+            match api
+                .patch(node, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 3 => continue,
+                Err(e) => {
+                    return Err(anyhow!(
+                        "labelling Node {node}: {}",
+                        super::api::describe_error(&e)
+                    ))
+                }
+            }
         }
-        api.patch(node, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-            .map_err(|e| anyhow!("labelling Node {node}: {}", super::api::describe_error(&e)))?;
-        Ok(())
+    }
+}
+
+/// The Node's taints with `ours` merged in as kubectl's `reorganizeTaints` does: a taint of
+/// the same key and effect is replaced, every other kept, ours appended in their order.
+fn merge_taints(existing: &[Value], ours: &[Taint]) -> Vec<Value> {
+    let mut merged: Vec<Value> = existing
+        .iter()
+        .filter(|t| {
+            !ours
+                .iter()
+                .any(|o| t["key"] == o.key.as_str() && t["effect"] == o.effect.as_str())
+        })
+        .cloned()
+        .collect();
+    merged.extend(ours.iter().map(|t| json!(t)));
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A taint of the same key and effect is replaced; the node controller's and another of
+    /// the same key with another effect stay.
+    #[test]
+    fn taints_merge_by_key_and_effect_keeping_the_others() {
+        let existing = vec![
+            json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "t"}),
+            json!({"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"}),
+            json!({"key": "nvidia.com/gpu", "effect": "NoExecute"}),
+        ];
+        let ours = [Taint {
+            key: "nvidia.com/gpu".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        }];
+        let merged = merge_taints(&existing, &ours);
+        assert_eq!(
+            merged,
+            vec![
+                existing[0].clone(),
+                existing[2].clone(),
+                json!({"key": "nvidia.com/gpu", "effect": "NoSchedule"}),
+            ]
+        );
     }
 }

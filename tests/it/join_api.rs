@@ -1,7 +1,8 @@
 //! Day two's cluster side (issue 29) against a scripted API on 127.0.0.1: one pass approves
 //! exactly the joining node's CSR whose request names it and its inventory address, leaves a
 //! CSR naming another host and one with a foreign address pending (said), and labels and
-//! taints the joined Node with a strategic merge patch.
+//! taints the joined Node: labels merged, taints (an atomic list) read and merged by key and
+//! effect, the patch conditional on the Node's resourceVersion.
 
 use crate::kube_hostile::{api, json, path_of, status};
 use base64::Engine as _;
@@ -89,6 +90,14 @@ async fn one_pass_approves_only_the_joining_nodes_matching_csrs_and_labels_the_n
         ("GET", CSRS) => json(200, list.clone()),
         ("GET", NODES) => json(200, nodes.clone()),
         ("PUT", p) if p.ends_with("/approval") => json(200, serde_json::json!({})),
+        ("GET", "/api/v1/nodes/worker-0") => json(
+            200,
+            serde_json::json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "worker-0", "resourceVersion": "7"},
+                "spec": {"taints": [
+                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                    {"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"}]}}),
+        ),
         ("PATCH", "/api/v1/nodes/worker-0") => json(
             200,
             serde_json::json!({
@@ -140,9 +149,22 @@ async fn one_pass_approves_only_the_joining_nodes_matching_csrs_and_labels_the_n
         effect: "NoSchedule".into(),
     }];
     join.label("worker-0", &labels, &taints).await.unwrap();
-    assert!(api
-        .server
-        .seen()
+    // The Node read first: its taints are an atomic list, so the patch carries them all, ours
+    // merged in (the old nvidia.com/gpu:NoSchedule replaced, the cordon's kept), and the
+    // resourceVersion read.
+    let seen = api.server.seen();
+    let patch = seen
         .iter()
-        .any(|r| r.method == "PATCH" && r.target.starts_with("/api/v1/nodes/worker-0")));
+        .find(|r| r.method == "PATCH" && r.target.starts_with("/api/v1/nodes/worker-0"))
+        .expect("a PATCH of Node worker-0");
+    let body: serde_json::Value = serde_json::from_slice(&patch.body).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "metadata": {"labels": {"nvidia.com/gpu.present": "true"}, "resourceVersion": "7"},
+            "spec": {"taints": [
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}
+        })
+    );
 }

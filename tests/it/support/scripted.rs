@@ -24,7 +24,12 @@ pub struct Seen {
     pub authorization: Option<String>,
     /// Body bytes read: a blob sent where it should not go shows here.
     pub body_len: usize,
+    /// The body's first [`BODY_KEPT`] bytes.
+    pub body: Vec<u8>,
 }
+
+/// How much of a request's body [`Seen`] keeps.
+pub const BODY_KEPT: usize = 64 << 10;
 
 /// What the server answers.
 pub struct Answer {
@@ -219,11 +224,14 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
     let mut body_len = buf.len() - head_end;
+    let mut body: Vec<u8> = buf[head_end..].iter().take(BODY_KEPT).copied().collect();
     while body_len < length {
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
             break;
         }
+        let room = BODY_KEPT.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..n.min(room)]);
         body_len += n;
     }
     let request = Seen {
@@ -231,6 +239,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
         target,
         authorization,
         body_len,
+        body,
     };
     seen.lock().unwrap().push(request.clone());
     let answer = script(&request);

@@ -103,14 +103,25 @@ impl StageWork for AddImage {
             sha256: digest.hex().to_string(),
         });
         crate::fs::write_json(&out.join(ADD_PLAN_FILE), &plan)?;
-        for node in inv.nodes.nodes.iter().filter(|n| plan.added.contains(&n.hostname)) {
+        for node in inv
+            .nodes
+            .nodes
+            .iter()
+            .filter(|n| plan.added.contains(&n.hostname))
+        {
             let macs = node
                 .nics
                 .iter()
                 .map(|c| crate::netaddr::normalize_mac(&c.mac).unwrap_or_else(|_| c.mac.clone()))
                 .collect();
             super::set_macs(&cx.run, &node.hostname, macs)?;
-            note(&cx.run, &node.hostname, Stage::AddImage, "in the node ISO", None)?;
+            note(
+                &cx.run,
+                &node.hostname,
+                Stage::AddImage,
+                "in the node ISO",
+                None,
+            )?;
         }
         log.line(&format!(
             "{NODE_ISO_FILE}: {size} bytes, sha256 {}",
