@@ -51,14 +51,9 @@ impl StageWork for AddBoot {
     ) -> Result<String> {
         fs_err::create_dir_all(out)?;
         let plan = published_plan(&cx.run)?;
+        // `--reboot` of a node day one installs is the boot stage's (a run whose cluster is
+        // installed refuses it before any stage).
         if plan.added.is_empty() {
-            if !cx.reboot.is_empty() {
-                anyhow::bail!(
-                    "--reboot {}: no node is being added; a node of the installed cluster is \
-                     never reset by bootstrap",
-                    cx.reboot.join(", ")
-                );
-            }
             return Ok(super::nothing_to_add(&plan));
         }
         let inv = super::super::only(cx.inventory()?, &plan.added);
