@@ -253,7 +253,11 @@ impl Runner<'_> {
                 continue;
             }
             let work = stage.work();
-            let sealed = self.cx.installed && stage.installs();
+            // `--from wait` on an installed cluster is asked for: the wait only reads the cluster
+            // and ejects the media again.
+            let sealed = self.cx.installed
+                && stage.installs()
+                && !(stage == Stage::Wait && self.settings.from == Some(Stage::Wait));
             let inputs = match work.inputs(&self.cx) {
                 Ok(inputs) => inputs,
                 Err(e) if sealed => {
@@ -278,14 +282,20 @@ impl Runner<'_> {
         Ok(Ending::Complete)
     }
 
-    /// A run whose cluster is installed: `--from` a stage that installs it, or `--reboot` of
-    /// one of its nodes, would touch the running cluster; refused before anything runs.
+    /// A run whose cluster is installed: `--from` a stage that made it (render, tools, iso,
+    /// boot: a new agent-config.yaml, ISO or kubeconfig would no longer describe the cluster
+    /// that runs), or `--reboot` of one of its nodes, would touch the running cluster; refused
+    /// before anything runs. `--from wait` is allowed: it reads the cluster and ejects the
+    /// media again.
     fn refuse_reinstalling(&self) -> Result<()> {
-        if let Some(from) = self.settings.from.filter(|f| f.installs()) {
+        if let Some(from) = self
+            .settings
+            .from
+            .filter(|f| f.installs() && *f != Stage::Wait)
+        {
             anyhow::bail!(
                 "--from {from}: the cluster in {} is installed (its wait is done), and {from} is \
-                 one of the stages that installed it; they are not run again on a running \
-                 cluster. Nodes added to nodes.yaml are day two's (run without --from); to \
+                 one of the stages that made it; they are not run again on a running cluster. Nodes added to nodes.yaml are day two's (run without --from); to \
                  install another cluster, use a new --run directory",
                 self.dir.root().display()
             );
