@@ -284,7 +284,11 @@ async fn prepare(
             .await?,
         ),
         MirrorInput::Config(path) => {
-            config::load(path)?.ensure_supported(&path.display().to_string())?;
+            // Every check of the file that needs no network, before the first request.
+            let cfg = config::load(path)?;
+            let origin = path.display().to_string();
+            cfg.ensure_supported(&origin)?;
+            cfg.check_offline(&origin)?;
             None
         }
     };

@@ -73,6 +73,7 @@ async fn wanted_from_config(
     let origin = path.display().to_string();
     let cfg = config::load(path)?;
     cfg.ensure_supported(&origin)?;
+    cfg.check_offline(&origin)?;
     let patterns = cfg.blocked_images();
     let mut blocked = Vec::new();
     let additional = additional_images(&cfg, &origin, &patterns, &mut blocked)?;

@@ -28,6 +28,7 @@
 //! (what this version can mirror).
 
 mod error;
+mod offline;
 mod platforms;
 mod read;
 mod schema;

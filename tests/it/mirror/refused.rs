@@ -151,3 +151,54 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
     ]));
     assert!(err.contains("127.0.0.1:9"), "{err}");
 }
+
+/// Issue 30 point 5: every check of the file that needs no network runs before the first
+/// request, all problems at once, each at its line and column: a malformed digest in
+/// additionalImages, a Helm local chart that does not exist, one that is a directory. The
+/// destination (a listener that counts connections) is never contacted.
+#[test]
+fn every_check_of_the_file_runs_before_any_request() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let work = tempfile::tempdir().unwrap();
+    let chart_dir = work.path().join("chart-dir");
+    fs_err::create_dir_all(&chart_dir).unwrap();
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example.com/a/b@sha256:1234\n  - name: registry.example.com/a/c:v1\n  helm:\n    local:\n    - name: missing\n      path: {}\n    - name: unpacked\n      path: {}\n",
+            work.path().join("no-such-chart.tgz").display(),
+            chart_dir.display()
+        ),
+    )
+    .unwrap();
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://127.0.0.1:{port}/m"),
+        "--plain-http",
+        &format!("127.0.0.1:{port}"),
+    ]));
+    let origin = cfg.display().to_string();
+    assert!(
+        err.contains(&format!("{origin}:5:11: mirror.additionalImages[0].name")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{origin}:10:13: mirror.helm.local[0].path"))
+            && err.contains("No such file or directory"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{origin}:12:13: mirror.helm.local[1].path"))
+            && err.contains("helm package"),
+        "{err}"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the destination was contacted before the file's checks"
+    );
+}

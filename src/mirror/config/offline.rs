@@ -1,0 +1,69 @@
+//! Every check of a configuration that needs no network, run before the first request: the
+//! additional images' references, and the Helm local charts (each a readable chart archive). A
+//! user learns of a bad digest or a missing chart in their file at once, all problems together,
+//! each at its line and column, not once the destination answers.
+
+use super::{ConfigError, ImageSetConfig};
+use crate::oci::reference::ImageRef;
+use crate::openshift::helm;
+use crate::yaml::Problem;
+
+impl ImageSetConfig {
+    /// The checks of [`crate::mirror`]'s later steps that need nothing but the file and the
+    /// local disk; every problem at once, `origin:line:col: path: message`.
+    pub fn check_offline(&self, origin: &str) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        for entry in self.additional_images() {
+            if let Err(e) = ImageRef::parse(entry.name) {
+                problems.push(Problem::new(entry.location, entry.path.clone(), e.reason));
+            }
+        }
+        for (i, chart) in self.mirror.helm.local.iter().enumerate() {
+            let at = format!("mirror.helm.local[{i}].path");
+            let location = self
+                .location(&at)
+                .or_else(|| self.location(&format!("mirror.helm.local[{i}]")));
+            if let Some(why) = local_chart_problem(chart.path.as_deref()) {
+                problems.push(Problem::new(location, at, why));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::invalid(origin, problems))
+        }
+    }
+}
+
+/// Why a Helm local chart's `path` cannot be mirrored, or `None`: missing, unreadable, not a
+/// file, larger than Helm accepts, not a chart archive.
+fn local_chart_problem(path: Option<&str>) -> Option<String> {
+    let Some(path) = path.filter(|p| !p.is_empty()) else {
+        return Some("is missing; give the chart archive (.tgz) to mirror".into());
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            return Some(format!(
+                "{path}: {e}; give the chart archive (.tgz) to mirror"
+            ))
+        }
+    };
+    if !meta.is_file() {
+        return Some(format!(
+            "{path} is not a file (a chart directory must be packed with `helm package` first)"
+        ));
+    }
+    if meta.len() > helm::MAX_CHART_BYTES as u64 {
+        return Some(format!(
+            "{path} is larger than Helm accepts for a chart archive"
+        ));
+    }
+    let read = std::fs::read(path).map_err(|e| format!("{path}: {e}"));
+    match read.and_then(|tgz| helm::read_chart(&tgz).map_err(|e| format!("{e:#}"))) {
+        Ok(_) => None,
+        Err(why) => Some(format!(
+            "{path} is not a chart archive ({why}; a directory must be packed with `helm package` first)"
+        )),
+    }
+}
