@@ -7,6 +7,7 @@
 //! `refused.rs` damage and bad input, `planned.rs` what a dry run plans and what blocked
 //! images leave out, `transport.rs` how content travels and lands (ranged pulls, digest tags).
 
+mod corpus;
 mod planned;
 mod refused;
 mod tls;
