@@ -35,7 +35,7 @@ fn checked(loaded: yaml::Loaded<RawConfig>, origin: &str) -> Result<ImageSetConf
     let raw = loaded.value;
     let mut mirror = raw.mirror;
     drop_docker_transport(&mut mirror);
-    let config = ImageSetConfig {
+    let mut config = ImageSetConfig {
         // oc-mirror sets the group, version and kind it read the file as.
         api_version: API_VERSION.to_string(),
         kind: raw.kind,
@@ -44,6 +44,19 @@ fn checked(loaded: yaml::Loaded<RawConfig>, origin: &str) -> Result<ImageSetConf
         index: loaded.index,
         warnings: loaded.warnings,
     };
+    if !config.mirror.samples.is_empty() {
+        // oc-mirror v2 decodes `samples` and never reads it again (api/v2alpha1
+        // type_config.go: "This is currently not implemented"); v1 logged "sample images
+        // full not implemented". Read the same way, and said.
+        let at = config.key_location("mirror.samples");
+        config.warnings.push(crate::yaml::Problem::warning(
+            at,
+            "mirror.samples",
+            "read and ignored: oc-mirror does not mirror samples either (v2 reads the field \
+             and does nothing with it; v1 logged \"sample images full not implemented\"); \
+             nothing is mirrored for it",
+        ));
+    }
     let problems = validate::validate(&config);
     if problems.is_empty() {
         Ok(config)

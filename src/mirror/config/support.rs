@@ -12,8 +12,8 @@ impl ImageSetConfig {
     /// in file-schema order: `mirror.platform.kubeVirtContainer`,
     /// `mirror.platform.channels[].type: okd`,
     /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
-    /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`,
-    /// `mirror.samples`. A section counts only when it would change what is mirrored
+    /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`
+    /// (`mirror.samples` is read and ignored with a warning, as oc-mirror ignores it). A section counts only when it would change what is mirrored
     /// (`kubeVirtContainer: false` does not).
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
@@ -123,14 +123,6 @@ impl ImageSetConfig {
                 format!("mirror.additionalImages[{i}].targetTag"),
                 "images keep their source tag",
                 "remove it or mirror that image with oc-mirror",
-            );
-        }
-        if !m.samples.is_empty() {
-            add(
-                "mirror.samples",
-                "mirror.samples".into(),
-                "oc-mirror does not implement samples either",
-                "remove it",
             );
         }
     }

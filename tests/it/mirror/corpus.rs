@@ -16,7 +16,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("targetTag", "mirror.additionalImages[].targetTag"),
     ("kubeVirtContainer", "mirror.platform.kubeVirtContainer"),
     ("okd", "mirror.platform.channels[].type: okd"),
-    ("samples", "mirror.samples"),
 ];
 
 /// Accepted by oc-mirror's reading (`config.ReadConfig`) but refused by its plan, before any

@@ -308,3 +308,20 @@ fn control_characters_are_escaped_in_messages() {
 fn bom_is_accepted() {
     parse_ok(&format!("\u{feff}{HEAD}mirror: {{}}\n"));
 }
+
+/// `mirror.samples` is read and ignored, as oc-mirror does, with a warning at its line that
+/// says so; it is no longer a section bootstrap refuses.
+#[test]
+fn samples_are_read_and_ignored_with_a_warning() {
+    let text = "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  samples:\n  - name: ruby\n  additionalImages:\n  - name: registry.example.com/a/b:v1\n";
+    let c = parse(text, "isc.yaml").unwrap();
+    assert!(c.unsupported_sections().is_empty());
+    c.ensure_supported("isc.yaml").unwrap();
+    let lines = c.warning_lines("isc.yaml");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("isc.yaml:4:3: ")
+            && lines[0].contains("mirror.samples: read and ignored"),
+        "{lines:?}"
+    );
+}
