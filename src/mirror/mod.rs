@@ -337,6 +337,12 @@ async fn resolve_images(
         .blocked
         .iter()
         .map(|(image, pattern)| ImageStatus::blocked(image, pattern))
+        .chain(
+            wanted
+                .ignored
+                .iter()
+                .map(|(image, why)| ImageStatus::ignored(image, why)),
+        )
         .collect();
     let mut images = std::mem::take(&mut wanted.catalogs);
     for (image, result) in wanted.images.iter().map(|w| &w.source).zip(resolved) {

@@ -27,6 +27,9 @@ pub enum Outcome {
     Skipped,
     /// Left out on purpose by `mirror.blockedImages` (not a failure).
     Blocked,
+    /// Left out as oc-mirror leaves it out, with its warning: an additional image whose
+    /// `targetRepo` is not a repository path (not a failure; `error` says why).
+    Ignored,
 }
 
 impl Outcome {
@@ -37,6 +40,7 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
             Outcome::Blocked => "blocked",
+            Outcome::Ignored => "ignored",
         }
     }
 }
@@ -78,6 +82,11 @@ impl ImageStatus {
         Self::not_ok(source, Outcome::Blocked, format!("blocked by {pattern}"))
     }
 
+    /// An image left out as oc-mirror leaves it out, with oc-mirror's words for why.
+    pub fn ignored(source: &ImageRef, why: &str) -> Self {
+        Self::not_ok(source, Outcome::Ignored, why.to_string())
+    }
+
     /// An image that failed with `err`.
     pub fn failed(source: &ImageRef, err: &anyhow::Error) -> Self {
         Self::not_ok(source, Outcome::Failed, format!("{err:#}"))
@@ -114,6 +123,9 @@ pub struct StatusFile {
     pub skipped: usize,
     /// Images left out by mirror.blockedImages.
     pub blocked: usize,
+    /// Images left out as oc-mirror leaves them out (an invalid `targetRepo`).
+    #[serde(default)]
+    pub ignored: usize,
     /// Every image of the run, sorted by source.
     pub images: Vec<ImageStatus>,
     /// For a push from a disk mirror: whether it matched its mirror record, or was pushed
@@ -141,6 +153,7 @@ impl StatusFile {
             failed: count(Outcome::Failed),
             skipped: count(Outcome::Skipped),
             blocked: count(Outcome::Blocked),
+            ignored: count(Outcome::Ignored),
             images,
             layout_check: None,
         }

@@ -10,7 +10,7 @@ use super::signatures::{Attached, Finder};
 use super::{cache, config, recorded};
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
-use crate::oci::reference::ImageRef;
+use crate::oci::reference::{valid_repository, ImageRef};
 use crate::oci::registry::Registries;
 use crate::openshift::record::ConfigInfo;
 use anyhow::{bail, Context, Result};
@@ -27,6 +27,9 @@ pub(super) struct Wanted {
     pub(super) catalogs: Vec<ResolvedImage>,
     /// Images left out by `mirror.blockedImages`, with the pattern that matched.
     pub(super) blocked: Vec<(ImageRef, String)>,
+    /// Additional images left out as oc-mirror leaves them out (an invalid `targetRepo`), with
+    /// oc-mirror's warning.
+    pub(super) ignored: Vec<(ImageRef, String)>,
     pub(super) config: Option<ConfigInfo>,
     pub(super) source_label: String,
     pub(super) releases: Vec<content::ReleaseInfo>,
@@ -76,7 +79,8 @@ async fn wanted_from_config(
     cfg.check_offline(&origin)?;
     let patterns = cfg.blocked_images();
     let mut blocked = Vec::new();
-    let additional = additional_images(&cfg, &origin, &patterns, &mut blocked)?;
+    let mut ignored = Vec::new();
+    let additional = additional_images(&cfg, &origin, &patterns, &mut blocked, &mut ignored)?;
     let mut content =
         content::resolve(&cfg, &origin, regs, upstream.graph_url, dependencies).await?;
     let helm = super::helm::resolve(&cfg, &origin, regs).await?;
@@ -110,6 +114,7 @@ async fn wanted_from_config(
         images,
         catalogs: content.catalogs,
         blocked,
+        ignored,
         config: Some(ConfigInfo {
             path: origin,
             sha256: Digest::of(&bytes).hex().to_string(),
@@ -126,23 +131,50 @@ async fn wanted_from_config(
 
 /// `mirror.additionalImages` as references, those a pattern blocks added to `blocked`; every
 /// name that is not a reference is reported, all at once, before anything is contacted.
+///
+/// `targetRepo` and `targetTag` place an image as oc-mirror places it
+/// (`resolveAdditionalImageSrcDest` in internal/pkg/additional/local_stored_collector.go): at
+/// `<destination>/<targetRepo, else its own path>:<targetTag, else its own tag>`; an image by
+/// tag and digest is pulled by digest and tagged as that. A `targetRepo` that is not a
+/// repository path (oc-mirror's `IsValidPathComponent`) is not an error of the file: oc-mirror
+/// warns `invalid targetRepo R for image I : SKIPPING` and goes on without the image (its e2e
+/// test for config-88132-invalid.yaml expects exit 0), and so does bootstrap, the image's
+/// status `ignored` with those words.
 fn additional_images(
     cfg: &config::ImageSetConfig,
     origin: &str,
     patterns: &[(String, regex::Regex)],
     blocked: &mut Vec<(ImageRef, String)>,
+    ignored: &mut Vec<(ImageRef, String)>,
 ) -> Result<Vec<WantedImage>> {
     let mut problems = Vec::new();
     let mut additional = Vec::new();
     for entry in cfg.additional_images() {
+        let spec = &cfg.mirror.additional_images[entry.index];
+        let target_repo = spec.target_repo.as_deref().filter(|t| !t.is_empty());
+        let target_tag = spec.target_tag.as_deref().filter(|t| !t.is_empty());
         match ImageRef::parse(entry.name) {
             // Matched as written too (`ubi9:latest`), not only normalised.
             Ok(r) => match blocked_by(patterns, entry.name, &r) {
                 Some(pattern) => blocked.push((r, pattern)),
-                None => additional.push(WantedImage {
-                    platforms: cfg.image_platforms(entry.index),
-                    ..WantedImage::generic(r)
-                }),
+                None if target_repo.is_some_and(|t| !valid_repository(t)) => ignored.push((
+                    r,
+                    format!(
+                        "invalid targetRepo {} for image {} : SKIPPING (mirror.additionalImages[{}].targetRepo is not a repository path; oc-mirror leaves the image out the same way)",
+                        target_repo.unwrap_or_default(),
+                        entry.name,
+                        entry.index
+                    ),
+                )),
+                None => {
+                    let mut w = WantedImage {
+                        platforms: cfg.image_platforms(entry.index),
+                        ..WantedImage::generic(r)
+                    };
+                    w.placement.repository = target_repo.map(str::to_string);
+                    w.placement.tag = target_tag.map(str::to_string);
+                    additional.push(w);
+                }
             },
             Err(e) => problems.push(entry.error(origin, e.reason).to_string()),
         }
@@ -245,6 +277,7 @@ fn wanted_from_layout(
         images,
         catalogs: Vec::new(),
         blocked: Vec::new(),
+        ignored: Vec::new(),
         config: None,
         source_label: layout.label(),
         releases: Vec::new(),

@@ -2,7 +2,7 @@
 //! can act on. A configuration oc-mirror accepts is parsed whole; what bootstrap cannot mirror
 //! yet is refused here, section by section, with what to do instead.
 
-use super::{AdditionalImage, ConfigError, ImageSetConfig, PlatformType, Problem};
+use super::{ConfigError, ImageSetConfig, PlatformType, Problem};
 
 /// The reason [`ImageSetConfig::ensure_supported`] gives for `kubeVirtContainer`.
 const LATER: &str = "KubeVirt containers arrive in a later release";
@@ -11,10 +11,9 @@ impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
     /// in file-schema order: `mirror.platform.kubeVirtContainer`,
     /// `mirror.platform.channels[].type: okd`,
-    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
-    /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`
-    /// (`mirror.samples` is read and ignored with a warning, as oc-mirror ignores it). A section counts only when it would change what is mirrored
-    /// (`kubeVirtContainer: false` does not).
+    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs (`mirror.samples`
+    /// is read and ignored with a warning, as oc-mirror ignores it). A section counts only when
+    /// it would change what is mirrored (`kubeVirtContainer: false` does not).
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
     }
@@ -51,7 +50,6 @@ impl ImageSetConfig {
         let mut out = Vec::new();
         self.unsupported_platform(&mut out);
         self.unsupported_operators(&mut out);
-        self.unsupported_images(&mut out);
         out
     }
 
@@ -102,28 +100,6 @@ impl ImageSetConfig {
                     "push the catalog to a registry and name it there",
                 );
             }
-        }
-    }
-
-    fn unsupported_images(&self, out: &mut Vec<Unsupported>) {
-        let m = &self.mirror;
-        let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
-        let first = |f: fn(&AdditionalImage) -> bool| m.additional_images.iter().position(f);
-        if let Some(i) = first(|a| a.target_repo.as_deref().is_some_and(|s| !s.is_empty())) {
-            add(
-                "mirror.additionalImages[].targetRepo",
-                format!("mirror.additionalImages[{i}].targetRepo"),
-                "images keep their source repository path under the destination prefix",
-                "remove it or mirror that image with oc-mirror",
-            );
-        }
-        if let Some(i) = first(|a| a.target_tag.as_deref().is_some_and(|s| !s.is_empty())) {
-            add(
-                "mirror.additionalImages[].targetTag",
-                format!("mirror.additionalImages[{i}].targetTag"),
-                "images keep their source tag",
-                "remove it or mirror that image with oc-mirror",
-            );
         }
     }
 }

@@ -135,3 +135,120 @@ fn blocked_images_are_left_out_and_said_so() {
         0
     );
 }
+
+/// Issue 30 point 2: `additionalImages[].targetRepo` and `targetTag` place an image as oc-mirror
+/// places it (`<prefix>/<targetRepo>:<targetTag>`; by digest with a targetTag: pulled by digest,
+/// tagged as that), checked with skopeo at the destination and in the record; a targetRepo that
+/// is not a repository path leaves that image out as oc-mirror does (its warning in the status
+/// file, status `ignored`) and the run still succeeds. The same placement survives mirror to
+/// disk and on to a registry.
+#[test]
+fn target_repo_and_target_tag_place_additional_images_as_oc_mirror_does() {
+    let src = Registry::plain();
+    let dst = Registry::plain();
+    let pushed = SyntheticSet::standard(8)
+        .without_large()
+        .push_to(&src, "src");
+    let tagged: Vec<_> = pushed.iter().filter(|p| !p.tag.is_empty()).collect();
+    let (a, b, c) = (tagged[0], tagged[1], tagged[2]);
+    let work = tempfile::tempdir().unwrap();
+    let cfg = work.path().join("isc.yaml");
+    fs_err::write(
+        &cfg,
+        format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: {host}/{ar}:{at}\n    targetRepo: custom/place\n    targetTag: v9\n  - name: {host}/{br}@{bd}\n    targetTag: pinned\n  - name: {host}/{cr}:{ct}\n    targetRepo: Not_A/Repo:tag\n",
+            host = src.host(),
+            ar = a.repo,
+            at = a.tag,
+            br = b.repo,
+            bd = b.digest,
+            cr = c.repo,
+            ct = c.tag
+        ),
+    )
+    .unwrap();
+    let status_path = work.path().join("status.json");
+    let record = work.path().join("rec.json");
+    let o = bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("docker://{}/m", dst.host()),
+        "--plain-http",
+        &src.host(),
+        "--plain-http",
+        &dst.host(),
+        "--record",
+        record.to_str().unwrap(),
+        "--status-file",
+        status_path.to_str().unwrap(),
+    ]);
+    ok(&o);
+    let digest_at = |path: &str| -> String {
+        let raw = dst.skopeo_inspect(path, true).unwrap();
+        crate::support::layers::sha256_digest(raw.as_bytes())
+    };
+    assert_eq!(digest_at("m/custom/place:v9"), a.digest);
+    assert_eq!(digest_at(&format!("m/{}:pinned", b.repo)), b.digest);
+    assert!(dst
+        .skopeo_inspect(&format!("m/{}:{}", c.repo, c.tag), true)
+        .is_err());
+    let status = json(&status_path);
+    assert_eq!(status["ignored"], 1, "{status:#}");
+    let ignored = status["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["status"] == "ignored")
+        .unwrap()
+        .clone();
+    assert!(
+        ignored["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid targetRepo Not_A/Repo:tag for image "),
+        "{ignored}"
+    );
+    let rec = json(&record);
+    let dests: Vec<&str> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["destination"].as_str().unwrap())
+        .collect();
+    assert!(
+        dests.iter().any(|d| d.ends_with("/m/custom/place:v9"))
+            && dests
+                .iter()
+                .any(|d| d.contains(&format!("/m/{}:pinned", b.repo))),
+        "{dests:?}"
+    );
+
+    // To disk, then on to a registry: the same places.
+    let dir = work.path().join("disk");
+    ok(&bootstrap(&[
+        "mirror",
+        "-c",
+        cfg.to_str().unwrap(),
+        &format!("file://{}", dir.display()),
+        "--plain-http",
+        &src.host(),
+    ]));
+    let dst2 = Registry::plain();
+    ok(&bootstrap(&[
+        "mirror",
+        "--from",
+        &format!("file://{}", dir.display()),
+        &format!("docker://{}/n", dst2.host()),
+        "--plain-http",
+        &dst2.host(),
+    ]));
+    let raw = dst2.skopeo_inspect("n/custom/place:v9", true).unwrap();
+    assert_eq!(
+        crate::support::layers::sha256_digest(raw.as_bytes()),
+        a.digest
+    );
+    assert!(dst2
+        .skopeo_inspect(&format!("n/{}:pinned", b.repo), true)
+        .is_ok());
+}
