@@ -62,8 +62,10 @@ pub enum Command {
     /// install-config.yaml and agent-config.yaml, after checking every rule at once.
     Render(RenderArgs),
     /// Take a site from its inventory through the install pipeline's stages (validate, render,
-    /// tools, iso, boot, wait, prep, handoff) in a run directory that a rerun resumes; `bootstrap
-    /// install status --run DIR` shows where it stands.
+    /// tools, iso, boot, wait, prep, handoff) in a run directory that a rerun resumes; once the
+    /// cluster is installed, workers added to nodes.yaml are added by the same command (add-image,
+    /// add-boot, add-join, add-prep) and nothing that runs is touched; `bootstrap install status
+    /// --run DIR` shows where it stands.
     Install(InstallArgs),
     /// Host prep over SSH: connect to every node, check its hardware against the inventory and
     /// run playbooks (a subset of Ansible's format, with its semantics); a verdict per node.
@@ -606,8 +608,9 @@ pub struct InstallArgs {
     #[arg(long, value_name = "PATH")]
     pub installer: Option<PathBuf>,
 
-    /// Reset this node again in the boot stage although an earlier run already reset it
-    /// (repeatable). Without it a node that was reset is never reset again.
+    /// Reset this node again in the boot stage (add-boot for a node being added on day two)
+    /// although an earlier run already reset it (repeatable). Without it a node that was reset
+    /// is never reset again; a node of an installed cluster is never reset.
     #[arg(long, value_name = "NODE")]
     pub reboot: Vec<String>,
 
@@ -629,7 +632,8 @@ pub struct InstallArgs {
     #[arg(long, value_name = "DURATION", default_value = "60m", value_parser = crate::cli::parse_duration)]
     pub bootstrap_timeout: std::time::Duration,
 
-    /// How long the wait stage then waits for the install to complete, e.g. `90m`.
+    /// How long the wait stage then waits for the install to complete, e.g. `90m`; on day two,
+    /// how long add-join waits for the new nodes to join.
     #[arg(long, value_name = "DURATION", default_value = "90m", value_parser = crate::cli::parse_duration)]
     pub install_timeout: std::time::Duration,
 }
