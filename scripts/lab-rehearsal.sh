@@ -5,7 +5,9 @@
 # check green), pushes the site's GitOps repository, runs
 # `bootstrap install` (it stops at prep on the two findings the lab plants), repairs them with
 # `bootstrap-lab repair`, and runs the same install again: it continues at prep and hands the
-# cluster to Argo CD, all eight stages done, every BMC reset once (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)
+# cluster to Argo CD; then day two adds the spare worker-0 (only its BMC reset, its CSRs
+# approved) and `bootstrap gather` writes the support bundle: all twelve stages done, every BMC
+# reset once (examples/lab_rehearsal.rs). Builds and uses both binaries: `bootstrap` (the site's)
 # and `bootstrap-lab` (the lab's). Leaves the archive, records and run in .lab/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
