@@ -531,6 +531,13 @@ fn day_two(lab: &Lab, site: &SiteLab, run: &Path, installed: &[(String, String, 
             .any(|c| c["type"] == "Ready" && c["status"] == "True"),
         "{node}"
     );
+    // Day one's prep put the masters' labels on too (inventory/lab/nodes.yaml).
+    let master: Value =
+        serde_json::from_str(&kubectl(&["get", "node", "master-0", "-o", "json"])).unwrap();
+    assert_eq!(
+        master["metadata"]["labels"]["nvidia.com/gpu.present"], "true",
+        "{master}"
+    );
     let status = ok(&support::run::bootstrap(&[
         "install",
         "status",

@@ -4,9 +4,13 @@
 //! checked against the inventory, then the inventory's `prep.playbooks`. One live line per
 //! node; the task lines, every finding and each playbook's recap go to `logs/prep.log`.
 //!
+//! Once every node passed, the nodes' `labels` and `taints` of nodes.yaml go on their Nodes
+//! ([`label_nodes`]; the cluster API is not contacted when no node has any).
+//!
 //! Outputs (`RUN/prep/`, [`rundir::prep_files`]): `facts/NODE.json`, `NODE.json` (the node's
-//! verdict), `prep.json`, `ansible-inventory.yaml` and `pinned_known_hosts`. The stage fails when a node is
-//! unreachable, has a hardware problem or fails a playbook, naming each such node.
+//! verdict), `prep.json`, `ansible-inventory.yaml`, `pinned_known_hosts` and `labels.json`.
+//! The stage fails when a node is unreachable, has a hardware problem or fails a playbook,
+//! naming each such node.
 
 use super::{Inputs, IsoServer, Stage, StageContext, StageWork};
 use crate::hostprep::hosts;
@@ -42,6 +46,9 @@ impl StageWork for Prep {
         for p in &inv.site.prep.playbooks {
             inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
         }
+        if !cx.insecure_api.is_empty() {
+            inputs.setting("insecureApi", &cx.insecure_api.join(","));
+        }
         Ok(inputs)
     }
 
@@ -62,7 +69,14 @@ impl StageWork for Prep {
         if let Ok(installed) = super::installed_nodes(&cx.run) {
             inv = super::only(inv, &installed);
         }
-        prep_nodes(cx, &inv, Stage::Prep, out, log)
+        let prepped = prep_nodes(cx, &inv, Stage::Prep, out, log)?;
+        match label_nodes(cx, &inv, out, log)? {
+            0 => Ok(prepped),
+            n => Ok(format!(
+                "{prepped}; labels and taints on {n} node{}",
+                if n == 1 { "" } else { "s" }
+            )),
+        }
     }
 
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
@@ -139,6 +153,54 @@ pub(super) fn prep_nodes(
         playbooks.len(),
         if playbooks.len() == 1 { "" } else { "s" }
     ))
+}
+
+/// Puts each node's `labels` and `taints` (nodes.yaml) on its Node, once its prep passed
+/// ([`crate::openshift::join::Join::label`]: labels merged by key, taints by key and effect,
+/// what others set kept), into `out/labels.json`. The cluster API is not contacted when no
+/// node has any. The number of nodes labelled.
+pub(super) fn label_nodes(
+    cx: &StageContext,
+    inv: &Inventory,
+    out: &Path,
+    log: &mut StageLog,
+) -> Result<usize> {
+    let nodes: Vec<_> = inv
+        .nodes
+        .nodes
+        .iter()
+        .filter(|n| !n.labels.is_empty() || !n.taints.is_empty())
+        .collect();
+    if nodes.is_empty() {
+        return Ok(0);
+    }
+    let handle = tokio::runtime::Handle::current();
+    let kubeconfig = cx.run.installer().kubeconfig();
+    let join =
+        crate::openshift::join::Join::new(handle.block_on(crate::openshift::api::connect(
+            &kubeconfig,
+            None,
+            &cx.insecure_api,
+            crate::openshift::api::Retry::API,
+        ))?);
+    let mut labelled = Vec::new();
+    for node in &nodes {
+        handle.block_on(join.label(&node.hostname, &node.labels, &node.taints))?;
+        log.line(&format!(
+            "{}: labels {:?}, taints {:?}",
+            node.hostname, node.labels, node.taints
+        ))?;
+        labelled.push(serde_json::json!({
+            "node": node.hostname,
+            "labels": node.labels,
+            "taints": node.taints,
+        }));
+    }
+    crate::fs::write_json(
+        &out.join(rundir::LABELS_FILE),
+        &serde_json::json!({ "nodes": labelled }),
+    )?;
+    Ok(nodes.len())
 }
 
 /// A failed node in one phrase: unreachable (why), its first problem, or its failed playbooks.

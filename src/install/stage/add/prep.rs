@@ -6,15 +6,12 @@
 //! policies select on (the GPU operator's node selectors) reaches a node only once its
 //! hardware checked out. Outputs: the prep files of these nodes and `labels.json`.
 
-use super::super::prep::prep_nodes;
+use super::super::prep::{label_nodes, prep_nodes};
 use super::super::{Inputs, IsoServer, Stage, StageContext, StageWork};
 use super::{note, published_plan};
 use crate::install::log::StageLog;
-use crate::install::rundir::{ADD_JOIN_DIR, ADD_PREP_DIR, LABELS_FILE};
-use crate::openshift::api::{self, Retry};
-use crate::openshift::join::Join;
+use crate::install::rundir::{ADD_JOIN_DIR, ADD_PREP_DIR};
 use anyhow::Result;
-use serde_json::json;
 use std::path::Path;
 
 /// The add-prep stage.
@@ -74,29 +71,10 @@ impl StageWork for AddPrep {
         for node in &plan.added {
             note(&cx.run, node, Stage::AddPrep, "prepped", None)?;
         }
-        let kubeconfig = cx.run.installer().kubeconfig();
-        let handle = tokio::runtime::Handle::current();
-        let join = Join::new(handle.block_on(api::connect(
-            &kubeconfig,
-            None,
-            &cx.insecure_api,
-            Retry::API,
-        ))?);
-        let mut labelled = Vec::new();
-        for node in &inv.nodes.nodes {
-            handle.block_on(join.label(&node.hostname, &node.labels, &node.taints))?;
-            log.line(&format!(
-                "{}: labels {:?}, taints {:?}",
-                node.hostname, node.labels, node.taints
-            ))?;
-            note(&cx.run, &node.hostname, Stage::AddPrep, LABELLED_STEP, None)?;
-            labelled.push(json!({
-                "node": node.hostname,
-                "labels": node.labels,
-                "taints": node.taints,
-            }));
+        label_nodes(cx, &inv, out, log)?;
+        for node in &plan.added {
+            note(&cx.run, node, Stage::AddPrep, LABELLED_STEP, None)?;
         }
-        crate::fs::write_json(&out.join(LABELS_FILE), &json!({ "nodes": labelled }))?;
         Ok(format!(
             "{prepped}; labels and taints on {}",
             plan.added.join(", ")
