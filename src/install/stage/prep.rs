@@ -39,16 +39,7 @@ impl StageWork for Prep {
         // The installed nodes' entries only: nodes added on day two are add-prep's.
         inputs.file("inventory:site.yaml", &cx.inventory.join("site.yaml"))?;
         super::installed_inputs(&mut inputs, cx)?;
-        let inv = cx.inventory()?;
-        if let Some(key) = &inv.site.prep.ssh.private_key {
-            inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
-        }
-        for p in &inv.site.prep.playbooks {
-            inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
-        }
-        if !cx.insecure_api.is_empty() {
-            inputs.setting("insecureApi", &cx.insecure_api.join(","));
-        }
+        prep_inputs(&mut inputs, cx)?;
         Ok(inputs)
     }
 
@@ -82,6 +73,22 @@ impl StageWork for Prep {
     fn secrets(&self, cx: &StageContext) -> Vec<String> {
         super::inputs::inventory_secrets(&cx.inventory)
     }
+}
+
+/// What host prep and the labels depend on besides the nodes: the login key, the playbooks,
+/// the API hosts allowed insecure.
+pub(super) fn prep_inputs(inputs: &mut Inputs, cx: &StageContext) -> Result<()> {
+    let inv = cx.inventory()?;
+    if let Some(key) = &inv.site.prep.ssh.private_key {
+        inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
+    }
+    for p in &inv.site.prep.playbooks {
+        inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
+    }
+    if !cx.insecure_api.is_empty() {
+        inputs.setting("insecureApi", &cx.insecure_api.join(","));
+    }
+    Ok(())
 }
 
 /// Host prep of `inv`'s nodes (the installed ones for the prep stage, the nodes added for

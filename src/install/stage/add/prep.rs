@@ -23,16 +23,7 @@ impl StageWork for AddPrep {
         inputs.run_files(&cx.run, ADD_JOIN_DIR)?;
         inputs.file("inventory:site.yaml", &cx.inventory.join("site.yaml"))?;
         inputs.nodes(&cx.inventory, &super::beyond_installed(cx)?)?;
-        let inv = cx.inventory()?;
-        if let Some(key) = &inv.site.prep.ssh.private_key {
-            inputs.file("secret:prep.ssh.privateKey", &inv.resolve(&key.file))?;
-        }
-        for p in &inv.site.prep.playbooks {
-            inputs.file(format!("playbook:{p}"), &inv.resolve(p))?;
-        }
-        if !cx.insecure_api.is_empty() {
-            inputs.setting("insecureApi", &cx.insecure_api.join(","));
-        }
+        super::super::prep::prep_inputs(&mut inputs, cx)?;
         Ok(inputs)
     }
 
