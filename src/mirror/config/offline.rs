@@ -41,13 +41,10 @@ fn local_chart_problem(path: Option<&str>) -> Option<String> {
     let Some(path) = path.filter(|p| !p.is_empty()) else {
         return Some("is missing; give the chart archive (.tgz) to mirror".into());
     };
-    let meta = match std::fs::metadata(path) {
+    let meta = match fs_err::metadata(path) {
         Ok(m) => m,
-        Err(e) => {
-            return Some(format!(
-                "{path}: {e}; give the chart archive (.tgz) to mirror"
-            ))
-        }
+        // fs_err's message names the path already.
+        Err(e) => return Some(format!("{e}; give the chart archive (.tgz) to mirror")),
     };
     if !meta.is_file() {
         return Some(format!(
@@ -59,7 +56,7 @@ fn local_chart_problem(path: Option<&str>) -> Option<String> {
             "{path} is larger than Helm accepts for a chart archive"
         ));
     }
-    let read = std::fs::read(path).map_err(|e| format!("{path}: {e}"));
+    let read = fs_err::read(path).map_err(|e| e.to_string());
     match read.and_then(|tgz| helm::read_chart(&tgz).map_err(|e| format!("{e:#}"))) {
         Ok(_) => None,
         Err(why) => Some(format!(
