@@ -14,8 +14,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("oci-catalog", "mirror.operators[].catalog oci://"),
     ("targetRepo", "mirror.additionalImages[].targetRepo"),
     ("targetTag", "mirror.additionalImages[].targetTag"),
-    ("kubeVirtContainer", "mirror.platform.kubeVirtContainer"),
-    ("okd", "mirror.platform.channels[].type: okd"),
 ];
 
 /// Accepted by oc-mirror's reading (`config.ReadConfig`) but refused by its plan, before any
