@@ -254,10 +254,11 @@ async fn fetch_graph(url: &str, flag: &str, channel: &str, arch: &str) -> Result
         .send()
         .await
         .map_err(|e| {
-            anyhow::anyhow!(crate::oci::registry::describe_transport_error(url, &e))
-                .context(format!(
+            anyhow::anyhow!(crate::oci::registry::describe_transport_error(url, &e)).context(
+                format!(
                 "fetching the update graph; on an air-gapped side pass {flag} file://GRAPH.json"
-            ))
+            ),
+            )
         })?;
     if !resp.status().is_success() {
         bail!(
