@@ -5,7 +5,10 @@
 //!   against the update graph ([`crate::openshift::graph`]); each release image's
 //!   `release-manifests/image-references` lists its components ([`crate::openshift::release`]). The
 //!   release image goes to `<prefix>/openshift/release-images:<version>-<arch>`, components to
-//!   `<prefix>/openshift/release` by digest, as oc-mirror places them.
+//!   `<prefix>/openshift/release` by digest, as oc-mirror places them. `type: okd` channels are
+//!   read from OKD's graph (`--okd-graph-url`) and tagged by version alone; with
+//!   `platform.kubeVirtContainer` each release's KubeVirt container disk, named by its
+//!   `coreos-bootimages` manifest, goes to `openshift/release` too.
 //! - Operator catalogs: the catalog image's config directory is read out of its layers
 //!   ([`crate::oci::layers`], streamed, verified, in memory), filtered by the entry's rules
 //!   ([`super::resolve::select`]), and rebuilt as a new image ([`crate::openshift::rebuild`]);
