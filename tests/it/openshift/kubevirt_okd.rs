@@ -1,7 +1,8 @@
 //! Issue 30 points 3 and 4a against the seeded lab: `platform.kubeVirtContainer` mirrors the
 //! KubeVirt container disk the release's boot images name (oc-mirror v2's
 //! `getKubeVirtImages`), and `type: okd` channels are read from OKD's own update graph
-//! (`--okd-graph-url`, oc-mirror's `OkdUpdateURL`) and land where oc-mirror puts releases.
+//! (`--okd-graph-url`, oc-mirror's `OkdUpdateURL`) and land where oc-mirror puts releases, with
+//! the mirror set mapping them; the KubeVirt disk also crosses the gap through a disk mirror.
 
 use super::{digest, Lab};
 use crate::support::client::RegistryClient;
@@ -169,6 +170,21 @@ fn an_okd_channel_mirrors_from_okds_graph() {
             expected.insert(c.as_str().unwrap().to_string());
         }
     }
+    // The cluster's mirror set maps OKD's repositories where the releases landed.
+    let idms = fs_err::read_to_string(lab.path("cluster-resources/idms-oc-mirror.yaml")).unwrap();
+    for (source, path) in [
+        ("okd/scos-content", "openshift/release"),
+        ("okd/scos-release", "openshift/release-images"),
+    ] {
+        assert!(
+            idms.contains(&format!(
+                "- source: {}/{source}\n    mirrors:\n    - {}/mirror/{path}\n",
+                lab.host(),
+                site.host()
+            )),
+            "{idms}"
+        );
+    }
     let mirrored: BTreeSet<String> = rec["images"]
         .as_array()
         .unwrap()
@@ -177,4 +193,47 @@ fn an_okd_channel_mirrors_from_okds_graph() {
         .map(|i| i["source"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(mirrored, expected);
+}
+
+/// The KubeVirt container disk crosses the gap: mirrored to disk, then from the disk (the
+/// upstream gone) to the site's registry, under the same tag.
+#[test]
+fn kubevirt_container_crosses_the_gap() {
+    let lab = Lab::new();
+    let cfg = lab.config(
+        "kubevirt.yaml",
+        &format!(
+            "{HEAD}mirror:\n  platform:\n    kubeVirtContainer: true\n    channels:\n    - name: stable-4.18\n"
+        ),
+    );
+    let disk = lab.path("disk");
+    let args = lab.mirror_args(
+        &[
+            "-c",
+            cfg.to_str().unwrap(),
+            &format!("file://{}", disk.display()),
+        ],
+        &[lab.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&bootstrap(&args));
+    let want = pinned_digest(&lab.release("4.18.3")["kubevirt"]);
+    drop(lab.upstream);
+    let site = Registry::plain();
+    ok(&bootstrap(&[
+        "mirror",
+        "--from",
+        &format!("file://{}", disk.display()),
+        "--plain-http",
+        &site.host(),
+        &format!("docker://{}/site", site.host()),
+    ]));
+    assert_eq!(
+        tagged_digest(
+            &site,
+            "site/openshift/release",
+            "4.18.3-x86_64-kube-virt-container"
+        ),
+        want
+    );
 }
