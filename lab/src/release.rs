@@ -6,11 +6,22 @@
 //! same image in every version; a few (the ones that really change with every z-stream) differ,
 //! so mirroring two releases deduplicates the rest. The graph lists 4.18.1-4.18.3 in
 //! candidate, fast and stable, and 4.18.4 in candidate only.
+//!
+//! Each OCP release also carries the installer's boot images,
+//! `release-manifests/0000_50_installer_coreos-bootimages.yaml` (a ConfigMap whose
+//! `data.stream` is CoreOS stream JSON), where oc-mirror finds the KubeVirt container disk
+//! (`platform.kubeVirtContainer`): from 4.18.2 on its `x86_64` entry names one small
+//! container disk image in the component repository by digest; 4.18.1's stream has no KubeVirt
+//! image, so asking for it fails as oc-mirror fails.
+//!
+//! OKD has its own line: two releases `4.18.0-okd-scos.1` and `.2` (`okd/scos-release:<v>`,
+//! components in `okd/scos-content`), in channel `stable-scos-4`, with their own update graph
+//! as origin-release.ci.openshift.org serves it.
 
 use super::image::{self, commit_id, filler, File, Image, ImageSpec};
 use anyhow::Result;
 use bootstrap::openshift::graph::CHANNELS_KEY;
-use bootstrap::openshift::release::IMAGE_REFERENCES;
+use bootstrap::openshift::release::{COREOS_BOOTIMAGES, IMAGE_REFERENCES};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,6 +32,54 @@ pub const RELEASE_REPO: &str = "openshift-release-dev/ocp-release";
 pub const COMPONENT_REPO: &str = "openshift-release-dev/ocp-v4.0-art-dev";
 /// Where `release-metadata` lives inside the release image.
 pub const RELEASE_METADATA: &str = "release-manifests/release-metadata";
+
+/// Repository of OKD's release images.
+pub const OKD_RELEASE_REPO: &str = "okd/scos-release";
+/// Repository of OKD's component images.
+pub const OKD_COMPONENT_REPO: &str = "okd/scos-content";
+
+/// Which product a release line is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Product {
+    /// OpenShift Container Platform.
+    Ocp,
+    /// OKD (CentOS Stream CoreOS).
+    Okd,
+}
+
+impl Product {
+    /// Where its release images live.
+    pub fn release_repo(self) -> &'static str {
+        match self {
+            Product::Ocp => RELEASE_REPO,
+            Product::Okd => OKD_RELEASE_REPO,
+        }
+    }
+
+    /// Where its components live.
+    pub fn component_repo(self) -> &'static str {
+        match self {
+            Product::Ocp => COMPONENT_REPO,
+            Product::Okd => OKD_COMPONENT_REPO,
+        }
+    }
+
+    /// Its release image tags: `4.18.3-x86_64` (ocp-release), `4.18.0-okd-scos.1` (scos-release).
+    fn release_tag(self, version: &str) -> String {
+        match self {
+            Product::Ocp => format!("{version}-x86_64"),
+            Product::Okd => version.to_string(),
+        }
+    }
+
+    /// The image stream its payloads are cut from.
+    fn image_stream(self) -> &'static str {
+        match self {
+            Product::Ocp => "ocp/4.18-art-latest",
+            Product::Okd => "origin/scos-4.18",
+        }
+    }
+}
 
 /// One z-stream of the lab.
 pub struct VersionDef {
@@ -63,6 +122,25 @@ pub const VERSIONS: &[VersionDef] = &[
         errata: "RHBA-2025:2705",
     },
 ];
+
+/// OKD's releases, lowest first (its graph's channel `stable-scos-4`).
+pub const OKD_VERSIONS: &[VersionDef] = &[
+    VersionDef {
+        version: "4.18.0-okd-scos.1",
+        channels: &["stable-scos-4"],
+        previous: &[],
+        errata: "https://github.com/okd-project/okd/releases/tag/4.18.0-okd-scos.1",
+    },
+    VersionDef {
+        version: "4.18.0-okd-scos.2",
+        channels: &["stable-scos-4"],
+        previous: &["4.18.0-okd-scos.1"],
+        errata: "https://github.com/okd-project/okd/releases/tag/4.18.0-okd-scos.2",
+    },
+];
+
+/// The OCP releases whose boot images list no KubeVirt container disk.
+const WITHOUT_KUBEVIRT: &[&str] = &["4.18.1"];
 
 /// A component: its tag name in the payload, its source repository under
 /// github.com/openshift, whether it is rebuilt for every z-stream, and its size in KiB.
@@ -128,15 +206,35 @@ pub struct Release {
     pub image: Image,
     /// Components by tag name.
     pub components: BTreeMap<String, Image>,
+    /// The KubeVirt container disk its boot images name, if any.
+    pub kubevirt: Option<Image>,
 }
 
 /// Builds every release and its components for registry `host`. Components shared between
 /// versions are the same [`Image`] (same digest). The `installer` and `cli` components carry
 /// stand-ins that hand over to `stand_in` (this `bootstrap-lab` binary; see [`super::standin`]).
 pub fn build(host: &str, stand_in: &Path) -> Result<Vec<Release>> {
+    build_line(host, stand_in, Product::Ocp, VERSIONS)
+}
+
+/// Builds OKD's releases as [`build`] builds OCP's: the same components, in OKD's repository.
+pub fn build_okd(host: &str, stand_in: &Path) -> Result<Vec<Release>> {
+    build_line(host, stand_in, Product::Okd, OKD_VERSIONS)
+}
+
+fn build_line(
+    host: &str,
+    stand_in: &Path,
+    product: Product,
+    defs: &'static [VersionDef],
+) -> Result<Vec<Release>> {
     let mut cache: BTreeMap<String, Image> = BTreeMap::new();
     let mut out = Vec::new();
-    for def in VERSIONS {
+    let disk = match product {
+        Product::Ocp => Some(kubevirt_disk()?),
+        Product::Okd => None,
+    };
+    for def in defs {
         let mut components = BTreeMap::new();
         for c in COMPONENTS {
             let build_of = if c.2 { def.version } else { "4.18" };
@@ -144,21 +242,79 @@ pub fn build(host: &str, stand_in: &Path) -> Result<Vec<Release>> {
             let img = match cache.get(&key) {
                 Some(img) => img.clone(),
                 None => {
-                    let img = component(c, build_of, stand_in)?;
+                    let mut img = component(c, build_of, stand_in)?;
+                    img.repository = product.component_repo().to_string();
                     cache.insert(key, img.clone());
                     img
                 }
             };
             components.insert(c.0.to_string(), img);
         }
-        let image = release_image(host, def, &components)?;
+        let kubevirt = disk
+            .clone()
+            .filter(|_| !WITHOUT_KUBEVIRT.contains(&def.version));
+        let image = release_image(host, product, def, &components, kubevirt.as_ref())?;
         out.push(Release {
             def,
             image,
             components,
+            kubevirt,
         });
     }
     Ok(out)
+}
+
+/// The KubeVirt container disk: a small image whose layer holds `disk/` with the qcow2, as
+/// RHCOS's `rhel-coreos-kubevirt` container disks are laid out for KubeVirt.
+fn kubevirt_disk() -> Result<Image> {
+    let spec = ImageSpec {
+        labels: [
+            ("io.k8s.display-name", "rhcos-kubevirt"),
+            ("coreos.stream", "rhcos-4.18"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        layers: vec![vec![File::new(
+            "disk/rhcos-kubevirt.x86_64.qcow2",
+            filler("rhcos-kubevirt@4.18", 16 * 1024),
+        )]],
+        ..Default::default()
+    };
+    image::build(COMPONENT_REPO, None, &spec)
+}
+
+/// `release-manifests/0000_50_installer_coreos-bootimages.yaml` of a release: the
+/// `coreos-bootimages` ConfigMap the installer ships, whose `data.stream` is CoreOS stream JSON
+/// (openshift/installer `data/data/coreos/rhcos.json`); its `x86_64` entry names `kubevirt` by
+/// digest when the release has one.
+pub fn coreos_bootimages(host: &str, version: &str, kubevirt: Option<&Image>) -> String {
+    let mut images = serde_json::Map::new();
+    if let Some(k) = kubevirt {
+        images.insert(
+            "kubevirt".into(),
+            json!({
+                "release": "418.94.202501221327-0",
+                "image": format!("{host}/{COMPONENT_REPO}:4.18-9.4-kubevirt"),
+                "digest-ref": k.pinned(host),
+            }),
+        );
+    }
+    let stream = json!({
+        "stream": "rhcos-4.18",
+        "metadata": {"last-modified": "2025-01-22T13:27:00Z", "generator": "plume cosa2stream"},
+        "architectures": {"x86_64": {
+            "artifacts": {"metal": {"release": "418.94.202501221327-0", "formats": {"iso": {"disk": {
+                "location": "https://rhcos.mirror.openshift.com/art/storage/prod/streams/4.18-9.4/builds/418.94.202501221327-0/x86_64/rhcos-418.94.202501221327-0-live.x86_64.iso",
+            }}}}},
+            "images": images,
+        }},
+    });
+    let stream = serde_json::to_string_pretty(&stream).expect("JSON");
+    let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\n  annotations:\n    include.release.openshift.io/self-managed-high-availability: \"true\"\n    include.release.openshift.io/single-node-developer: \"true\"\ndata:\n  releaseVersion: {version}\n  stream: |\n{indented}"
+    )
 }
 
 fn component(c: &ComponentDef, build_of: &str, stand_in: &Path) -> Result<Image> {
@@ -242,6 +398,15 @@ pub fn image_references(
     version: &str,
     components: &BTreeMap<String, Image>,
 ) -> serde_json::Value {
+    image_stream(host, Product::Ocp, version, components)
+}
+
+fn image_stream(
+    host: &str,
+    product: Product,
+    version: &str,
+    components: &BTreeMap<String, Image>,
+) -> serde_json::Value {
     let tags: Vec<serde_json::Value> = COMPONENTS
         .iter()
         .map(|c| {
@@ -267,7 +432,7 @@ pub fn image_references(
         "metadata": {
             "name": version,
             "creationTimestamp": null,
-            "annotations": {"release.openshift.io/from-image-stream": "ocp/4.18-art-latest"},
+            "annotations": {"release.openshift.io/from-image-stream": product.image_stream()},
         },
         "spec": {"lookupPolicy": {"local": false}, "tags": tags},
         "status": {"dockerImageRepository": ""},
@@ -275,22 +440,28 @@ pub fn image_references(
 }
 
 fn errata_url(def: &VersionDef) -> String {
-    format!("https://access.redhat.com/errata/{}", def.errata)
+    if def.errata.starts_with("https://") {
+        def.errata.to_string()
+    } else {
+        format!("https://access.redhat.com/errata/{}", def.errata)
+    }
 }
 
 fn release_image(
     host: &str,
+    product: Product,
     def: &VersionDef,
     components: &BTreeMap<String, Image>,
+    kubevirt: Option<&Image>,
 ) -> Result<Image> {
-    let references = image_references(host, def.version, components);
+    let references = image_stream(host, product, def.version, components);
     let metadata = json!({
         "kind": "cincinnati-metadata-v0",
         "version": def.version,
         "previous": def.previous,
         "metadata": {"url": errata_url(def)},
     });
-    let spec = ImageSpec {
+    let mut spec = ImageSpec {
         labels: [("io.openshift.release".to_string(), def.version.to_string())].into(),
         entrypoint: vec!["/usr/bin/cluster-version-operator".into()],
         layers: vec![vec![
@@ -303,9 +474,15 @@ fn release_image(
         ]],
         ..Default::default()
     };
+    if product == Product::Ocp {
+        spec.layers[0].push(File::new(
+            COREOS_BOOTIMAGES,
+            coreos_bootimages(host, def.version, kubevirt),
+        ));
+    }
     image::build(
-        RELEASE_REPO,
-        Some(&format!("{}-x86_64", def.version)),
+        product.release_repo(),
+        Some(&product.release_tag(def.version)),
         &spec,
     )
 }
@@ -323,7 +500,7 @@ pub fn graph(host: &str, releases: &[Release]) -> serde_json::Value {
         .map(|r| {
             json!({
                 "version": r.def.version,
-                "payload": format!("{host}/{RELEASE_REPO}@{}", r.image.digest()),
+                "payload": r.image.pinned(host),
                 "metadata": {
                     CHANNELS_KEY: r.def.channels.join(","),
                     "io.openshift.upgrades.graph.release.manifestref": r.image.digest().to_string(),
@@ -429,5 +606,40 @@ mod tests {
         assert_eq!(a["etcd"].digest(), b["etcd"].digest());
         assert_ne!(a["installer"].digest(), b["installer"].digest());
         assert_ne!(releases[0].image.digest(), releases[2].image.digest());
+    }
+
+    /// The boot images name the KubeVirt disk from 4.18.2 on, as bootstrap's mirror reads
+    /// them; OKD's graph selects its own versions with OKD's payloads.
+    #[test]
+    fn bootimages_name_the_kubevirt_disk_and_okd_has_its_own_graph() {
+        let releases = build(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
+        let x86 = vec!["x86_64".to_string()];
+        for r in &releases {
+            let doc = coreos_bootimages(HOST, r.def.version, r.kubevirt.as_ref());
+            let found = bootstrap::openshift::release::kubevirt_images(
+                Some(doc.as_bytes()),
+                Some(&x86),
+                "r",
+            );
+            match &r.kubevirt {
+                Some(k) => assert_eq!(
+                    found.unwrap()[0].image.digest.as_ref(),
+                    Some(k.digest()),
+                    "{}",
+                    r.def.version
+                ),
+                None => assert_eq!(r.def.version, "4.18.1"),
+            }
+        }
+        let okd = build_okd(HOST, Path::new("/usr/bin/bootstrap")).unwrap();
+        let bytes = serde_json::to_vec(&graph(HOST, &okd)).unwrap();
+        let g = Graph::from_json(&bytes, "okd-graph.json").unwrap();
+        let head = g
+            .releases(&channel("stable-scos-4", None, None), "x")
+            .unwrap();
+        assert_eq!(head[0].version.to_string(), "4.18.0-okd-scos.2");
+        assert_eq!(head[0].payload, okd[1].image.pinned(HOST));
+        assert!(head[0].payload.contains("/okd/scos-release@"));
+        assert_eq!(okd[1].image.tag.as_deref(), Some("4.18.0-okd-scos.2"));
     }
 }

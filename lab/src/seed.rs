@@ -1,6 +1,7 @@
 //! `bootstrap-lab seed docker://HOST:PORT --out DIR`: builds the lab's images in memory (the
 //! modelcar through an OCI layout under DIR), pushes them (idempotently: HEAD before every blob
-//! and manifest), and writes `DIR/graph.json` (the update graph), `DIR/graph-data.tar.gz` (the
+//! and manifest), and writes `DIR/graph.json` (the update graph), `DIR/okd-graph.json` (OKD's
+//! update graph, `--okd-graph-url`), `DIR/graph-data.tar.gz` (the
 //! graph data `platform.graph` builds its image from) and `DIR/seed.json` (what was pushed).
 //! Everything is deterministic: the same registry address gives the same digests.
 
@@ -20,6 +21,8 @@ use std::path::PathBuf;
 
 /// The graph file's name under DIR.
 pub const GRAPH_FILE: &str = "graph.json";
+/// OKD's update graph file's name under DIR (`--okd-graph-url file://DIR/okd-graph.json`).
+pub const OKD_GRAPH_FILE: &str = "okd-graph.json";
 /// The update graph data tarball's name under DIR (`--graph-data-url file://DIR/...`).
 pub const GRAPH_DATA_FILE: &str = "graph-data.tar.gz";
 /// The seed record's name under DIR.
@@ -35,8 +38,12 @@ pub struct Seed {
     pub images: Vec<ImageRecord>,
     /// The releases, lowest first.
     pub releases: Vec<ReleaseRecord>,
+    /// OKD's releases, lowest first.
+    pub okd_releases: Vec<ReleaseRecord>,
     /// The update graph's file name, beside this one.
     pub graph: String,
+    /// OKD's update graph's file name, beside this one.
+    pub okd_graph: String,
     /// The update graph data tarball's file name (`platform.graph`), beside this one.
     pub graph_data: String,
     /// The operator catalog.
@@ -57,7 +64,7 @@ pub struct ImageRecord {
     pub tag: Option<String>,
     /// Manifest digest.
     pub digest: Digest,
-    /// `release`, `component`, `catalog`, `bundle`, `operand` or `modelcar`.
+    /// `release`, `component`, `kubevirt`, `catalog`, `bundle`, `operand` or `modelcar`.
     pub kind: &'static str,
     /// Bytes of manifest, config and layers.
     pub size: u64,
@@ -77,6 +84,9 @@ pub struct ReleaseRecord {
     pub channels: Vec<String>,
     /// Components: tag name -> image by digest.
     pub components: BTreeMap<String, String>,
+    /// The KubeVirt container disk its boot images name, by digest, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubevirt: Option<String>,
 }
 
 /// The catalog.
@@ -139,13 +149,17 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
         "building release payloads, the operator catalog and the modelcar for {host}"
     ));
     let releases = release::build(&host, &stand_in)?;
+    let okd_releases = release::build_okd(&host, &stand_in)?;
     let built_catalog = catalog::build(&host)?;
     let model = modelcar::build(&host, &out.join("modelcar")).await?;
 
     let mut leaves: BTreeMap<(String, Digest), (&Image, &'static str)> = BTreeMap::new();
-    for r in &releases {
+    for r in releases.iter().chain(&okd_releases) {
         for c in r.components.values() {
             leaves.insert((c.repository.clone(), c.digest().clone()), (c, "component"));
+        }
+        if let Some(k) = &r.kubevirt {
+            leaves.insert((k.repository.clone(), k.digest().clone()), (k, "kubevirt"));
         }
     }
     for img in &built_catalog.images {
@@ -160,8 +174,11 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
         (model.repository.clone(), model.digest().clone()),
         (&model, "modelcar"),
     );
-    let mut roots: Vec<(&Image, &'static str)> =
-        releases.iter().map(|r| (&r.image, "release")).collect();
+    let mut roots: Vec<(&Image, &'static str)> = releases
+        .iter()
+        .chain(&okd_releases)
+        .map(|r| (&r.image, "release"))
+        .collect();
     roots.push((&built_catalog.image, "catalog"));
 
     let pusher = Pusher::new(&client);
@@ -177,8 +194,19 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
 
     let graph = release::graph(&host, &releases);
     write_json(&out.join(GRAPH_FILE), &graph)?;
+    write_json(
+        &out.join(OKD_GRAPH_FILE),
+        &release::graph(&host, &okd_releases),
+    )?;
     bootstrap::fs::write_atomic(&out.join(GRAPH_DATA_FILE), &release::graph_data(&releases)?)?;
-    let seed = seed_record(&host, &releases, &built_catalog, &model, &leaves, &roots);
+    let seed = seed_record(
+        &host,
+        [&releases, &okd_releases],
+        &built_catalog,
+        &model,
+        &leaves,
+        &roots,
+    );
     write_json(&out.join(SEED_FILE), &seed)?;
     progress.finish();
     Ok(SeedReport {
@@ -192,7 +220,7 @@ pub async fn seed(settings: SeedSettings) -> Result<SeedReport> {
 /// the catalog and the modelcar.
 fn seed_record(
     host: &str,
-    releases: &[release::Release],
+    [releases, okd_releases]: [&[release::Release]; 2],
     built_catalog: &catalog::BuiltCatalog,
     model: &Image,
     leaves: &BTreeMap<(String, Digest), (&Image, &'static str)>,
@@ -215,21 +243,13 @@ fn seed_record(
     let seed = Seed {
         registry: host.to_string(),
         images,
-        releases: releases
+        releases: releases.iter().map(|r| release_record(host, r)).collect(),
+        okd_releases: okd_releases
             .iter()
-            .map(|r| ReleaseRecord {
-                version: r.def.version.to_string(),
-                image: r.image.tagged(host),
-                digest: r.image.digest().clone(),
-                channels: r.def.channels.iter().map(|c| c.to_string()).collect(),
-                components: r
-                    .components
-                    .iter()
-                    .map(|(name, img)| (name.clone(), img.pinned(host)))
-                    .collect(),
-            })
+            .map(|r| release_record(host, r))
             .collect(),
         graph: GRAPH_FILE.to_string(),
+        okd_graph: OKD_GRAPH_FILE.to_string(),
         graph_data: GRAPH_DATA_FILE.to_string(),
         catalog: CatalogRecord {
             image: format!("{host}/{CATALOG_REPO}:{CATALOG_TAG}"),
@@ -239,6 +259,21 @@ fn seed_record(
         modelcar: record(model, "modelcar"),
     };
     seed
+}
+
+fn release_record(host: &str, r: &release::Release) -> ReleaseRecord {
+    ReleaseRecord {
+        version: r.def.version.to_string(),
+        image: r.image.tagged(host),
+        digest: r.image.digest().clone(),
+        channels: r.def.channels.iter().map(|c| c.to_string()).collect(),
+        components: r
+            .components
+            .iter()
+            .map(|(name, img)| (name.clone(), img.pinned(host)))
+            .collect(),
+        kubevirt: r.kubevirt.as_ref().map(|k| k.pinned(host)),
+    }
 }
 
 /// `HOST:PORT` from `docker://HOST:PORT`; a path is refused, since the lab's repositories are
@@ -263,7 +298,7 @@ impl std::fmt::Display for SeedReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (seed, transfer) = (&self.seed, &self.transfer);
         writeln!(f, "seeded the lab upstream at {}:", seed.registry)?;
-        for r in &seed.releases {
+        for r in seed.releases.iter().chain(&seed.okd_releases) {
             writeln!(
                 f,
                 "  release {} {} ({} components; {})",
@@ -298,8 +333,9 @@ impl std::fmt::Display for SeedReport {
         )?;
         writeln!(
             f,
-            "wrote {} and {}",
+            "wrote {}, {} and {}",
             self.out.join(GRAPH_FILE).display(),
+            self.out.join(OKD_GRAPH_FILE).display(),
             self.out.join(SEED_FILE).display()
         )
     }

@@ -165,6 +165,12 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_GRAPH_URL)]
     pub graph_url: String,
 
+    /// OKD's update graph for mirror.platform.channels of `type: okd`, read as --graph-url is
+    /// (oc-mirror reads them from origin-release.ci.openshift.org, and its UPDATE_URL_OVERRIDE
+    /// changes OCP's graph only): an http(s) URL or file://PATH to a saved graph.
+    #[arg(long, value_name = "URL", default_value = crate::mirror::content::DEFAULT_OKD_GRAPH_URL)]
+    pub okd_graph_url: String,
+
     /// The update graph data for mirror.platform.graph: the gzip-compressed tarball of
     /// cincinnati-graph-data oc-mirror downloads (http(s) URL), or file://PATH to a saved one.
     #[arg(long, value_name = "URL",

@@ -34,6 +34,7 @@ impl MirrorSettings {
             destination,
             destination_label: args.destination,
             graph_url: args.graph_url,
+            okd_graph_url: args.okd_graph_url,
             graph_data_url: args.graph_data_url,
             graph_base_image: args.graph_base_image,
             dependencies: if args.follow_dependencies {

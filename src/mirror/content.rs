@@ -5,13 +5,16 @@
 //!   against the update graph ([`crate::openshift::graph`]); each release image's
 //!   `release-manifests/image-references` lists its components ([`crate::openshift::release`]). The
 //!   release image goes to `<prefix>/openshift/release-images:<version>-<arch>`, components to
-//!   `<prefix>/openshift/release` by digest, as oc-mirror places them.
+//!   `<prefix>/openshift/release` by digest, as oc-mirror places them. `type: okd` channels are
+//!   read from OKD's graph (`--okd-graph-url`) and tagged by version alone; with
+//!   `platform.kubeVirtContainer` each release's KubeVirt container disk, named by its
+//!   `coreos-bootimages` manifest, goes to `openshift/release` too.
 //! - Operator catalogs: the catalog image's config directory is read out of its layers
 //!   ([`crate::oci::layers`], streamed, verified, in memory), filtered by the entry's rules
 //!   ([`super::resolve::select`]), and rebuilt as a new image ([`crate::openshift::rebuild`]);
 //!   every kept bundle image and related image is mirrored at its source path.
 
-use super::config::{ImageSetConfig, Operator, ReleaseChannel};
+use super::config::{ImageSetConfig, Operator, PlatformType, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
 use super::resolve::select;
 use crate::oci::blob_read::read_image_dir;
@@ -31,6 +34,19 @@ use std::sync::Arc;
 
 /// The public update service.
 pub const DEFAULT_GRAPH_URL: &str = "https://api.openshift.com/api/upgrades_info/v1/graph";
+/// OKD's update service, where oc-mirror v2 reads `type: okd` channels
+/// (`cincinnati.OkdUpdateURL`, internal/pkg/cincinnati/download.go).
+pub const DEFAULT_OKD_GRAPH_URL: &str = "https://origin-release.ci.openshift.org/graph";
+
+/// Where release channels are resolved: OCP's update graph and OKD's (each an http(s) URL or
+/// `file://PATH`).
+#[derive(Clone, Copy, Debug)]
+pub struct GraphUrls<'a> {
+    /// For `type: ocp` channels (`--graph-url`).
+    pub ocp: &'a str,
+    /// For `type: okd` channels (`--okd-graph-url`).
+    pub okd: &'a str,
+}
 
 /// One image a configuration asks for, and where it goes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,6 +84,15 @@ pub struct ReleaseInfo {
     pub image: String,
     /// How many components its image-references list.
     pub components: usize,
+    /// Whether it was chosen from OKD's update graph.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub okd: bool,
+    /// Its KubeVirt container disk images (`platform.kubeVirtContainer`), by digest.
+    #[serde(rename = "kubeVirtContainer", skip_serializing_if = "Vec::is_empty")]
+    pub kubevirt: Vec<String>,
+    /// What was skipped, to say on stderr.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// A catalog filtered for mirroring, for reports.
@@ -158,11 +183,11 @@ pub async fn resolve(
     cfg: &ImageSetConfig,
     origin: &str,
     regs: &Arc<Registries>,
-    graph_url: &str,
+    graphs: GraphUrls<'_>,
     dependencies: select::Dependencies,
 ) -> Result<Content> {
     let mut content = Content::default();
-    releases(cfg, origin, regs, graph_url, &mut content).await?;
+    releases(cfg, origin, regs, graphs, &mut content).await?;
     for (i, op) in cfg.mirror.operators.iter().enumerate() {
         let at = CatalogAt {
             op,
@@ -210,15 +235,17 @@ impl<'a> From<&'a ReleaseChannel> for ChannelQuery<'a> {
     }
 }
 
-/// Fetches the update graph of `channel` for `arch`.
-async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
+/// Fetches the update graph of `channel` for `arch` from `url`; `flag` names the option that
+/// sets it.
+async fn fetch_graph(url: &str, flag: &str, channel: &str, arch: &str) -> Result<Graph> {
     if let Some(path) = url.strip_prefix("file://") {
         let path = path.replace("{arch}", arch);
-        let bytes = fs_err::read(&path).context("reading the update graph (--graph-url)")?;
+        let bytes =
+            fs_err::read(&path).with_context(|| format!("reading the update graph ({flag})"))?;
         return Graph::from_json(&bytes, &path);
     }
     if !(url.starts_with("https://") || url.starts_with("http://")) {
-        bail!("--graph-url '{url}' must be an http(s) URL or file://PATH");
+        bail!("{flag} '{url}' must be an http(s) URL or file://PATH");
     }
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
@@ -231,7 +258,9 @@ async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
         .await
         .map_err(|e| {
             anyhow::anyhow!(crate::oci::registry::describe_transport_error(url, &e)).context(
-                "fetching the update graph; on an air-gapped side pass --graph-url file://GRAPH.json",
+                format!(
+                "fetching the update graph; on an air-gapped side pass {flag} file://GRAPH.json"
+            ),
             )
         })?;
     if !resp.status().is_success() {
@@ -246,33 +275,58 @@ async fn fetch_graph(url: &str, channel: &str, arch: &str) -> Result<Graph> {
     Graph::from_json(&bytes, url)
 }
 
-/// One release payload to mirror: its image, its version when the graph gave it, and the
-/// graph architecture it was chosen for.
-type Payload = (ImageRef, Option<String>, String);
+/// One release payload to mirror.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Payload {
+    /// Its image.
+    image: ImageRef,
+    /// Its version, when the graph gave it.
+    version: Option<String>,
+    /// The graph architecture it was chosen for.
+    arch: String,
+    /// Chosen from OKD's graph.
+    okd: bool,
+}
+
+impl Payload {
+    /// The tag its release image lands under in `openshift/release-images`, which its
+    /// components' and KubeVirt container disk's tags in `openshift/release` start with:
+    /// `<version>-<arch>` as OCP's release images are tagged (`ocp-release:4.18.3-x86_64`), the
+    /// version alone for OKD's (`scos-release:4.18.0-okd-scos.1`), so that it is the source
+    /// tag, as oc-mirror v2 takes it from the release's `docker-reference`.
+    fn release_tag(&self, version: &str) -> String {
+        if self.okd {
+            version.to_string()
+        } else {
+            format!("{version}-{}", release_arch(&self.arch))
+        }
+    }
+}
 
 async fn releases(
     cfg: &ImageSetConfig,
     origin: &str,
     regs: &Arc<Registries>,
-    graph_url: &str,
+    graphs: GraphUrls<'_>,
     content: &mut Content,
 ) -> Result<()> {
-    let payloads = chosen_payloads(cfg, origin, graph_url).await?;
+    let payloads = chosen_payloads(cfg, origin, graphs).await?;
     let platforms = cfg.release_platforms();
     let source = Source::Registry(regs.clone());
-    for (image, version, arch) in payloads {
-        let resolved = plan::resolve(&source, &image, None, &platforms, None)
+    for payload in payloads {
+        let image = &payload.image;
+        let resolved = plan::resolve(&source, image, None, &platforms, None)
             .await
             .with_context(|| format!("resolving release image {image}"))?;
         let (manifest, _) = first_image(&resolved)?;
-        let config = read_blob(regs, &image, &config_digest(&manifest)?).await?;
-        let version = match version {
-            Some(v) => v,
+        let config = read_blob(regs, image, &config_digest(&manifest)?).await?;
+        let version = match &payload.version {
+            Some(v) => v.clone(),
             None => release::version_label(&config).with_context(|| {
                 format!("{image} has no io.openshift.release label: is it a release image?")
             })?,
         };
-        let files = read_image_dir(regs, &image, &manifest, "/release-manifests").await?;
+        let files = read_image_dir(regs, image, &manifest, "/release-manifests").await?;
         let refs = files.get("image-references").with_context(|| {
             format!(
                 "{image} has no {}: is it a release image?",
@@ -280,49 +334,87 @@ async fn releases(
             )
         })?;
         let components = release::components(refs, &image.to_string())?;
-        let arch_tag = release_arch(&arch).to_string();
-        content.releases.push(ReleaseInfo {
+        let release_tag = payload.release_tag(&version);
+        let mut kubevirt = Vec::new();
+        let mut warnings = Vec::new();
+        if cfg.mirror.platform.kube_virt_container {
+            let (found, skipped) = kubevirt_images(cfg, image, &files)?;
+            kubevirt = found;
+            warnings = skipped;
+        }
+        let mut info = ReleaseInfo {
             version: version.clone(),
-            arch: arch_tag.clone(),
+            arch: release_arch(&payload.arch).to_string(),
             image: image.to_string(),
             components: components.len(),
-        });
-        content.images.push(WantedImage {
-            source: image,
-            digest: None,
-            placement: Placement {
-                repository: Some(release::RELEASE_IMAGES_REPO.to_string()),
-                tag: Some(format!("{version}-{arch_tag}")),
-                category: Category::Release,
-            },
-            platforms: platforms.clone(),
-        });
-        for c in components {
-            // Tagged as oc-mirror v2 tags them (`4.18.3-x86_64-etcd`), so a registry that
-            // collects untagged manifests keeps them.
-            let tag = format!("{version}-{arch_tag}-{}", c.name);
+            okd: payload.okd,
+            kubevirt: Vec::new(),
+            warnings,
+        };
+        let mut want = |source: ImageRef, repository: &str, tag: String| {
             content.images.push(WantedImage {
-                source: c.image,
+                source,
                 digest: None,
                 placement: Placement {
-                    repository: Some(release::COMPONENTS_REPO.to_string()),
+                    repository: Some(repository.to_string()),
                     tag: Some(tag),
                     category: Category::Release,
                 },
                 platforms: platforms.clone(),
-            });
+            })
+        };
+        want(
+            payload.image.clone(),
+            release::RELEASE_IMAGES_REPO,
+            release_tag.clone(),
+        );
+        // Tagged as oc-mirror v2 tags them (`4.18.3-x86_64-etcd`), so a registry that
+        // collects untagged manifests keeps them.
+        for c in components {
+            let tag = format!("{release_tag}-{}", c.name);
+            want(c.image, release::COMPONENTS_REPO, tag);
         }
+        let several = kubevirt.len() > 1;
+        for k in kubevirt {
+            let mut tag = format!("{release_tag}-{}", release::KUBEVIRT_NAME);
+            if several {
+                tag = format!("{tag}-{}", k.arch);
+            }
+            info.kubevirt.push(k.image.to_string());
+            want(k.image, release::COMPONENTS_REPO, tag);
+        }
+        content.releases.push(info);
     }
     Ok(())
 }
 
+/// The KubeVirt container disk images of one release (`platform.kubeVirtContainer`), and the
+/// architectures skipped, as warnings.
+fn kubevirt_images(
+    cfg: &ImageSetConfig,
+    image: &ImageRef,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<(Vec<release::KubeVirtImage>, Vec<String>)> {
+    let (keys, skipped) = cfg.kubevirt_arch_keys();
+    let name = release::COREOS_BOOTIMAGES.trim_start_matches("release-manifests/");
+    let found = release::kubevirt_images(
+        files.get(name).map(Vec::as_slice),
+        keys.as_deref(),
+        &image.to_string(),
+    )?;
+    Ok((found, skipped))
+}
+
 /// The release payloads `mirror.platform` names: `release` as written, and each channel's
-/// releases chosen from the update graph per architecture (the multi-arch graph when
-/// `platforms` filters the multi-arch payload); in version order, once each.
+/// releases chosen from its product's update graph (OCP's, or OKD's for `type: okd`) per
+/// architecture (the multi-arch graph when `platforms` filters the multi-arch payload); in
+/// version order, once each. Each channel is read on its own: there is no cross-channel upgrade
+/// calculation here for OKD channels to be left out of, as oc-mirror v2 leaves them out of its
+/// own (`getCrossChannelDownloads`).
 async fn chosen_payloads(
     cfg: &ImageSetConfig,
     origin: &str,
-    graph_url: &str,
+    graphs: GraphUrls<'_>,
 ) -> Result<Vec<Payload>> {
     let platform = &cfg.mirror.platform;
     let mut payloads: Vec<Payload> = Vec::new();
@@ -331,12 +423,23 @@ async fn chosen_payloads(
         let image = ImageRef::parse(r).map_err(|e| {
             anyhow::anyhow!("{origin}: mirror.platform.release '{r}': {}", e.reason)
         })?;
-        payloads.push((image, None, graph_arches[0].clone()));
+        payloads.push(Payload {
+            image,
+            version: None,
+            arch: graph_arches[0].clone(),
+            okd: false,
+        });
     }
     for (i, channel) in platform.channels.iter().enumerate() {
         let path = format!("mirror.platform.channels[{i}]");
+        let okd = channel.platform_type == PlatformType::Okd;
+        let (url, flag) = if okd {
+            (graphs.okd, "--okd-graph-url")
+        } else {
+            (graphs.ocp, "--graph-url")
+        };
         for arch in &graph_arches {
-            let graph = fetch_graph(graph_url, &channel.name, arch).await?;
+            let graph = fetch_graph(url, flag, &channel.name, arch).await?;
             let chosen = graph
                 .releases(&ChannelQuery::from(channel), &path)
                 .with_context(|| format!("{origin}: {path} ({})", channel.name))?;
@@ -349,15 +452,23 @@ async fn chosen_payloads(
                         e.reason
                     )
                 })?;
-                payloads.push((image, Some(r.version.to_string()), arch.to_string()));
+                payloads.push(Payload {
+                    image,
+                    version: Some(r.version.to_string()),
+                    arch: arch.to_string(),
+                    okd,
+                });
             }
         }
     }
-    payloads.sort_by(|a, b| {
-        let version =
-            |v: &Option<String>| v.as_deref().and_then(|s| semver::Version::parse(s).ok());
-        (version(&a.1), &a.2, &a.0).cmp(&(version(&b.1), &b.2, &b.0))
-    });
+    let key = |p: &Payload| {
+        let version = p
+            .version
+            .as_deref()
+            .and_then(|s| semver::Version::parse(s).ok());
+        (version, p.arch.clone(), p.image.clone(), p.okd)
+    };
+    payloads.sort_by_key(key);
     payloads.dedup();
     Ok(payloads)
 }

@@ -375,6 +375,15 @@ fn warn_unmet_dependencies(wanted: &Wanted) {
     for line in wanted.catalog_reports.iter().flat_map(|c| c.warnings()) {
         progress.warn(line);
     }
+    // Architectures platform.kubeVirtContainer has no boot image key for.
+    let once: std::collections::BTreeSet<&String> = wanted
+        .releases
+        .iter()
+        .flat_map(|r| r.warnings.iter())
+        .collect();
+    for line in once {
+        progress.warn(line);
+    }
     // Images a chart references that could not be resolved are not mirrored: say which.
     for line in wanted.charts.iter().flat_map(|c| c.warnings()) {
         progress.warn(line);

@@ -30,6 +30,8 @@ pub struct MirrorSettings {
     pub destination_label: String,
     /// The update graph for `mirror.platform.channels` (http(s) URL or `file://PATH`).
     pub graph_url: String,
+    /// OKD's update graph for `type: okd` channels (http(s) URL or `file://PATH`).
+    pub okd_graph_url: String,
     /// The update graph data tarball for `mirror.platform.graph` (http(s) URL or `file://PATH`).
     pub graph_data_url: String,
     /// The image the graph data image is layered on (`mirror.platform.graph`).

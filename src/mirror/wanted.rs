@@ -46,10 +46,11 @@ pub(super) struct Wanted {
 }
 
 /// Where a configuration's upstream content that is not in registries comes from: the update
-/// graph (`--graph-url`), and for `platform.graph` the graph data (`--graph-data-url`) and the
+/// graphs (`--graph-url`, `--okd-graph-url`), and for `platform.graph` the graph data (`--graph-data-url`) and the
 /// image it is layered on (`--graph-base-image`).
 pub(super) struct Upstream<'a> {
     pub(super) graph_url: &'a str,
+    pub(super) okd_graph_url: &'a str,
     pub(super) graph_data_url: &'a str,
     pub(super) graph_base_image: &'a str,
 }
@@ -59,8 +60,17 @@ impl<'a> Upstream<'a> {
     pub(super) fn of(settings: &'a super::settings::MirrorSettings) -> Self {
         Upstream {
             graph_url: &settings.graph_url,
+            okd_graph_url: &settings.okd_graph_url,
             graph_data_url: &settings.graph_data_url,
             graph_base_image: &settings.graph_base_image,
+        }
+    }
+
+    /// The update graphs release channels are resolved against.
+    pub(super) fn graphs(&self) -> content::GraphUrls<'a> {
+        content::GraphUrls {
+            ocp: self.graph_url,
+            okd: self.okd_graph_url,
         }
     }
 }
@@ -82,7 +92,7 @@ async fn wanted_from_config(
     let mut ignored = Vec::new();
     let additional = additional_images(&cfg, &origin, &patterns, &mut blocked, &mut ignored)?;
     let mut content =
-        content::resolve(&cfg, &origin, regs, upstream.graph_url, dependencies).await?;
+        content::resolve(&cfg, &origin, regs, upstream.graphs(), dependencies).await?;
     let helm = super::helm::resolve(&cfg, &origin, regs).await?;
     content.catalogs.extend(helm.charts);
     let graph = if cfg.mirror.platform.graph {

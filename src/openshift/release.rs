@@ -6,6 +6,7 @@
 
 use crate::oci::reference::ImageRef;
 use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
 
 /// Where the payload's image references live inside the release image.
 pub const IMAGE_REFERENCES: &str = "release-manifests/image-references";
@@ -41,6 +42,124 @@ pub fn preferred_name(metadata: Option<&[u8]>, image_references: &[u8]) -> Optio
         Some(m) => field(m, "/version"),
         None => field(image_references, "/metadata/name"),
     }
+}
+
+/// The installer's boot images inside the release image: a ConfigMap whose `data.stream` is the
+/// CoreOS stream metadata (JSON). oc-mirror v2 reads the KubeVirt container disk image from it
+/// (`getKubeVirtImages`, internal/pkg/release/local_stored_collector.go), not from
+/// `image-references`.
+pub const COREOS_BOOTIMAGES: &str = "release-manifests/0000_50_installer_coreos-bootimages.yaml";
+
+/// The name oc-mirror v2 gives the KubeVirt container disk image: its tag in
+/// `openshift/release` is `<release tag>-kube-virt-container`, with `-<arch key>` when several
+/// architectures are mirrored (internal/pkg/release/const.go).
+pub const KUBEVIRT_NAME: &str = "kube-virt-container";
+
+/// oc-mirror v2's error when a release has no KubeVirt container disk for the architectures asked.
+pub const KUBEVIRT_NOT_FOUND: &str = "could not find kubevirt image in this release";
+
+/// A release's KubeVirt container disk image for one CoreOS architecture key (`x86_64`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeVirtImage {
+    /// The stream's architecture key.
+    pub arch: String,
+    /// `architectures.<arch>.images.kubevirt.digest-ref`.
+    pub image: ImageRef,
+}
+
+#[derive(serde::Deserialize)]
+struct BootImagesConfigMap {
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Stream {
+    #[serde(default)]
+    architectures: BTreeMap<String, StreamArch>,
+}
+
+#[derive(serde::Deserialize)]
+struct StreamArch {
+    #[serde(default)]
+    images: StreamImages,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct StreamImages {
+    kubevirt: Option<StreamKubeVirt>,
+}
+
+#[derive(serde::Deserialize)]
+struct StreamKubeVirt {
+    #[serde(default, rename = "digest-ref")]
+    digest_ref: String,
+}
+
+/// The KubeVirt container disk images of a release, as oc-mirror v2 finds them: `bytes` is
+/// [`COREOS_BOOTIMAGES`] (absent: none), `keys` the stream architecture keys asked for (`None`:
+/// every key the stream has), `origin` the release image. An empty `digest-ref` is skipped; no
+/// image at all is [`KUBEVIRT_NOT_FOUND`].
+pub fn kubevirt_images(
+    bytes: Option<&[u8]>,
+    keys: Option<&[String]>,
+    origin: &str,
+) -> Result<Vec<KubeVirtImage>> {
+    let not_found = |why: &str| anyhow::anyhow!("{origin}: {KUBEVIRT_NOT_FOUND} ({why})");
+    let Some(bytes) = bytes else {
+        return Err(not_found(&format!("it has no {COREOS_BOOTIMAGES}")));
+    };
+    let text = std::str::from_utf8(bytes)
+        .with_context(|| format!("{origin}: {COREOS_BOOTIMAGES} is not UTF-8"))?;
+    let map: BootImagesConfigMap = serde_saphyr::from_str(text).map_err(|e| {
+        anyhow::anyhow!("{origin}: {COREOS_BOOTIMAGES}: marshalling kubevirt yaml file {e}")
+    })?;
+    let stream = map.data.get("stream").map(String::as_str).unwrap_or("");
+    let stream: Stream = serde_json::from_str(stream).map_err(|e| {
+        anyhow::anyhow!(
+            "{origin}: {COREOS_BOOTIMAGES}: parsing json from kubevirt configmap data {e}"
+        )
+    })?;
+    let wanted: Vec<&String> = match keys {
+        Some(keys) => keys.iter().collect(),
+        None => stream.architectures.keys().collect(),
+    };
+    let mut out = Vec::new();
+    for key in wanted {
+        let Some(r) = stream
+            .architectures
+            .get(key)
+            .and_then(|a| a.images.kubevirt.as_ref())
+            .map(|k| k.digest_ref.as_str())
+            .filter(|r| !r.is_empty())
+        else {
+            continue;
+        };
+        let image = ImageRef::parse(r).map_err(|e| {
+            anyhow::anyhow!(
+                "{origin}: {COREOS_BOOTIMAGES}: architectures.{key}.images.kubevirt.digest-ref '{r}': {}",
+                e.reason
+            )
+        })?;
+        out.push(KubeVirtImage {
+            arch: key.clone(),
+            image,
+        });
+    }
+    if out.is_empty() {
+        let asked: Vec<&str> = keys
+            .map(|k| k.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        return Err(not_found(&format!(
+            "no architectures.<arch>.images.kubevirt.digest-ref for {}",
+            if asked.is_empty() {
+                "any architecture".to_string()
+            } else {
+                asked.join(", ")
+            }
+        )));
+    }
+    Ok(out)
 }
 
 /// One component of a release.
@@ -192,6 +311,66 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("not an image.openshift.io ImageStream"),
+            "{e}"
+        );
+    }
+
+    fn bootimages(architectures: serde_json::Value) -> Vec<u8> {
+        let stream = serde_json::json!({"stream": "rhcos-4.18", "architectures": architectures});
+        let stream = serde_json::to_string_pretty(&stream).unwrap();
+        let indented: String = stream.lines().map(|l| format!("    {l}\n")).collect();
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: coreos-bootimages\n  namespace: openshift-machine-config-operator\ndata:\n  releaseVersion: 4.18.3\n  stream: |\n{indented}")
+            .into_bytes()
+    }
+
+    fn kubevirt(digest: &str) -> serde_json::Value {
+        serde_json::json!({"images": {"kubevirt": {
+            "release": "418.94.202501221327-0",
+            "image": "quay.io/openshift-release-dev/ocp-v4.0-art-dev:4.18-9.4-kubevirt",
+            "digest-ref": format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@{digest}"),
+        }}})
+    }
+
+    /// The KubeVirt container disk is `architectures.<key>.images.kubevirt.digest-ref` of the
+    /// bootimages ConfigMap's stream, for the keys asked (or every key).
+    #[test]
+    fn kubevirt_images_are_read_from_the_coreos_stream() {
+        let doc = bootimages(serde_json::json!({"x86_64": kubevirt(D1), "s390x": kubevirt(D2)}));
+        let x86 = vec!["x86_64".to_string()];
+        let found = kubevirt_images(Some(&doc), Some(&x86), "rel").unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].arch, "x86_64");
+        assert_eq!(found[0].image.digest.as_ref().unwrap().to_string(), D1);
+        let all = kubevirt_images(Some(&doc), None, "rel").unwrap();
+        let keys: Vec<&str> = all.iter().map(|k| k.arch.as_str()).collect();
+        assert_eq!(keys, ["s390x", "x86_64"]);
+    }
+
+    /// A release without the stream entry (or the file) fails with oc-mirror's message.
+    #[test]
+    fn a_release_without_a_kubevirt_image_fails_as_oc_mirror_does() {
+        let x86 = vec!["x86_64".to_string()];
+        let no_kubevirt = bootimages(serde_json::json!({"x86_64": {"images": {}}}));
+        let empty =
+            bootimages(serde_json::json!({"x86_64": {"images": {"kubevirt": {"digest-ref": ""}}}}));
+        for doc in [Some(no_kubevirt.as_slice()), Some(empty.as_slice()), None] {
+            let e = kubevirt_images(doc, Some(&x86), "rel")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("rel: could not find kubevirt image in this release"),
+                "{e}"
+            );
+        }
+        let e = kubevirt_images(Some(b"data: [\n"), Some(&x86), "rel")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("marshalling kubevirt yaml file"), "{e}");
+        let e = kubevirt_images(Some(b"data:\n  stream: '{'\n"), Some(&x86), "rel")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("parsing json from kubevirt configmap data"),
             "{e}"
         );
     }

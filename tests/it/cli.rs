@@ -338,10 +338,10 @@ fn a_target_catalog_with_a_tag_is_refused_with_the_fix() {
     );
 }
 
-/// bootstrap resolves release channels against OCP's update graph only: an OKD channel is
-/// refused with the reason, never read as OCP.
+/// An OKD channel is read from OKD's update graph (`--okd-graph-url`), never from OCP's
+/// (`--graph-url`), even where both name the same channel.
 #[test]
-fn an_okd_channel_is_refused_not_read_as_ocp() {
+fn an_okd_channel_is_read_from_okds_graph_not_ocps() {
     let work = tempfile::tempdir().unwrap();
     let cfg = isc(
         work.path(),
@@ -349,9 +349,21 @@ fn an_okd_channel_is_refused_not_read_as_ocp() {
         "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  platform:\n    channels:\n    - name: stable-4\n      type: okd\n",
     );
     let dest = format!("file://{}", work.path().join("m").display());
-    let err = failed(&bootstrap(&["mirror", "-c", &cfg, &dest, "--dry-run"]));
+    let ocp = format!("file://{}", work.path().join("ocp.json").display());
+    let okd = format!("file://{}", work.path().join("okd.json").display());
+    let err = failed(&bootstrap(&[
+        "mirror",
+        "-c",
+        &cfg,
+        &dest,
+        "--dry-run",
+        "--graph-url",
+        &ocp,
+        "--okd-graph-url",
+        &okd,
+    ]));
     assert!(
-        err.contains(&format!("{cfg}:7:7: mirror.platform.channels[0].type is not supported yet by this version of bootstrap (type: okd; release channels are resolved against OCP's update graph only")),
+        err.contains("reading the update graph (--okd-graph-url)") && err.contains("okd.json"),
         "{err}"
     );
     assert!(!work.path().join("m").exists());

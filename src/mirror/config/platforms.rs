@@ -46,6 +46,50 @@ impl ImageSetConfig {
         }
     }
 
+    /// The CoreOS stream architecture keys whose KubeVirt container disk
+    /// `platform.kubeVirtContainer` mirrors, as oc-mirror v2 maps them
+    /// (`requestedKubeVirtArchKeys`, internal/pkg/release/local_stored_collector.go): `x86_64`
+    /// by default; `mirror.platform.architectures` with `amd64` as `x86_64`, `s390x` as itself and
+    /// `multi` as both, any other skipped with a warning; `mirror.platform.platforms` mapped
+    /// likewise, and every key the stream has (`None`) when none of them maps.
+    pub fn kubevirt_arch_keys(&self) -> (Option<Vec<String>>, Vec<String>) {
+        fn key(arch: &str) -> Option<&'static [&'static str]> {
+            match arch {
+                "amd64" => Some(&["x86_64"]),
+                "s390x" => Some(&["s390x"]),
+                "multi" => Some(&["x86_64", "s390x"]),
+                _ => None,
+            }
+        }
+        let p = &self.mirror.platform;
+        let mut keys: Vec<String> = Vec::new();
+        let mut add = |k: &[&str]| {
+            for k in k {
+                if !keys.iter().any(|have| have == k) {
+                    keys.push(k.to_string());
+                }
+            }
+        };
+        let mut warnings = Vec::new();
+        if !p.platforms.is_empty() {
+            for f in &p.platforms {
+                if let Some(k) = key(&f.architecture) {
+                    add(k);
+                }
+            }
+            return ((!keys.is_empty()).then_some(keys), warnings);
+        }
+        for arch in self.architectures() {
+            match key(&arch) {
+                Some(k) => add(k),
+                None => warnings.push(format!(
+                    "kubevirt: no bootimages key for architecture \"{arch}\" — skipping"
+                )),
+            }
+        }
+        (Some(keys), warnings)
+    }
+
     /// What `mirror.operators[index]`'s catalog image, bundles and related images keep: its
     /// `platforms`, else every platform (oc-mirror v2's default: digests stay those CSVs pin).
     pub fn catalog_platforms(&self, index: usize) -> IndexFilter {

@@ -2,18 +2,13 @@
 //! can act on. A configuration oc-mirror accepts is parsed whole; what bootstrap cannot mirror
 //! yet is refused here, section by section, with what to do instead.
 
-use super::{ConfigError, ImageSetConfig, PlatformType, Problem};
-
-/// The reason [`ImageSetConfig::ensure_supported`] gives for `kubeVirtContainer`.
-const LATER: &str = "KubeVirt containers arrive in a later release";
+use super::{ConfigError, ImageSetConfig, Problem};
 
 impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
-    /// in file-schema order: `mirror.platform.kubeVirtContainer`,
-    /// `mirror.platform.channels[].type: okd`,
-    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs (`mirror.samples`
-    /// is read and ignored with a warning, as oc-mirror ignores it). A section counts only when
-    /// it would change what is mirrored (`kubeVirtContainer: false` does not).
+    /// in file-schema order: `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs
+    /// (`mirror.samples` is read and ignored with a warning, as oc-mirror ignores it). A section
+    /// counts only when it would change what is mirrored.
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
     }
@@ -48,33 +43,8 @@ impl ImageSetConfig {
 
     fn unsupported(&self) -> Vec<Unsupported> {
         let mut out = Vec::new();
-        self.unsupported_platform(&mut out);
         self.unsupported_operators(&mut out);
         out
-    }
-
-    fn unsupported_platform(&self, out: &mut Vec<Unsupported>) {
-        let p = &self.mirror.platform;
-        let mut add = |section, path, why, fix| out.push(Unsupported::new(section, path, why, fix));
-        if p.kube_virt_container {
-            add(
-                "mirror.platform.kubeVirtContainer",
-                "mirror.platform.kubeVirtContainer".into(),
-                LATER,
-                OR_OC_MIRROR,
-            );
-        }
-        // Never read as OCP: the same channel name in OCP's graph is another product's.
-        for (i, ch) in p.channels.iter().enumerate() {
-            if ch.platform_type == PlatformType::Okd {
-                add(
-                    "mirror.platform.channels[].type: okd",
-                    format!("mirror.platform.channels[{i}].type"),
-                    "type: okd; release channels are resolved against OCP's update graph only, and OKD has its own graph (origin-release.ci.openshift.org/graph) and release images",
-                    "remove the channel, or mirror OKD releases with oc-mirror",
-                );
-            }
-        }
     }
 
     fn unsupported_operators(&self, out: &mut Vec<Unsupported>) {
@@ -122,6 +92,3 @@ impl Unsupported {
         }
     }
 }
-
-/// What to do with a section bootstrap does not mirror yet.
-const OR_OC_MIRROR: &str = "remove it or mirror it with oc-mirror";

@@ -7,8 +7,10 @@
 //! Here the seeded lab and what the files share; `lab_set.rs` the lab's mirror set, mirror to
 //! mirror and across the gap (releases, the rebuilt catalog, cluster resources `oc apply` takes
 //! whole), `selection.rs` the operator selection rules and dependencies, `refused.rs` catalog
-//! layers that escape the image root.
+//! layers that escape the image root, `kubevirt_okd.rs` KubeVirt container disks and OKD
+//! channels.
 
+mod kubevirt_okd;
 mod lab_set;
 mod refused;
 mod selection;
@@ -96,6 +98,11 @@ impl Lab {
 
     fn graph_url(&self) -> String {
         format!("file://{}", self.path("seed/graph.json").display())
+    }
+
+    /// OKD's update graph the seed wrote (`--okd-graph-url`).
+    fn okd_graph_url(&self) -> String {
+        format!("file://{}", self.path("seed/okd-graph.json").display())
     }
 
     /// Args every mirror run takes: the lab's graph and plain HTTP to the lab's registries.

@@ -257,21 +257,15 @@ fn docker_transport_is_dropped_from_images_and_catalogs() {
     assert!(c.unsupported_sections().is_empty());
 }
 
-/// bootstrap resolves channels against OCP's update graph only; an OKD channel is refused
-/// with the reason, never read as OCP.
+/// OKD channels and KubeVirt containers are mirrored (OKD's channels from OKD's graph), so
+/// neither is refused; an unknown type is still named, never read as OCP.
 #[test]
-fn okd_channels_are_refused_not_read_as_ocp() {
+fn okd_channels_and_kubevirt_containers_are_supported() {
     let c = parse_ok(&format!(
-            "{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4.16\n    - name: stable-4\n      type: okd\n"
+            "{HEAD}mirror:\n  platform:\n    kubeVirtContainer: true\n    channels:\n    - name: stable-4.16\n    - name: stable-scos-4\n      type: okd\n"
         ));
-    assert_eq!(
-        c.unsupported_sections(),
-        vec!["mirror.platform.channels[].type: okd"]
-    );
-    assert_eq!(
-            c.ensure_supported("isc.yaml").unwrap_err().to_string(),
-            "isc.yaml:8:7: mirror.platform.channels[1].type is not supported yet by this version of bootstrap (type: okd; release channels are resolved against OCP's update graph only, and OKD has its own graph (origin-release.ci.openshift.org/graph) and release images); remove the channel, or mirror OKD releases with oc-mirror"
-        );
+    assert!(c.unsupported_sections().is_empty());
+    c.ensure_supported("isc.yaml").unwrap();
     // oc-mirror reads an unknown type (even `OKD`) as OCP; bootstrap names it.
     let e = parse_err(&format!(
         "{HEAD}mirror:\n  platform:\n    channels:\n    - name: stable-4\n      type: OKD\n"
@@ -279,5 +273,44 @@ fn okd_channels_are_refused_not_read_as_ocp() {
     assert!(
         e.contains("unknown value 'OKD'; expected one of ocp, okd"),
         "{e}"
+    );
+}
+
+/// The CoreOS stream keys platform.kubeVirtContainer reads, as oc-mirror v2's
+/// `requestedKubeVirtArchKeys` maps them: x86_64 by default, amd64 and s390x mapped, multi both,
+/// others skipped with a warning; platforms mapped alike, every key when none maps.
+#[test]
+fn kubevirt_arch_keys_follow_oc_mirror() {
+    let keys = |platform: &str| {
+        parse_ok(&format!(
+            "{HEAD}mirror:\n  platform:\n    kubeVirtContainer: true\n{platform}"
+        ))
+        .kubevirt_arch_keys()
+    };
+    assert_eq!(keys(""), (Some(vec!["x86_64".to_string()]), vec![]));
+    assert_eq!(
+        keys("    architectures: [amd64, s390x]\n"),
+        (
+            Some(vec!["x86_64".to_string(), "s390x".to_string()]),
+            vec![]
+        )
+    );
+    assert_eq!(
+        keys("    architectures: [multi]\n").0,
+        Some(vec!["x86_64".to_string(), "s390x".to_string()])
+    );
+    let (k, w) = keys("    architectures: [amd64, arm64]\n");
+    assert_eq!(k, Some(vec!["x86_64".to_string()]));
+    assert_eq!(
+        w,
+        ["kubevirt: no bootimages key for architecture \"arm64\" — skipping"]
+    );
+    assert_eq!(
+        keys("    platforms:\n    - os: linux\n      architecture: s390x\n").0,
+        Some(vec!["s390x".to_string()])
+    );
+    assert_eq!(
+        keys("    platforms:\n    - os: linux\n      architecture: arm64\n"),
+        (None, vec![])
     );
 }
