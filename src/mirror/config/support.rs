@@ -11,7 +11,7 @@ impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
     /// in file-schema order: `mirror.platform.kubeVirtContainer`,
     /// `mirror.platform.channels[].type: okd`,
-    /// `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs,
+    /// `mirror.operators[].targetCatalogSourceTemplate`,
     /// `mirror.additionalImages[].targetRepo`, `mirror.additionalImages[].targetTag`
     /// (`mirror.samples` is read and ignored with a warning, as oc-mirror ignores it). A section counts only when it would change what is mirrored
     /// (`kubeVirtContainer: false` does not).
@@ -92,14 +92,6 @@ impl ImageSetConfig {
                     format!("mirror.operators[{i}].targetCatalogSourceTemplate"),
                     "CatalogSources are written from bootstrap's own template",
                     "remove it and edit the written cs-*.yaml if needed",
-                );
-            }
-            if op.catalog.starts_with("oci://") {
-                add(
-                    "mirror.operators[].catalog oci://",
-                    format!("mirror.operators[{i}].catalog"),
-                    "catalogs are read from registries",
-                    "push the catalog to a registry and name it there",
                 );
             }
         }

@@ -11,7 +11,6 @@ use serde_json::Value;
 
 /// The corpus's features that are not supported yet, as `unsupported_sections` names them.
 const NOT_YET: &[(&str, &str)] = &[
-    ("oci-catalog", "mirror.operators[].catalog oci://"),
     ("targetRepo", "mirror.additionalImages[].targetRepo"),
     ("targetTag", "mirror.additionalImages[].targetTag"),
     ("kubeVirtContainer", "mirror.platform.kubeVirtContainer"),

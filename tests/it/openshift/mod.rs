@@ -10,6 +10,7 @@
 //! layers that escape the image root.
 
 mod lab_set;
+mod oci_catalog;
 mod refused;
 mod selection;
 

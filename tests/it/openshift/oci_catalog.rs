@@ -1,0 +1,166 @@
+//! `mirror.operators[].catalog: oci://DIR`: a catalog shipped as an OCI image layout (here the
+//! seeded catalog copied out by skopeo), read from disk, filtered and rebuilt like a registry
+//! catalog, and placed as oc-mirror v2 places it: `<prefix>/<directory name>:latest`, or
+//! `targetCatalog:targetTag`; its bundles' images come from their registries.
+
+use super::lab_set::catalog_files;
+use super::*;
+use std::process::Command;
+
+/// The seeded catalog copied into an OCI layout at `dir` by skopeo, as a team ships one.
+fn catalog_layout(lab: &Lab, dir: &Path) {
+    let src = format!("docker://{}/redhat/redhat-operator-index:v4.18", lab.host());
+    fs_err::create_dir_all(dir).unwrap();
+    let dst = format!("oci:{}:v4.18", dir.display());
+    let o = Command::new("skopeo")
+        .args(["copy", "--all", "--src-tls-verify=false", &src, &dst])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "skopeo copy: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A configuration reading the layout at `dir` twice: gpu-operator-certified at the default
+/// place, openshift-gitops-operator at `team/catalog:v15`.
+fn layout_config(lab: &Lab, dir: &Path) -> PathBuf {
+    let text = format!(
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: oci://{dir}\n    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n  - catalog: oci://{dir}\n    targetCatalog: team/catalog\n    targetTag: v15\n    skipDependencies: true\n    packages:\n    - name: openshift-gitops-operator\n      channels:\n      - name: gitops-1.14\n      defaultChannel: gitops-1.14\n",
+        dir = dir.display()
+    );
+    lab.config("oci.yaml", &text)
+}
+
+/// The packages of a catalog read back from `site`.
+fn packages(site: &Registry, repo: &str, tag: &str) -> Vec<String> {
+    let files = catalog_files(site, repo, tag);
+    let catalog = bootstrap::openshift::fbc::Catalog::parse(&files).unwrap();
+    catalog.bundles.keys().cloned().collect()
+}
+
+/// Bundle and related images the seed pushed for `bundle`.
+fn images_of(lab: &Lab, bundle: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for p in lab.seed["catalog"]["packages"].as_array().unwrap() {
+        for b in p["bundles"].as_array().unwrap() {
+            if b["name"] == bundle {
+                out.insert(b["image"].as_str().unwrap().to_string());
+                for r in b["relatedImages"].as_object().unwrap().values() {
+                    out.insert(r.as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    assert!(!out.is_empty(), "the seed has no bundle {bundle}");
+    out
+}
+
+/// Mirror to mirror from an `oci://` layout: each selection rebuilt from the layout's catalog
+/// at `<prefix>/<directory name>:latest` and at `targetCatalog:targetTag`, holding only its
+/// package; the kept bundles' images mirrored from the upstream registry; CatalogSources
+/// `cs-<name>-<tag>` naming the mirrored catalogs; record and report naming the `oci://` path.
+#[test]
+fn an_oci_catalog_is_read_from_its_layout_and_placed_as_oc_mirror_places_it() {
+    let lab = Lab::new();
+    let layout = lab.path("shipped/my-catalog");
+    catalog_layout(&lab, &layout);
+    let cfg = layout_config(&lab, &layout);
+    let site = Registry::plain();
+    let record = lab.path("record.json");
+    let dest = format!("docker://{}/mirror", site.host());
+    let args = lab.mirror_args(
+        &[
+            "--output",
+            "json",
+            "-c",
+            cfg.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+            &dest,
+        ],
+        &[lab.host(), site.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    let label = format!("oci://{}", layout.display());
+
+    assert_eq!(
+        packages(&site, "mirror/my-catalog", "latest"),
+        ["gpu-operator-certified"]
+    );
+    assert_eq!(
+        packages(&site, "mirror/team/catalog", "v15"),
+        ["openshift-gitops-operator"]
+    );
+    for c in summary["catalogs"].as_array().unwrap() {
+        assert_eq!(c["catalog"], label.as_str(), "{c}");
+    }
+
+    // The kept bundles' images came from the upstream registry.
+    let rec = json(&record);
+    let mirrored = sources(&rec);
+    for bundle in [
+        "gpu-operator-certified.v24.9.1",
+        "openshift-gitops-operator.v1.14.3",
+    ] {
+        for image in images_of(&lab, bundle) {
+            assert!(mirrored.contains(&image), "{image} not mirrored");
+        }
+    }
+    let catalogs: Vec<&Value> = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["category"] == "catalog")
+        .collect();
+    assert_eq!(catalogs.len(), 2, "{catalogs:?}");
+    for c in &catalogs {
+        assert_eq!(c["source"], label.as_str(), "{c}");
+    }
+
+    let resources = lab.path("cluster-resources");
+    for (file, image) in [
+        ("cs-my-catalog-latest.yaml", "mirror/my-catalog:latest"),
+        ("cs-catalog-v15.yaml", "mirror/team/catalog:v15"),
+    ] {
+        let yaml =
+            fs_err::read_to_string(resources.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            yaml.contains(&format!("image: {}/{image}\n", site.host())),
+            "{yaml}"
+        );
+    }
+    // The record still gives install-config's mirrors (the catalog is no mirror source).
+    ok(&bootstrap(&[
+        "verify",
+        "--record",
+        record.to_str().unwrap(),
+        &dest,
+        "--plain-http",
+        &site.host(),
+    ]));
+}
+
+/// `oci:` without `//` is no OCI layout to oc-mirror v2: refused as it refuses it, before
+/// anything is contacted.
+#[test]
+fn an_oci_catalog_with_one_slash_is_refused_as_oc_mirror_refuses_it() {
+    let lab = Lab::new();
+    let cfg = lab.config(
+        "one-slash.yaml",
+        "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: oci:/tmp/my-catalog\n",
+    );
+    let err = lab.plan_error(&cfg);
+    assert!(
+        err.contains("one-slash.yaml:5:") && err.contains("mirror.operators[0].catalog"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "oci:/tmp/my-catalog unable to parse image correctly : tag and digest are empty"
+        ),
+        "{err}"
+    );
+}
