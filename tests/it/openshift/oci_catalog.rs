@@ -164,3 +164,64 @@ fn an_oci_catalog_with_one_slash_is_refused_as_oc_mirror_refuses_it() {
         "{err}"
     );
 }
+
+/// Across the gap: the catalog read from the layout goes into the disk mirror (named there
+/// `localhost/<directory name>:latest`, a valid reference, with its placement; the run's source
+/// names the `oci://` path), and from disk to `<prefix>/<directory name>:latest` with its
+/// CatalogSource, as a mirror to mirror places it.
+#[test]
+fn an_oci_catalog_crosses_the_gap_to_its_place() {
+    let lab = Lab::new();
+    let layout = lab.path("shipped/my-catalog");
+    catalog_layout(&lab, &layout);
+    let cfg = layout_config(&lab, &layout);
+    let disk = lab.path("disk");
+    let args = lab.mirror_args(
+        &[
+            "-c",
+            cfg.to_str().unwrap(),
+            &format!("file://{}", disk.display()),
+        ],
+        &[lab.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&bootstrap(&args));
+    ok(&bootstrap(&[
+        "verify",
+        &format!("file://{}", disk.display()),
+    ]));
+    let disk_record = json(&disk.join("mirror-record.json"));
+    let run_source = disk_record["runs"][0]["source"].as_str().unwrap();
+    assert!(
+        run_source.contains(&format!("oci://{}", layout.display())),
+        "{run_source}"
+    );
+    drop(lab.upstream);
+
+    let site = Registry::plain();
+    let record = lab.dir.path().join("site-record.json");
+    ok(&bootstrap(&[
+        "mirror",
+        "--from",
+        &format!("file://{}", disk.display()),
+        "--plain-http",
+        &site.host(),
+        "--record",
+        record.to_str().unwrap(),
+        &format!("docker://{}/site", site.host()),
+    ]));
+    assert_eq!(
+        packages(&site, "site/my-catalog", "latest"),
+        ["gpu-operator-certified"]
+    );
+    assert_eq!(
+        packages(&site, "site/team/catalog", "v15"),
+        ["openshift-gitops-operator"]
+    );
+    let resources = lab.dir.path().join("cluster-resources");
+    let yaml = fs_err::read_to_string(resources.join("cs-my-catalog-latest.yaml")).unwrap();
+    assert!(
+        yaml.contains(&format!("image: {}/site/my-catalog:latest\n", site.host())),
+        "{yaml}"
+    );
+}
