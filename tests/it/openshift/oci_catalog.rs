@@ -225,3 +225,113 @@ fn an_oci_catalog_crosses_the_gap_to_its_place() {
         "{yaml}"
     );
 }
+
+/// Writes `bytes` into the layout at `dir` as a blob; returns its digest.
+fn put_blob(dir: &Path, bytes: &[u8]) -> String {
+    let d = digest(bytes);
+    let hex = d.trim_start_matches("sha256:");
+    fs_err::write(dir.join("blobs/sha256").join(hex), bytes).unwrap();
+    d
+}
+
+/// A layout whose `index.json` lists per-platform manifests itself (no index blob): the
+/// catalog's amd64 manifest and an arm64 twin (its config says arm64). oc-mirror reads such
+/// an `index.json` as the image's index (`ConvertOCIIndexToSingleManifest`); so does
+/// bootstrap: both platforms rebuilt, under one index, at `<prefix>/<name>:latest`.
+#[test]
+fn an_oci_catalog_whose_index_json_lists_platforms_is_read_as_one_multi_arch_index() {
+    let lab = Lab::new();
+    let layout = lab.path("shipped/flat-catalog");
+    catalog_layout(&lab, &layout);
+    let index: Value = json(&layout.join("index.json"));
+    let amd64 = index["manifests"][0].clone();
+    let hex = amd64["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:");
+    let manifest_bytes = fs_err::read(layout.join("blobs/sha256").join(hex)).unwrap();
+    let mut manifest: Value = serde_json::from_slice(&manifest_bytes).unwrap();
+    let config_hex = manifest["config"]["digest"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("sha256:")
+        .to_string();
+    let mut config: Value = serde_json::from_slice(
+        &fs_err::read(layout.join("blobs/sha256").join(&config_hex)).unwrap(),
+    )
+    .unwrap();
+    config["architecture"] = "arm64".into();
+    let config_bytes = serde_json::to_vec(&config).unwrap();
+    manifest["config"]["digest"] = put_blob(&layout, &config_bytes).into();
+    manifest["config"]["size"] = config_bytes.len().into();
+    let arm64_bytes = serde_json::to_vec(&manifest).unwrap();
+    let arm64_digest = put_blob(&layout, &arm64_bytes);
+    let entry = |e: &Value, digest: &str, size: usize, arch: &str| {
+        serde_json::json!({
+            "mediaType": e["mediaType"],
+            "digest": digest,
+            "size": size,
+            "platform": {"os": "linux", "architecture": arch},
+        })
+    };
+    let flat = serde_json::json!({
+        "schemaVersion": 2,
+        "manifests": [
+            entry(&amd64, amd64["digest"].as_str().unwrap(), manifest_bytes.len(), "amd64"),
+            entry(&amd64, &arm64_digest, arm64_bytes.len(), "arm64"),
+        ],
+    });
+    fs_err::write(
+        layout.join("index.json"),
+        serde_json::to_vec(&flat).unwrap(),
+    )
+    .unwrap();
+
+    let cfg = lab.config(
+        "flat.yaml",
+        &format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: oci://{}\n    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n",
+            layout.display()
+        ),
+    );
+    let site = Registry::plain();
+    let record = lab.path("record.json");
+    let args = lab.mirror_args(
+        &[
+            "-c",
+            cfg.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+            &format!("docker://{}/mirror", site.host()),
+        ],
+        &[lab.host(), site.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&bootstrap(&args));
+    let client = RegistryClient::new(&site);
+    let children: Vec<String> = block_on(async {
+        let (_, m) = client
+            .get_manifest("mirror/flat-catalog", "latest")
+            .await
+            .unwrap();
+        let m: Value = serde_json::from_slice(&m).unwrap();
+        m["manifests"]
+            .as_array()
+            .unwrap_or_else(|| panic!("not an index: {m}"))
+            .iter()
+            .map(|e| e["platform"]["architecture"].as_str().unwrap().to_string())
+            .collect()
+    });
+    assert_eq!(children, ["amd64", "arm64"]);
+    let rec = json(&record);
+    let catalog = rec["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["category"] == "catalog")
+        .unwrap();
+    assert_eq!(
+        catalog["platforms"],
+        serde_json::json!(["linux/amd64", "linux/arm64"])
+    );
+}
