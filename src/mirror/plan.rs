@@ -264,9 +264,12 @@ pub async fn resolve_root(
         Parsed::Image(m) => add_single(source, image, &m, &mut resolved).await?,
         Parsed::Index(index) => {
             let kept = match source {
-                // A layout holds exactly what an earlier run kept; keep what is present.
-                Source::Layout(_) => index.manifests.iter().collect::<Vec<_>>(),
-                Source::Registry(_) => kept_entries(image, &index, platforms)?,
+                // A disk mirror holds exactly what an earlier run kept (pushed with every
+                // platform): keep what is present.
+                Source::Layout(_) if platforms.is_all() => index.manifests.iter().collect(),
+                // A registry, or a layout read for a configuration (an `oci://` catalog
+                // with `platforms`).
+                _ => kept_entries(image, &index, platforms)?,
             };
             let kept_digests: BTreeSet<&str> = kept.iter().map(|e| e.digest.as_str()).collect();
             add_children(source, image, &index, &kept_digests, &mut resolved).await?;

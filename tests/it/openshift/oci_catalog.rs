@@ -334,4 +334,39 @@ fn an_oci_catalog_whose_index_json_lists_platforms_is_read_as_one_multi_arch_ind
         catalog["platforms"],
         serde_json::json!(["linux/amd64", "linux/arm64"])
     );
+
+    // The entry's `platforms` filters the layout's index as it filters a registry's.
+    let arm = lab.config(
+        "flat-arm.yaml",
+        &format!(
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  operators:\n  - catalog: oci://{}\n    targetTag: arm-only\n    platforms:\n    - os: linux\n      architecture: arm64\n    skipDependencies: true\n    packages:\n    - name: gpu-operator-certified\n      channels:\n      - name: stable\n",
+            layout.display()
+        ),
+    );
+    let args = lab.mirror_args(
+        &[
+            "-c",
+            arm.to_str().unwrap(),
+            "--record",
+            lab.path("record-arm.json").to_str().unwrap(),
+            &format!("docker://{}/mirror", site.host()),
+        ],
+        &[lab.host(), site.host()],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ok(&bootstrap(&args));
+    let children: Vec<String> = block_on(async {
+        let (_, m) = client
+            .get_manifest("mirror/flat-catalog", "arm-only")
+            .await
+            .unwrap();
+        let m: Value = serde_json::from_slice(&m).unwrap();
+        m["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["platform"]["architecture"].as_str().unwrap().to_string())
+            .collect()
+    });
+    assert_eq!(children, ["arm64"]);
 }
