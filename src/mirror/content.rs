@@ -14,12 +14,14 @@
 //!   ([`super::resolve::select`]), and rebuilt as a new image ([`crate::openshift::rebuild`]);
 //!   every kept bundle image and related image is mirrored at its source path.
 
+use super::config::layout_catalog::LayoutCatalog;
 use super::config::{ImageSetConfig, Operator, PlatformType, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
 use super::resolve::select;
-use crate::oci::blob_read::read_image_dir;
+use crate::oci::blob_read::{read_image_dir, read_image_dir_from, BlobOrigin};
 use crate::oci::digest::Digest;
 use crate::oci::layers;
+use crate::oci::layout::OciLayout;
 use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
 use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
@@ -512,42 +514,51 @@ async fn catalog(
     } = at_entry;
     let path = format!("mirror.operators[{index}]");
     let at = |p: &str| place(cfg, origin, p);
-    let image = ImageRef::parse(&op.catalog).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: '{}': {}",
-            at(&format!("{path}.catalog")),
-            op.catalog,
-            e.reason
-        )
-    })?;
     let platforms = cfg.catalog_platforms(index);
-    let source = Source::Registry(regs.clone());
-    let resolved = plan::resolve(&source, &image, None, &platforms, None)
-        .await
-        .with_context(|| format!("resolving catalog {image} ({path})"))?;
+    let from = catalog_origin(op, &at(&format!("{path}.catalog")), regs)?;
+    let CatalogOrigin {
+        source,
+        image,
+        root,
+        local,
+    } = from;
+    let label = local
+        .as_ref()
+        .map_or_else(|| image.to_string(), |l| l.label.clone());
+    let resolved = match root {
+        Some(root) => plan::resolve_root(&source, &image, root, &platforms).await,
+        None => plan::resolve(&source, &image, None, &platforms, None).await,
+    }
+    .with_context(|| format!("resolving catalog {label} ({path})"))?;
     let (manifest, _) = first_image(&resolved)?;
-    let config = read_blob(regs, &image, &config_digest(&manifest)?).await?;
+    let config = source
+        .small_blob(&image, &config_digest(&manifest)?)
+        .await?;
     let config_dir = configs_label(&config).with_context(|| {
         format!(
-            "{image} has no {} label: it is not a file-based catalog (opm 1.19 or later)",
+            "{label} has no {} label: it is not a file-based catalog (opm 1.19 or later)",
             layers::CONFIGS_LABEL
         )
     })?;
-    let files = read_image_dir(regs, &image, &manifest, &config_dir).await?;
+    let blobs = match &source {
+        Source::Registry(regs) => BlobOrigin::Registry(regs.clone()),
+        Source::Layout(layout) => BlobOrigin::Layout(layout.clone()),
+    };
+    let files = read_image_dir_from(&blobs, &image, &manifest, &config_dir).await?;
     let catalog =
-        fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {image}"))?;
+        fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {label}"))?;
     let selection = select::select(&catalog, op, index, dependencies).map_err(|e| match &e {
         select::SelectError::Config { path, .. } => {
             anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
         }
-        _ => anyhow::anyhow!("catalog {image}: {e}"),
+        _ => anyhow::anyhow!("catalog {label}: {e}"),
     })?;
     let rendered = selection.render(select::UnknownSchemas::Keep);
     let cache_dir = rebuild::cache_dir_of(&config);
     let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
     let known = (config_digest(&manifest)?, config.clone());
     let mut rebuilt = rebuild_image(
-        regs,
+        &source,
         &resolved,
         &layer,
         Some(known),
@@ -559,10 +570,91 @@ async fn catalog(
         tag: op.target_tag.clone().filter(|s| !s.is_empty()),
         category: Category::Catalog,
     };
+    if local.is_some() {
+        // As oc-mirror places an `oci://` catalog: the base name (or targetCatalog) at
+        // targetTag, else `latest`.
+        rebuilt.placement.repository = Some(image.repository.clone());
+        rebuilt.placement.tag = image.tag.clone();
+    }
+    rebuilt.local = local;
     let followed = dependencies == select::Dependencies::Follow && !op.skip_dependencies;
-    add_selection(&image, &selection, followed, &platforms, content)?;
+    add_selection(&label, &selection, followed, &platforms, content)?;
     content.catalogs.push(rebuilt);
     Ok(())
+}
+
+/// Where a catalog is read from: its registry, or the OCI layout an `oci://` catalog names.
+struct CatalogOrigin {
+    /// Where its manifests and blobs are.
+    source: Source,
+    /// Its reference; for a layout, `localhost/` and where it goes (repository and tag), so
+    /// a disk mirror names it by where it lands.
+    image: ImageRef,
+    /// For a layout, its top manifest, read already.
+    root: Option<RawManifest>,
+    /// For a layout, the layout and its `oci://` name.
+    local: Option<plan::LocalOrigin>,
+}
+
+/// Where `op`'s catalog is read from (`at` names its field in errors).
+fn catalog_origin(op: &Operator, at: &str, regs: &Arc<Registries>) -> Result<CatalogOrigin> {
+    let Some(parsed) = LayoutCatalog::parse(&op.catalog) else {
+        let image = ImageRef::parse(&op.catalog)
+            .map_err(|e| anyhow::anyhow!("{at}: '{}': {}", op.catalog, e.reason))?;
+        return Ok(CatalogOrigin {
+            source: Source::Registry(regs.clone()),
+            image,
+            root: None,
+            local: None,
+        });
+    };
+    let catalog = parsed.map_err(|why| anyhow::anyhow!("{at}: {why}"))?;
+    let label = catalog.label();
+    let layout = OciLayout::open(&catalog.path).with_context(|| {
+        format!("{at}: {label}: name a directory holding the catalog image as an OCI image layout (skopeo copy docker://CATALOG oci:DIR)")
+    })?;
+    let root = layout_root(&layout, &catalog, &label)?;
+    let repository = catalog.repository(op);
+    let tag = LayoutCatalog::tag(op);
+    let image = ImageRef::parse(&format!("localhost/{repository}:{tag}"))
+        .map_err(|e| anyhow::anyhow!("{at}: {label}: {}", e.reason))?;
+    Ok(CatalogOrigin {
+        source: Source::Layout(layout.clone()),
+        image,
+        root: Some(root),
+        local: Some(plan::LocalOrigin { layout, label }),
+    })
+}
+
+/// The catalog image of a layout, as oc-mirror v2 reads it (`extractOCIConfigLayers`,
+/// `internal/pkg/operator/collector.go`): the manifest an `@sha256:` pins; else `index.json`'s
+/// one entry; else, when it lists several (per-platform manifests), `index.json` itself read
+/// as the image's index (`ConvertOCIIndexToSingleManifest`), digest and all.
+fn layout_root(layout: &OciLayout, catalog: &LayoutCatalog, label: &str) -> Result<RawManifest> {
+    let digest = match &catalog.digest {
+        Some(d) => d.clone(),
+        None => {
+            let entries = layout.index()?;
+            match entries.as_slice() {
+                [] => bail!("{label}: index.json lists no image"),
+                [one] => one.digest.clone(),
+                _ => {
+                    let bytes = fs_err::read(layout.root().join("index.json"))?;
+                    return Ok(RawManifest::new(
+                        Bytes::from(bytes),
+                        Some(crate::oci::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE),
+                    ));
+                }
+            }
+        }
+    };
+    if layout.blob_size(&digest).is_none() {
+        bail!("{label}: the layout holds no manifest {digest}");
+    }
+    let bytes = layout
+        .read_verified(&digest)
+        .with_context(|| format!("{label}: reading manifest {digest}"))?;
+    Ok(RawManifest::new(bytes, None))
 }
 
 /// A field's place in the configuration as `file:line:col: path`, or its nearest written
@@ -582,7 +674,7 @@ fn place(cfg: &ImageSetConfig, origin: &str, path: &str) -> String {
 
 /// Reports a catalog's selection and wants every image its kept bundles name.
 fn add_selection(
-    image: &ImageRef,
+    image: &str,
     selection: &select::Selection,
     followed: bool,
     platforms: &PlatformFilter,
@@ -649,7 +741,7 @@ fn configs_label(config: &[u8]) -> Option<String> {
 /// added and its config changed as `rewrite` says, and an index over them when the source was
 /// an index. `known` is a config already read (digest, bytes).
 pub(super) async fn rebuild_image(
-    regs: &Arc<Registries>,
+    source: &Source,
     resolved: &ResolvedImage,
     layer: &rebuild::ConfigsLayer,
     known: Option<(Digest, Bytes)>,
@@ -682,7 +774,7 @@ pub(super) async fn rebuild_image(
         let digest = config_digest(&m)?;
         let config = match &known {
             Some((d, bytes)) if *d == digest => bytes.clone(),
-            _ => read_blob(regs, image, &digest).await?,
+            _ => source.small_blob(image, &digest).await?,
         };
         let new = rebuild::rebuild_manifest_with(&raw, &config, layer, rewrite)
             .with_context(|| format!("rebuilding {image}"))?;

@@ -51,9 +51,15 @@ pub async fn build(
     let resolved = plan::resolve(&source, &base, None, &PlatformFilter::all(), None)
         .await
         .with_context(|| format!("resolving the graph image's base {base} (--graph-base-image)"))?;
-    let mut image = rebuild_image(regs, &resolved, &layer, None, &graph_data::rewrite())
-        .await
-        .with_context(|| format!("building the graph data image on {base}"))?;
+    let mut image = rebuild_image(
+        &super::plan::Source::Registry(regs.clone()),
+        &resolved,
+        &layer,
+        None,
+        &graph_data::rewrite(),
+    )
+    .await
+    .with_context(|| format!("building the graph data image on {base}"))?;
     image.placement = Placement {
         repository: Some(graph_data::GRAPH_IMAGE_REPO.to_string()),
         tag: Some(graph_data::GRAPH_IMAGE_TAG.to_string()),

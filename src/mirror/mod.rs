@@ -528,7 +528,7 @@ impl<'a> Copied<'a> {
 
     /// `image` is at the destination, as `rec` records it.
     fn at_destination(&mut self, image: &'a ResolvedImage, rec: ImageRecord) {
-        self.statuses.push(ImageStatus::ok(&image.source, &rec));
+        self.statuses.push(ImageStatus::ok(&rec));
         self.records.push(rec);
         self.mirrored.push(image);
     }
@@ -692,7 +692,7 @@ fn finish(
         .iter()
         .map(|img| MirroredImage {
             digest: img.root.digest.clone(),
-            source: img.source.to_string(),
+            source: img.source_label(),
             platforms: img.platforms.clone(),
         })
         .collect();

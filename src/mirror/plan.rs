@@ -71,6 +71,19 @@ pub struct ResolvedImage {
     /// For a signature, attestation or referrer: the image it belongs to
     /// ([`super::signatures`]).
     pub attached: Option<super::signatures::Attached>,
+    /// For an image read from an OCI layout the configuration names (an `oci://` catalog):
+    /// the layout its blobs are read from instead of the run's source, and how the
+    /// configuration names it (`oci:///abs/path`), which records and reports give as its source.
+    pub local: Option<LocalOrigin>,
+}
+
+/// An OCI image layout on disk an image of a registry run is read from (`oci://` catalogs).
+#[derive(Clone, Debug)]
+pub struct LocalOrigin {
+    /// The layout.
+    pub layout: OciLayout,
+    /// `oci://` and the layout's absolute path, as oc-mirror names the catalog.
+    pub label: String,
 }
 
 /// Where an image goes under the destination prefix, and what kind of content it is.
@@ -99,6 +112,16 @@ impl ResolvedImage {
             generated: Vec::new(),
             rebuilt_from: None,
             attached: None,
+            local: None,
+        }
+    }
+
+    /// The source as records and reports name it: the `oci://` path of an image read from a
+    /// layout the configuration names, else the source reference.
+    pub fn source_label(&self) -> String {
+        match &self.local {
+            Some(l) => l.label.clone(),
+            None => self.source.to_string(),
         }
     }
 
@@ -224,15 +247,29 @@ async fn resolve_fetching(
         .manifest(image, &reference)
         .await?
         .with_context(|| format!("manifest {reference} of {image} is missing from the layout"))?;
+    resolve_root(source, image, root, platforms).await
+}
+
+/// Resolves `image` from its top manifest `root`, already read (for an index, each child the
+/// platform filter keeps; a layout: each child it holds), with the blobs of every image kept.
+pub async fn resolve_root(
+    source: &Source,
+    image: &ImageRef,
+    root: RawManifest,
+    platforms: &PlatformFilter,
+) -> Result<ResolvedImage> {
     let mut resolved = ResolvedImage::new(image.clone(), root.clone());
     resolved.filter = platforms.clone();
     match root.parse().with_context(|| format!("reading {image}"))? {
         Parsed::Image(m) => add_single(source, image, &m, &mut resolved).await?,
         Parsed::Index(index) => {
             let kept = match source {
-                // A layout holds exactly what an earlier run kept; keep what is present.
-                Source::Layout(_) => index.manifests.iter().collect::<Vec<_>>(),
-                Source::Registry(_) => kept_entries(image, &index, platforms)?,
+                // A disk mirror holds exactly what an earlier run kept (pushed with every
+                // platform): keep what is present.
+                Source::Layout(_) if platforms.is_all() => index.manifests.iter().collect(),
+                // A registry, or a layout read for a configuration (an `oci://` catalog
+                // with `platforms`).
+                _ => kept_entries(image, &index, platforms)?,
             };
             let kept_digests: BTreeSet<&str> = kept.iter().map(|e| e.digest.as_str()).collect();
             add_children(source, image, &index, &kept_digests, &mut resolved).await?;
@@ -404,6 +441,9 @@ pub struct BlobNode {
     pub repositories: BTreeSet<String>,
     /// Its bytes, when this run made it (no source holds it).
     pub generated: Option<Bytes>,
+    /// The OCI layout it is read from, when that is not the run's source (an `oci://`
+    /// catalog's blobs).
+    pub layout: Option<OciLayout>,
 }
 
 /// The blob graph of a set: every unique blob once, largest first so the link stays busy with
@@ -422,6 +462,7 @@ pub fn blob_graph<'a>(images: impl IntoIterator<Item = &'a ResolvedImage>) -> Ve
                 from: img.source.clone(),
                 repositories: BTreeSet::new(),
                 generated: None,
+                layout: img.local.as_ref().map(|l| l.layout.clone()),
             });
             if node.generated.is_none() {
                 node.generated = generated;

@@ -66,10 +66,10 @@ pub struct ImageStatus {
 }
 
 impl ImageStatus {
-    /// A mirrored image.
-    pub fn ok(source: &ImageRef, rec: &ImageRecord) -> Self {
+    /// A mirrored image, named as its record names its source.
+    pub fn ok(rec: &ImageRecord) -> Self {
         ImageStatus {
-            source: source.to_string(),
+            source: rec.source.clone(),
             outcome: Outcome::Ok,
             destination: Some(rec.destination.clone()),
             digest: Some(rec.digest.clone()),

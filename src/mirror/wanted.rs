@@ -224,16 +224,16 @@ fn each_once_unblocked(
 }
 
 /// The source of a configuration's run as reports name it: every registry an image or a
-/// built image comes from, `docker://HOST`, sorted, comma-separated.
+/// built image comes from, `docker://HOST`, and every OCI layout a catalog is read from,
+/// `oci://PATH`; sorted, comma-separated.
 fn registries_label(images: &[WantedImage], built: &[ResolvedImage]) -> String {
     let hosts: std::collections::BTreeSet<String> = images
         .iter()
         .map(|w| format!("docker://{}", w.source.registry))
-        .chain(
-            built
-                .iter()
-                .map(|c| format!("docker://{}", c.source.registry)),
-        )
+        .chain(built.iter().map(|c| match &c.local {
+            Some(l) => l.label.clone(),
+            None => format!("docker://{}", c.source.registry),
+        }))
         .collect();
     hosts.into_iter().collect::<Vec<_>>().join(", ")
 }

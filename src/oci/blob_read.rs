@@ -1,10 +1,11 @@
-//! A blob read synchronously from a registry, for the tar readers that run on blocking threads:
-//! opened on first read, hashed as it passes, and checked against its digest and size at the end
+//! A blob read synchronously from a registry (or an OCI layout on disk), for the tar readers that
+//! run on blocking threads: opened on first read, hashed as it passes, and checked against its digest and size at the end
 //! (a blob longer than its manifest says fails at once). Nothing read from it counts as verified
 //! until it returned end of stream.
 
 use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::layers;
+use crate::oci::layout::OciLayout;
 use crate::oci::manifest::OciImageManifest;
 use crate::oci::reference::ImageRef;
 use crate::oci::registry::Registries;
@@ -16,10 +17,20 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::sync::Arc;
 
+/// Where [`BlobRead`] reads a blob: the image's registry, or an OCI layout on disk (an
+/// `oci://` catalog), whose files are checked exactly like a registry's bytes.
+#[derive(Clone)]
+pub enum BlobOrigin {
+    /// The registry the image names.
+    Registry(Arc<Registries>),
+    /// An OCI image layout.
+    Layout(OciLayout),
+}
+
 /// A blob read synchronously from a registry (for the tar reader), opened on first read,
 /// hashed as it passes and checked against its digest at the end.
 pub struct BlobRead {
-    regs: Arc<Registries>,
+    origin: BlobOrigin,
     image: ImageRef,
     digest: Digest,
     size: u64,
@@ -33,8 +44,13 @@ pub struct BlobRead {
 impl BlobRead {
     /// A reader of `digest` (`size` bytes) in `image`'s repository; call from a tokio context.
     pub fn new(regs: Arc<Registries>, image: ImageRef, digest: Digest, size: u64) -> Self {
+        Self::from_origin(BlobOrigin::Registry(regs), image, digest, size)
+    }
+
+    /// A reader of `digest` (`size` bytes) of `image` at `origin`; call from a tokio context.
+    pub fn from_origin(origin: BlobOrigin, image: ImageRef, digest: Digest, size: u64) -> Self {
         BlobRead {
-            regs,
+            origin,
             image,
             digest,
             size,
@@ -47,16 +63,22 @@ impl BlobRead {
     }
 
     fn open(&mut self) -> io::Result<()> {
-        let regs = self.regs.clone();
-        let (image, digest) = (self.image.clone(), self.digest.clone());
-        let resp = self
+        let origin = self.origin.clone();
+        let (image, digest, size) = (self.image.clone(), self.digest.clone(), self.size);
+        let stream = self
             .handle
             .block_on(async move {
-                let client = regs.client(&image.registry)?;
-                Ok::<_, anyhow::Error>(client.get_blob(&image.repository, &digest, 0).await?)
+                match origin {
+                    BlobOrigin::Registry(regs) => {
+                        let client = regs.client(&image.registry)?;
+                        let resp = client.get_blob(&image.repository, &digest, 0).await?;
+                        Ok::<_, anyhow::Error>(response_stream(resp))
+                    }
+                    BlobOrigin::Layout(layout) => Ok(layout.blob_stream(&digest, 0, size).await?),
+                }
             })
             .map_err(|e| io::Error::other(format!("{e:#}")))?;
-        self.stream = Some(response_stream(resp));
+        self.stream = Some(stream);
         Ok(())
     }
 
@@ -121,10 +143,20 @@ pub async fn read_image_dir(
     manifest: &OciImageManifest,
     dir: &str,
 ) -> Result<BTreeMap<String, Vec<u8>>> {
+    read_image_dir_from(&BlobOrigin::Registry(regs.clone()), image, manifest, dir).await
+}
+
+/// [`read_image_dir`] with the layers read from `origin` (a registry or an OCI layout).
+pub async fn read_image_dir_from(
+    origin: &BlobOrigin,
+    image: &ImageRef,
+    manifest: &OciImageManifest,
+    dir: &str,
+) -> Result<BTreeMap<String, Vec<u8>>> {
     let mut readers = Vec::new();
     for l in &manifest.layers {
-        readers.push(BlobRead::new(
-            regs.clone(),
+        readers.push(BlobRead::from_origin(
+            origin.clone(),
             image.clone(),
             l.digest.parse()?,
             l.size.max(0) as u64,

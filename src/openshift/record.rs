@@ -159,8 +159,14 @@ impl ImageRecord {
             image: self.source.clone(),
             reason,
         };
-        let source = ImageRef::parse(&self.source).map_err(|e| bad(e.to_string()))?;
         let dest = ImageRef::parse(&self.destination).map_err(|e| bad(e.to_string()))?;
+        // A catalog read from an OCI layout (`oci://PATH`) has no registry source; catalogs
+        // get CatalogSources, never mirror-set entries, so its destination stands in.
+        let source = if self.source.starts_with("oci://") {
+            dest.clone()
+        } else {
+            ImageRef::parse(&self.source).map_err(|e| bad(e.to_string()))?
+        };
         let category = match self.category.as_deref() {
             None => Category::Generic,
             Some(c) => {

@@ -28,6 +28,7 @@
 //! (what this version can mirror).
 
 mod error;
+pub mod layout_catalog;
 mod offline;
 mod platforms;
 mod read;

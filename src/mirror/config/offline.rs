@@ -1,8 +1,10 @@
 //! Every check of a configuration that needs no network, run before the first request: the
-//! additional images' references, and the Helm local charts (each a readable chart archive). A
+//! additional images' references, the `oci://` catalogs' layouts (each an OCI image layout),
+//! and the Helm local charts (each a readable chart archive). A
 //! user learns of a bad digest or a missing chart in their file at once, all problems together,
 //! each at its line and column, not once the destination answers.
 
+use super::layout_catalog::LayoutCatalog;
 use super::{ConfigError, ImageSetConfig};
 use crate::oci::reference::ImageRef;
 use crate::openshift::helm;
@@ -16,6 +18,15 @@ impl ImageSetConfig {
         for entry in self.additional_images() {
             if let Err(e) = ImageRef::parse(entry.name) {
                 problems.push(Problem::new(entry.location, entry.path.clone(), e.reason));
+            }
+        }
+        for (i, op) in self.mirror.operators.iter().enumerate() {
+            let at = format!("mirror.operators[{i}].catalog");
+            let why = LayoutCatalog::parse(&op.catalog)
+                .and_then(Result::ok)
+                .and_then(|c| layout_problem(&c));
+            if let Some(why) = why {
+                problems.push(Problem::new(self.location(&at), at, why));
             }
         }
         for (i, chart) in self.mirror.helm.local.iter().enumerate() {
@@ -33,6 +44,22 @@ impl ImageSetConfig {
             Err(ConfigError::invalid(origin, problems))
         }
     }
+}
+
+/// Why an `oci://` catalog's directory is no OCI image layout (no `oci-layout` file or no
+/// `index.json`), or `None`.
+fn layout_problem(catalog: &LayoutCatalog) -> Option<String> {
+    let missing: Vec<&str> = ["oci-layout", "index.json"]
+        .into_iter()
+        .filter(|f| !catalog.path.join(f).is_file())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{}: no OCI image layout there (no {}): name the directory holding the catalog image as an OCI image layout, e.g. written by `skopeo copy docker://CATALOG oci:DIR:TAG`",
+            catalog.label(),
+            missing.join(", no ")
+        )
+    })
 }
 
 /// Why a Helm local chart's `path` cannot be mirrored, or `None`: missing, unreadable, not a

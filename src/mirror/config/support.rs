@@ -6,9 +6,9 @@ use super::{ConfigError, ImageSetConfig, Problem};
 
 impl ImageSetConfig {
     /// The sections this configuration uses that this version of bootstrap cannot mirror yet,
-    /// in file-schema order: `mirror.operators[].targetCatalogSourceTemplate`, `oci://` catalogs
-    /// (`mirror.samples` is read and ignored with a warning, as oc-mirror ignores it). A section
-    /// counts only when it would change what is mirrored.
+    /// in file-schema order: `mirror.operators[].targetCatalogSourceTemplate` (`mirror.samples`
+    /// is read and ignored with a warning, as oc-mirror ignores it). A section counts only when
+    /// it would change what is mirrored.
     pub fn unsupported_sections(&self) -> Vec<&'static str> {
         self.unsupported().into_iter().map(|u| u.section).collect()
     }
@@ -60,14 +60,6 @@ impl ImageSetConfig {
                     format!("mirror.operators[{i}].targetCatalogSourceTemplate"),
                     "CatalogSources are written from bootstrap's own template",
                     "remove it and edit the written cs-*.yaml if needed",
-                );
-            }
-            if op.catalog.starts_with("oci://") {
-                add(
-                    "mirror.operators[].catalog oci://",
-                    format!("mirror.operators[{i}].catalog"),
-                    "catalogs are read from registries",
-                    "push the catalog to a registry and name it there",
                 );
             }
         }

@@ -3,6 +3,7 @@
 //! not mixed with `full`), and bootstrap's own (image references, architectures, blocked-image
 //! patterns, no two catalogs mirrored to one place), all reported at once.
 
+use super::layout_catalog::{single_slash_refusal, LayoutCatalog};
 use super::{ImageSetConfig, IncludePackage, Operator, Problem, ARCHITECTURES};
 use crate::oci::reference::{valid_repository, ImageRef};
 use crate::yaml::quote;
@@ -215,6 +216,9 @@ impl Validator<'_> {
                     format!("{base}.catalog"),
                     "is empty; name the catalog image, e.g. registry.redhat.io/redhat/redhat-operator-index:v4.16".into(),
                 );
+            }
+            if let Some(why) = layout_catalog_problem(op) {
+                self.push(format!("{base}.catalog"), why);
             }
             let target_ok = self.target_catalog(&base, op);
             if let Some(dest) = CatalogDestination::of(op).filter(|_| target_ok) {
@@ -447,6 +451,13 @@ impl CatalogDestination {
     /// `None` for a catalog whose reference does not parse (the reference parser reports it)
     /// or that is read from an OCI layout.
     fn of(op: &Operator) -> Option<Self> {
+        if let Some(layout) = LayoutCatalog::parse(&op.catalog) {
+            let layout = layout.ok()?;
+            return Some(CatalogDestination {
+                repository: layout.repository(op),
+                tag_or_digest: LayoutCatalog::tag(op),
+            });
+        }
         let source = ImageRef::parse(&op.catalog).ok()?;
         let repository = op
             .target_catalog
@@ -483,6 +494,27 @@ impl std::fmt::Display for CatalogDestination {
         };
         write!(f, "'PREFIX/{}{sep}{}'", self.repository, self.tag_or_digest)
     }
+}
+
+/// Why an `oci:` catalog cannot be read: `oci:` without `//` (oc-mirror's refusal), a digest
+/// that is none, or a destination repository (`targetCatalog`, else the directory's base name)
+/// that is no repository name.
+fn layout_catalog_problem(op: &Operator) -> Option<String> {
+    if let Some(why) = single_slash_refusal(&op.catalog) {
+        return Some(why);
+    }
+    let layout = match LayoutCatalog::parse(&op.catalog)? {
+        Ok(l) => l,
+        Err(why) => return Some(why),
+    };
+    let repository = layout.repository(op);
+    (!valid_repository(&repository)).then(|| {
+        format!(
+            "{}: the layout directory's name {} is the catalog's repository under the destination, and it is not a repository name (lower-case letters and digits, separated by '.', '_', '__' or '-'): set targetCatalog",
+            quote(&op.catalog),
+            quote(&repository)
+        )
+    })
 }
 
 /// Which of minVersion/maxVersion is set (the first), if any.

@@ -31,6 +31,9 @@ impl Transfer {
                 Ok::<_, std::io::Error>(rest)
             })));
         }
+        if let Some(layout) = &node.layout {
+            return Ok(layout.blob_stream(d, offset, node.blob.size).await?);
+        }
         match &self.source {
             Source::Registry(regs) => {
                 let client = regs.client(&node.from.registry)?;
@@ -346,6 +349,9 @@ impl Transfer {
     /// Where a blob's bytes come from, as the user named it: the source registry, or the disk
     /// mirror.
     fn source_name(&self, node: &BlobNode) -> String {
+        if let Some(layout) = &node.layout {
+            return format!("oci://{}", layout.root().display());
+        }
         match &self.source {
             Source::Registry(_) => node.from.registry.clone(),
             Source::Layout(layout) => layout.label(),
@@ -578,6 +584,7 @@ mod tests {
             from: ImageRef::parse("registry.example/a/b:1").unwrap(),
             repositories: BTreeSet::new(),
             generated: None,
+            layout: None,
         };
         let moved = Arc::new(AtomicU64::new(0));
         let first = transfer.on_bytes(&node, moved.clone(), 0);
@@ -609,6 +616,7 @@ mod tests {
             from: ImageRef::parse("registry.example/a/b:1").unwrap(),
             repositories: BTreeSet::new(),
             generated: None,
+            layout: None,
         };
         for (limit, taken) in [(3, 2), (1, 1)] {
             let mut settings = TransferSettings::default();

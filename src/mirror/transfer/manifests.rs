@@ -149,8 +149,13 @@ impl Transfer {
                 r.to_string()
             }
         };
+        // A disk mirror's index names the image by its reference, which its record matches.
+        let source = match &self.dest {
+            Destination::Layout(_) => image.source.to_string(),
+            Destination::Registry { .. } => image.source_label(),
+        };
         ImageRecord {
-            source: image.source.to_string(),
+            source,
             path: image.dest_path().to_string(),
             tag,
             category: (image.placement.category != crate::openshift::cluster::Category::Generic)

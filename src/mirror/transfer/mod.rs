@@ -232,7 +232,7 @@ impl Transfer {
     /// source and destination gives two (as many as its limit allows).
     async fn permits(&self, node: &BlobNode) -> Vec<tokio::sync::OwnedSemaphorePermit> {
         let mut hosts: Vec<(String, u32)> = Vec::new();
-        if let Source::Registry(_) = &self.source {
+        if let (Source::Registry(_), None) = (&self.source, &node.layout) {
             hosts.push((node.from.registry.clone(), 1));
         }
         if let Destination::Registry { client, .. } = &self.dest {

@@ -10,7 +10,7 @@ use bootstrap::mirror::config;
 use serde_json::Value;
 
 /// The corpus's features that are not supported yet, as `unsupported_sections` names them.
-const NOT_YET: &[(&str, &str)] = &[("oci-catalog", "mirror.operators[].catalog oci://")];
+const NOT_YET: &[(&str, &str)] = &[];
 
 /// Accepted by oc-mirror's reading (`config.ReadConfig`) but refused by its plan, before any
 /// copy: `full: true` with a package version range fails the catalog filter ("failed to filter

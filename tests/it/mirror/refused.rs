@@ -154,7 +154,8 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
 
 /// Issue 30 point 5: every check of the file that needs no network runs before the first
 /// request, all problems at once, each at its line and column: a malformed digest in
-/// additionalImages, a Helm local chart that does not exist, one that is a directory. The
+/// additionalImages, a Helm local chart that does not exist, one that is a directory, an
+/// `oci://` catalog whose directory is no OCI image layout. The
 /// destination (a listener that counts connections) is never contacted.
 #[test]
 fn every_check_of_the_file_runs_before_any_request() {
@@ -168,8 +169,9 @@ fn every_check_of_the_file_runs_before_any_request() {
     fs_err::write(
         &cfg,
         format!(
-            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example.com/a/b@sha256:1234\n  - name: registry.example.com/a/c:v1\n  helm:\n    local:\n    - name: missing\n      path: {}\n    - name: unpacked\n      path: {}\n",
+            "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConfiguration\nmirror:\n  additionalImages:\n  - name: registry.example.com/a/b@sha256:1234\n  - name: registry.example.com/a/c:v1\n  helm:\n    local:\n    - name: missing\n      path: {}\n    - name: unpacked\n      path: {}\n  operators:\n  - catalog: oci://{}\n",
             work.path().join("no-such-chart.tgz").display(),
+            chart_dir.display(),
             chart_dir.display()
         ),
     )
@@ -195,6 +197,13 @@ fn every_check_of_the_file_runs_before_any_request() {
     assert!(
         err.contains(&format!("{origin}:12:13: mirror.helm.local[1].path"))
             && err.contains("helm package"),
+        "{err}"
+    );
+    // An `oci://` catalog naming a directory that is no OCI image layout.
+    assert!(
+        err.contains(&format!("{origin}:14:"))
+            && err.contains("mirror.operators[0].catalog")
+            && err.contains("no OCI image layout there (no oci-layout, no index.json)"),
         "{err}"
     );
     assert!(

@@ -13,7 +13,11 @@ fn release_by_digest(release: &Value) -> String {
 
 /// Reads a catalog image's config directory back from a registry, the way a cluster would
 /// see it (all layers applied, whiteouts honoured).
-fn catalog_files(registry: &Registry, repo: &str, tag: &str) -> BTreeMap<String, Vec<u8>> {
+pub(super) fn catalog_files(
+    registry: &Registry,
+    repo: &str,
+    tag: &str,
+) -> BTreeMap<String, Vec<u8>> {
     let client = RegistryClient::new(registry);
     block_on(async {
         let (_, manifest) = client.get_manifest(repo, tag).await.unwrap();

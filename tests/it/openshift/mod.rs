@@ -12,6 +12,7 @@
 
 mod kubevirt_okd;
 mod lab_set;
+mod oci_catalog;
 mod refused;
 mod selection;
 
