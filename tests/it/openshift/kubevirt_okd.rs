@@ -16,25 +16,7 @@ const HEAD: &str = "apiVersion: mirror.openshift.io/v2alpha1\nkind: ImageSetConf
 /// Mirrors `config` to `docker://<site>/mirror` with the lab's graphs; the run's JSON summary
 /// and its record.
 fn mirror(lab: &Lab, site: &Registry, config: &std::path::Path) -> (Value, Value) {
-    let record = lab.path("record.json");
-    let dest = format!("docker://{}/mirror", site.host());
-    let okd = lab.okd_graph_url();
-    let args = lab.mirror_args(
-        &[
-            "--okd-graph-url",
-            &okd,
-            "--output",
-            "json",
-            "-c",
-            config.to_str().unwrap(),
-            "--record",
-            record.to_str().unwrap(),
-            &dest,
-        ],
-        &[lab.host(), site.host()],
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let summary: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    let (summary, record) = lab.mirror_to(site, config, &[]);
     (summary, json(&record))
 }
 

@@ -58,8 +58,6 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
     let lab = Lab::new();
     let site = Registry::plain();
     let cfg = lab.lab_config();
-    let record = lab.path("record.json");
-    let dest = format!("docker://{}/mirror", site.host());
     // A signature for 4.18.3 in the signature store's layout; none for 4.18.2 (a warning).
     let sigs = lab.path("signatures");
     let signed = lab.release("4.18.3")["digest"]
@@ -73,22 +71,11 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
         b"gpg-signature",
     )
     .unwrap();
-    let args = lab.mirror_args(
-        &[
-            "--output",
-            "json",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--record",
-            record.to_str().unwrap(),
-            "--release-signatures",
-            sigs.to_str().unwrap(),
-            &dest,
-        ],
-        &[lab.host(), site.host()],
+    let (summary, record) = lab.mirror_to(
+        &site,
+        &cfg,
+        &["--release-signatures", sigs.to_str().unwrap()],
     );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let summary: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
     let rec = json(&record);
     let mirrored = sources(&rec);
 
@@ -295,7 +282,11 @@ fn the_lab_set_mirrors_to_mirror_with_releases_catalog_and_cluster_resources() {
     assert_apply_safe_cluster_resources(&lab, &site, &resources);
 
     // Everything is in place: a second run sends nothing.
-    let again: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    let (again, _) = lab.mirror_to(
+        &site,
+        &cfg,
+        &["--release-signatures", sigs.to_str().unwrap()],
+    );
     assert_eq!(again["bytesTransferred"], 0, "{again}");
     assert_eq!(again["imagesUnchanged"], again["images"], "{again}");
 }

@@ -117,6 +117,30 @@ impl Lab {
         args
     }
 
+    /// Mirrors `config` (with `extra` arguments) to `docker://<site>/mirror` with the lab's
+    /// graphs (OCP's and OKD's); the run's JSON summary and the record's path.
+    fn mirror_to(&self, site: &Registry, config: &Path, extra: &[&str]) -> (Value, PathBuf) {
+        let record = self.path("record.json");
+        let dest = format!("docker://{}/mirror", site.host());
+        let okd = self.okd_graph_url();
+        let mut fixed = vec![
+            "--okd-graph-url",
+            &okd,
+            "--output",
+            "json",
+            "-c",
+            config.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+        ];
+        fixed.extend(extra);
+        fixed.push(&dest);
+        let args = self.mirror_args(&fixed, &[self.host(), site.host()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let summary = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+        (summary, record)
+    }
+
     /// The dry run's plan (JSON on stdout) of `config` into a disk mirror that is not created.
     fn plan(&self, config: &Path) -> Value {
         self.plan_with(config, &[]).0

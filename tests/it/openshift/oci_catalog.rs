@@ -68,22 +68,7 @@ fn an_oci_catalog_is_read_from_its_layout_and_placed_as_oc_mirror_places_it() {
     catalog_layout(&lab, &layout);
     let cfg = layout_config(&lab, &layout);
     let site = Registry::plain();
-    let record = lab.path("record.json");
-    let dest = format!("docker://{}/mirror", site.host());
-    let args = lab.mirror_args(
-        &[
-            "--output",
-            "json",
-            "-c",
-            cfg.to_str().unwrap(),
-            "--record",
-            record.to_str().unwrap(),
-            &dest,
-        ],
-        &[lab.host(), site.host()],
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let summary: Value = serde_json::from_str(&ok(&bootstrap(&args))).unwrap();
+    let (summary, record) = lab.mirror_to(&site, &cfg, &[]);
     let label = format!("oci://{}", layout.display());
 
     assert_eq!(
@@ -137,7 +122,7 @@ fn an_oci_catalog_is_read_from_its_layout_and_placed_as_oc_mirror_places_it() {
         "verify",
         "--record",
         record.to_str().unwrap(),
-        &dest,
+        &format!("docker://{}/mirror", site.host()),
         "--plain-http",
         &site.host(),
     ]));
