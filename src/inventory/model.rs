@@ -318,6 +318,17 @@ pub struct Node {
     pub ssh_address: Option<String>,
 }
 
+impl Node {
+    /// Its addresses' IPs (the `IP` of each `addresses[].ip: IP/PREFIX`), in order; one that
+    /// does not parse is left out (validation names it).
+    pub fn ips(&self) -> Vec<std::net::IpAddr> {
+        self.addresses
+            .iter()
+            .filter_map(|a| crate::netaddr::parse_prefixed(&a.ip).ok().map(|(ip, _)| ip))
+            .collect()
+    }
+}
+
 /// `nodes[].taints[]`: a Kubernetes taint (core/v1 `Taint`, without `timeAdded`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]

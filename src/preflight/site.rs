@@ -10,7 +10,6 @@ use super::dns::{self, RecordType};
 use super::Status;
 use super::{ntp, Area, Check};
 use crate::inventory::Inventory;
-use crate::netaddr::parse_prefixed;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -113,11 +112,7 @@ fn wanted_names(inv: &Inventory) -> Vec<Wanted> {
             true => node.hostname.clone(),
             false => format!("{}.{domain}", node.hostname),
         };
-        let want: BTreeSet<IpAddr> = node
-            .addresses
-            .iter()
-            .filter_map(|a| parse_prefixed(&a.ip).ok().map(|(ip, _)| ip))
-            .collect();
+        let want: BTreeSet<IpAddr> = node.ips().into_iter().collect();
         let list: Vec<String> = want.iter().map(IpAddr::to_string).collect();
         out.push(Wanted {
             fix: format!(

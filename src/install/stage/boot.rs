@@ -297,14 +297,7 @@ fn rendezvous_node(inv: &Inventory) -> Option<(String, IpAddr)> {
     inv.nodes
         .nodes
         .iter()
-        .find(|n| {
-            n.addresses.iter().any(|a| {
-                a.ip.split('/')
-                    .next()
-                    .and_then(|i| i.parse::<IpAddr>().ok())
-                    == Some(ip)
-            })
-        })
+        .find(|n| n.ips().contains(&ip))
         .map(|n| (n.hostname.clone(), ip))
 }
 

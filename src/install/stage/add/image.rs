@@ -158,11 +158,7 @@ fn clashes(inv: &Inventory, plan: &Plan, nodes: &[NodeState], cx: &StageContext)
                 ));
             }
         }
-        let addresses: Vec<IpAddr> = node
-            .addresses
-            .iter()
-            .filter_map(|a| a.ip.split('/').next()?.parse().ok())
-            .collect();
+        let addresses = node.ips();
         for other in nodes.iter().filter(|n| &n.name != name) {
             let shared: Vec<IpAddr> = other
                 .internal_ips

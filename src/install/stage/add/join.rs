@@ -83,11 +83,7 @@ impl StageWork for AddJoin {
             .map(|n| Joining {
                 hostname: n.hostname.clone(),
                 fqdn: Some(format!("{}.{domain}", n.hostname)),
-                addresses: n
-                    .addresses
-                    .iter()
-                    .filter_map(|a| a.ip.split('/').next()?.parse::<IpAddr>().ok())
-                    .collect(),
+                addresses: n.ips(),
             })
             .collect();
         let lines = NodeLines::new(Stage::AddJoin.name(), &plan.added);
