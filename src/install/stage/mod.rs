@@ -200,6 +200,19 @@ impl StageContext {
         self.cancel.load(Ordering::SeqCst)
     }
 
+    /// The new cluster's API through the installer's admin kubeconfig (verified TLS unless
+    /// `--insecure-api` names its host; transient answers retried), for the stages after the
+    /// install that read or change it.
+    pub async fn cluster_api(&self) -> Result<crate::openshift::api::Connected> {
+        crate::openshift::api::connect(
+            &self.run.installer().kubeconfig(),
+            None,
+            &self.insecure_api,
+            crate::openshift::api::Retry::API,
+        )
+        .await
+    }
+
     /// The inventory, loaded; an error (its problems) when it does not load. A stage's inputs
     /// read it with this too: one that cannot be read fails the stage rather than leaving its
     /// settings out of the hash.

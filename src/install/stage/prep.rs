@@ -182,14 +182,7 @@ pub(super) fn label_nodes(
         return Ok(0);
     }
     let handle = tokio::runtime::Handle::current();
-    let kubeconfig = cx.run.installer().kubeconfig();
-    let join =
-        crate::openshift::join::Join::new(handle.block_on(crate::openshift::api::connect(
-            &kubeconfig,
-            None,
-            &cx.insecure_api,
-            crate::openshift::api::Retry::API,
-        ))?);
+    let join = crate::openshift::join::Join::new(handle.block_on(cx.cluster_api())?);
     let mut labelled = Vec::new();
     for node in &nodes {
         handle.block_on(join.label(&node.hostname, &node.labels, &node.taints))?;

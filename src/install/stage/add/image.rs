@@ -16,7 +16,6 @@ use crate::install::rundir::{
     TRUST_BUNDLE_FILE,
 };
 use crate::inventory::Inventory;
-use crate::openshift::api::{self, Retry};
 use crate::openshift::join::{Join, NodeState};
 use anyhow::{bail, Context, Result};
 use std::net::IpAddr;
@@ -74,11 +73,7 @@ impl StageWork for AddImage {
             plan.installed.join(", ")
         ))?;
         let handle = tokio::runtime::Handle::current();
-        let kubeconfig = cx.run.installer().kubeconfig();
-        let nodes = handle.block_on(async {
-            let api = api::connect(&kubeconfig, None, &cx.insecure_api, Retry::API).await?;
-            Join::new(api).nodes().await
-        })?;
+        let nodes = handle.block_on(async { Join::new(cx.cluster_api().await?).nodes().await })?;
         log.line(&format!(
             "the cluster has {} Nodes: {}",
             nodes.len(),

@@ -13,7 +13,6 @@ use super::super::{Inputs, IsoServer, Stage, StageContext, StageWork};
 use super::{note, published_plan};
 use crate::install::log::StageLog;
 use crate::install::rundir::{ADD_BOOT_DIR, ADD_IMAGE_DIR, ADD_JOIN_DIR, JOIN_FILE};
-use crate::openshift::api::{self, Retry};
 use crate::openshift::csr::{Joining, Kind};
 use crate::openshift::join::{Join, NodeState};
 use crate::output::NodeLines;
@@ -168,8 +167,7 @@ async fn watch(
     lines: &NodeLines,
     log: &mut StageLog,
 ) -> Result<Report> {
-    let kubeconfig = cx.run.installer().kubeconfig();
-    let connected = api::connect(&kubeconfig, None, &cx.insecure_api, Retry::API).await?;
+    let connected = cx.cluster_api().await?;
     log.line(&format!("the cluster API: {}", connected.trust.label()))?;
     let join = Join::new(connected);
     let poll = super::super::wait::poll_interval();

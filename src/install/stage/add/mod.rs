@@ -188,37 +188,36 @@ pub(super) fn note(
     what: &str,
     error: Option<&str>,
 ) -> Result<()> {
-    let path = run.added_ledger(node);
-    let mut rec = read_added(&path)?.unwrap_or_else(|| Added {
-        node: node.to_string(),
-        ..Default::default()
-    });
-    let same = rec
-        .steps
-        .last()
-        .is_some_and(|s| s.stage == stage.name() && s.what == what);
-    if !same {
-        rec.steps.push(AddedStep {
-            stage: stage.name().to_string(),
-            what: what.to_string(),
-            at: crate::install::state::now(),
-        });
-    }
-    rec.error = error.map(str::to_string);
-    if let Some(dir) = path.parent() {
-        fs_err::create_dir_all(dir)?;
-    }
-    crate::fs::write_json(&path, &rec)
+    update(run, node, |rec| {
+        let same = rec
+            .steps
+            .last()
+            .is_some_and(|s| s.stage == stage.name() && s.what == what);
+        if !same {
+            rec.steps.push(AddedStep {
+                stage: stage.name().to_string(),
+                what: what.to_string(),
+                at: crate::install::state::now(),
+            });
+        }
+        rec.error = error.map(str::to_string);
+    })
 }
 
 /// Records `node`'s MACs in its day-two ledger.
 pub(super) fn set_macs(run: &RunDir, node: &str, macs: Vec<String>) -> Result<()> {
+    update(run, node, |rec| rec.macs = macs)
+}
+
+/// Reads `node`'s day-two ledger (a new one when there is none), changes it with `change` and
+/// writes it back.
+fn update(run: &RunDir, node: &str, change: impl FnOnce(&mut Added)) -> Result<()> {
     let path = run.added_ledger(node);
     let mut rec = read_added(&path)?.unwrap_or_else(|| Added {
         node: node.to_string(),
         ..Default::default()
     });
-    rec.macs = macs;
+    change(&mut rec);
     if let Some(dir) = path.parent() {
         fs_err::create_dir_all(dir)?;
     }
