@@ -517,7 +517,7 @@ pub fn build(host: &str) -> Result<BuiltCatalog> {
             bundles,
         });
     }
-    let image = catalog_image(&files)?;
+    let image = catalog_image(&files, CATALOG_REPO, CATALOG_TAG)?;
     Ok(BuiltCatalog {
         image,
         images: images.into_values().collect(),
@@ -676,7 +676,13 @@ fn bundle_image(
     image::build(p.bundle_repo, None, &spec)
 }
 
-fn catalog_image(files: &BTreeMap<String, Vec<u8>>) -> Result<Image> {
+/// A catalog image as opm builds one: a base layer (opm, grpc_health_probe), then the config
+/// directory `/configs` holding `files`, labelled for it and served by `opm serve`.
+pub(crate) fn catalog_image(
+    files: &BTreeMap<String, Vec<u8>>,
+    repository: &str,
+    tag: &str,
+) -> Result<Image> {
     let base = vec![
         File::executable("bin/opm", filler("opm v1.47.0", 64 * 1024)),
         File::executable(
@@ -711,7 +717,7 @@ fn catalog_image(files: &BTreeMap<String, Vec<u8>>) -> Result<Image> {
         layers: vec![base, configs],
         ..Default::default()
     };
-    image::build(CATALOG_REPO, Some(CATALOG_TAG), &spec)
+    image::build(repository, Some(tag), &spec)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! `bootstrap-lab up|down|status` ([`site`]) gives the install pipeline a site on one machine: Redfish
 //! BMCs, a machine network of namespaces, the rendezvous and cluster API listeners.
 
+pub mod bigcatalog;
 pub mod catalog;
 pub mod cli;
 pub mod commands;

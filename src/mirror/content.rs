@@ -18,7 +18,7 @@ use super::config::layout_catalog::LayoutCatalog;
 use super::config::{ImageSetConfig, Operator, PlatformType, ReleaseChannel};
 use super::plan::{self, Child, Placement, ResolvedImage, Source};
 use super::resolve::select;
-use crate::oci::blob_read::{read_image_dir, read_image_dir_from, BlobOrigin};
+use crate::oci::blob_read::{read_image_dir, spool_image_dir_from, BlobOrigin};
 use crate::oci::digest::Digest;
 use crate::oci::layers;
 use crate::oci::layout::OciLayout;
@@ -544,13 +544,22 @@ async fn catalog(
         Source::Registry(regs) => BlobOrigin::Registry(regs.clone()),
         Source::Layout(layout) => BlobOrigin::Layout(layout.clone()),
     };
-    let files = read_image_dir_from(&blobs, &image, &manifest, &config_dir).await?;
-    let catalog =
-        fbc::Catalog::parse(&files).with_context(|| format!("reading catalog {label}"))?;
-    let selection = select::select(&catalog, op, index, dependencies).map_err(|e| match &e {
+    let files = spool_image_dir_from(&blobs, &image, &manifest, &config_dir).await?;
+    let operator = op.clone();
+    // Parsing a full-size catalog takes seconds of CPU: off the runtime's threads.
+    let selection = tokio::task::spawn_blocking(move || {
+        let mut read = |keep: fbc::Keep<'_>| {
+            fbc::Catalog::read(files.iter(), keep).map(|(catalog, _)| catalog)
+        };
+        select::select_reading(&mut read, &operator, index, dependencies)
+    })
+    .await
+    .with_context(|| format!("reading catalog {label}: the reading task failed"))?
+    .map_err(|e| match &e {
         select::SelectError::Config { path, .. } => {
             anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
         }
+        select::SelectError::Read(e) => anyhow::anyhow!("reading catalog {label}: {e}"),
         _ => anyhow::anyhow!("catalog {label}: {e}"),
     })?;
     let rendered = selection.render(select::UnknownSchemas::Keep);

@@ -153,6 +153,45 @@ pub async fn read_image_dir_from(
     manifest: &OciImageManifest,
     dir: &str,
 ) -> Result<BTreeMap<String, Vec<u8>>> {
+    read_layers(origin, image, manifest, dir, |layers, dir| {
+        layers::read_config_dir(layers, dir)
+    })
+    .await
+}
+
+/// [`read_image_dir_from`] into an unlinked spool file in the temporary directory (`TMPDIR`):
+/// the files are read back as streams, so a catalog's size costs disk, not memory.
+pub async fn spool_image_dir_from(
+    origin: &BlobOrigin,
+    image: &ImageRef,
+    manifest: &OciImageManifest,
+    dir: &str,
+) -> Result<layers::SpooledFiles> {
+    let tmp = std::env::temp_dir();
+    let spool = tempfile::tempfile_in(&tmp).with_context(|| {
+        format!(
+            "creating a spool file for {image}'s catalog in {} (set TMPDIR to a directory with room)",
+            tmp.display()
+        )
+    })?;
+    let spool = fs_err::File::from_parts(spool, tmp.join("(unlinked catalog spool)"));
+    read_layers(origin, image, manifest, dir, move |layers, dir| {
+        layers::spool_config_dir(layers, dir, spool)
+    })
+    .await
+}
+
+/// Reads `dir` out of the image's layers with `read` on a blocking thread, then checks every
+/// layer's digest (nothing read counts until then).
+async fn read_layers<T: Send + 'static>(
+    origin: &BlobOrigin,
+    image: &ImageRef,
+    manifest: &OciImageManifest,
+    dir: &str,
+    read: impl FnOnce(&mut dyn Iterator<Item = &mut BlobRead>, &str) -> Result<T, layers::LayerError>
+        + Send
+        + 'static,
+) -> Result<T> {
     let mut readers = Vec::new();
     for l in &manifest.layers {
         readers.push(BlobRead::from_origin(
@@ -166,8 +205,8 @@ pub async fn read_image_dir_from(
     let what = image.to_string();
     let failed = format!("reading {dir} out of {image}: the layer reader task failed");
     let dir = dir.to_string();
-    tokio::task::spawn_blocking(move || -> Result<BTreeMap<String, Vec<u8>>> {
-        let files = layers::read_config_dir(readers.iter_mut(), &dir).map_err(|e| {
+    tokio::task::spawn_blocking(move || -> Result<T> {
+        let files = read(&mut readers.iter_mut(), &dir).map_err(|e| {
             let layer = match &e {
                 layers::LayerError::Unsafe { layer, .. }
                 | layers::LayerError::Read { layer, .. } => digests.get(*layer).map(String::as_str),

@@ -1,5 +1,7 @@
 //! Safe tar reading of image layers: the catalog's configuration directory, read out of a
-//! catalog image's layers in memory.
+//! catalog image's layers into memory ([`read_config_dir`]) or into one unlinked spool file
+//! ([`spool_config_dir`]), whose files are then read as streams: a catalog's size then costs
+//! disk, not memory.
 //!
 //! A file-based catalog image carries its catalog as plain files under the directory its label
 //! `operators.operatorframework.io.index.configs.v1` names (usually `/configs`). To filter the
@@ -24,9 +26,14 @@
 //! already known (from this layer or one below) gets that file's contents. Either kind is still
 //! checked for escaping the root first.
 
+mod spool;
+
 use super::layer_walk::{walk_layer, LayerEntry, Member};
+use spool::Spool;
+pub use spool::{Span, SpanReader, SpooledFiles};
 use std::collections::BTreeMap;
 use std::io::{self, Read};
+use std::sync::Arc;
 
 /// Other tar readers (charts, graph data) refuse escaping paths as layers do.
 pub(crate) use super::layer_walk::normalise;
@@ -151,17 +158,68 @@ pub fn read_config_dir_with_limits<R: Read>(
     config_dir: &str,
     limits: Limits,
 ) -> Result<BTreeMap<String, Vec<u8>>, LayerError> {
+    read_into(layers, config_dir, limits, Memory)
+}
+
+/// [`read_config_dir`] into `spool` (a new, empty file, best unlinked: nothing is left behind
+/// when the run stops), with the default [`Limits`]: each file's bytes are copied there as the
+/// layers stream past, and only where each file is stays in memory.
+pub fn spool_config_dir<R: Read>(
+    layers: impl IntoIterator<Item = R>,
+    config_dir: &str,
+    spool: fs_err::File,
+) -> Result<SpooledFiles, LayerError> {
+    let mut store = Spool::new(spool);
+    let files = read_into(layers, config_dir, Limits::default(), &mut store)?;
+    Ok(SpooledFiles::new(Arc::new(store.into_file()), files))
+}
+
+fn read_into<R: Read, S: Store>(
+    layers: impl IntoIterator<Item = R>,
+    config_dir: &str,
+    limits: Limits,
+    store: S,
+) -> Result<BTreeMap<String, S::Data>, LayerError> {
     let dir = config_dir_components(config_dir)?;
     let mut reader = LayerReader {
         dir,
         limits,
         total: 0,
         files: BTreeMap::new(),
+        store,
     };
     for (index, layer) in layers.into_iter().enumerate() {
         reader.apply_layer(index, layer)?;
     }
     Ok(reader.files)
+}
+
+/// Where a catalog file's bytes are kept while the layers are read.
+trait Store {
+    /// A file's bytes, or where they are.
+    type Data: Clone;
+    /// Keeps `size` bytes read from `from`.
+    fn put(&mut self, from: &mut dyn Read, size: u64) -> io::Result<Self::Data>;
+    /// How many bytes `data` stands for.
+    fn len(data: &Self::Data) -> u64;
+}
+
+/// Files kept in memory.
+struct Memory;
+
+impl Store for Memory {
+    type Data = Vec<u8>;
+
+    fn put(&mut self, from: &mut dyn Read, size: u64) -> io::Result<Vec<u8>> {
+        // The caller checked `size` against the per-file limit, so the allocation is bounded.
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        from.take(size).read_to_end(&mut data)?;
+        Ok(data)
+    }
+
+    fn len(data: &Vec<u8>) -> u64 {
+        data.len() as u64
+    }
 }
 
 /// The label value as path components; refuses values that do not name a directory below root.
@@ -209,25 +267,28 @@ enum Removal {
     File(String),
 }
 
-struct LayerReader {
+struct LayerReader<S: Store> {
     dir: Vec<String>,
     limits: Limits,
     total: u64,
-    files: BTreeMap<String, Vec<u8>>,
+    files: BTreeMap<String, S::Data>,
+    store: S,
 }
 
 /// The layer being read: its files and what it removes below, applied when it is complete
 /// (OCI: whiteouts in a layer apply to the layers below only, wherever they sit in the tar).
-#[derive(Default)]
-struct LayerChanges {
-    files: BTreeMap<String, Vec<u8>>,
+struct LayerChanges<D> {
+    files: BTreeMap<String, D>,
     removals: Vec<Removal>,
 }
 
-impl LayerReader {
+impl<S: Store> LayerReader<S> {
     /// Reads one layer through the shared walk and applies what it changes.
     fn apply_layer<R: Read>(&mut self, index: usize, layer: R) -> Result<(), LayerError> {
-        let mut changes = LayerChanges::default();
+        let mut changes = LayerChanges {
+            files: BTreeMap::new(),
+            removals: Vec::new(),
+        };
         walk_layer(index, layer, |entry| self.read_entry(&mut changes, entry))?;
         self.merge(changes);
         Ok(())
@@ -236,7 +297,7 @@ impl LayerReader {
     /// What one entry (already found safe by the walk) does to the config directory.
     fn read_entry(
         &mut self,
-        changes: &mut LayerChanges,
+        changes: &mut LayerChanges<S::Data>,
         entry: LayerEntry<'_>,
     ) -> Result<(), LayerError> {
         // Whiteouts name the entry they delete; judge that entry's place.
@@ -283,7 +344,7 @@ impl LayerReader {
     /// Applies one entry at `rel` inside the config directory to the layer's changes.
     fn apply_entry(
         &mut self,
-        changes: &mut LayerChanges,
+        changes: &mut LayerChanges<S::Data>,
         mut entry: LayerEntry<'_>,
         rel: String,
     ) -> Result<(), LayerError> {
@@ -303,7 +364,7 @@ impl LayerReader {
                 replace_in(&mut changes.files, &rel);
                 changes.removals.push(Removal::Tree(rel.clone()));
                 if let Some(data) = data {
-                    self.account(data.len() as u64)
+                    self.account(S::len(&data))
                         .map_err(|kind| entry.refuse(kind))?;
                     changes.files.insert(rel, data);
                 }
@@ -319,7 +380,7 @@ impl LayerReader {
     }
 
     /// Where `components` (a normalised entry path) lies relative to the config directory.
-    fn place<S: AsRef<str>>(&self, components: &[S]) -> Place {
+    fn place<C: AsRef<str>>(&self, components: &[C]) -> Place {
         let common = self
             .dir
             .iter()
@@ -337,7 +398,7 @@ impl LayerReader {
     }
 
     /// A catalog file's bytes, refused before they are read when they would break a limit.
-    fn read_file(&mut self, entry: &mut LayerEntry<'_>) -> Result<Vec<u8>, LayerError> {
+    fn read_file(&mut self, entry: &mut LayerEntry<'_>) -> Result<S::Data, LayerError> {
         let size = entry.size;
         if size > self.limits.max_file_bytes {
             return Err(entry.refuse(UnsafeEntry::TooLarge {
@@ -346,14 +407,9 @@ impl LayerReader {
             }));
         }
         self.account(size).map_err(|kind| entry.refuse(kind))?;
-        // `size` is within the per-file limit, so the allocation is bounded.
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        entry
-            .data
-            .take(size)
-            .read_to_end(&mut data)
-            .map_err(|e| entry.read_error(e))?;
-        Ok(data)
+        self.store
+            .put(&mut entry.data, size)
+            .map_err(|e| entry.read_error(e))
     }
 
     fn account(&mut self, size: u64) -> Result<(), UnsafeEntry> {
@@ -369,7 +425,7 @@ impl LayerReader {
 
     /// The contents a hard link to archive path `target` stands for, when that is a catalog
     /// file already read (this layer first, then the layers below).
-    fn hard_link_data(&self, layer: &BTreeMap<String, Vec<u8>>, target: &[u8]) -> Option<Vec<u8>> {
+    fn hard_link_data(&self, layer: &BTreeMap<String, S::Data>, target: &[u8]) -> Option<S::Data> {
         let components = normalise(target).ok()?;
         match self.place(&components) {
             Place::Inside(rel) => layer.get(&rel).or_else(|| self.files.get(&rel)).cloned(),
@@ -378,7 +434,7 @@ impl LayerReader {
     }
 
     /// Applies a complete layer: its removals to the files below, then its own files.
-    fn merge(&mut self, changes: LayerChanges) {
+    fn merge(&mut self, changes: LayerChanges<S::Data>) {
         for removal in changes.removals {
             match removal {
                 Removal::All => self.files.clear(),
@@ -396,14 +452,14 @@ impl LayerReader {
 
 /// Removes what a new entry at `rel` replaces: a file at `rel`, everything under `rel`, and
 /// any file at one of `rel`'s ancestors (a file cannot be a directory too).
-fn replace_in(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
+fn replace_in<D>(files: &mut BTreeMap<String, D>, rel: &str) {
     remove_under(files, rel);
     remove_path(files, rel);
 }
 
 /// Removes a file at `rel` and files at any of its ancestors: what a directory at `rel`
 /// replaces.
-fn remove_path(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
+fn remove_path<D>(files: &mut BTreeMap<String, D>, rel: &str) {
     files.remove(rel);
     let mut ancestor = rel;
     while let Some((up, _)) = ancestor.rsplit_once('/') {
@@ -413,7 +469,7 @@ fn remove_path(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
 }
 
 /// Removes everything under directory `rel` (keys `rel/...`, contiguous in the map).
-fn remove_under(files: &mut BTreeMap<String, Vec<u8>>, rel: &str) {
+fn remove_under<D>(files: &mut BTreeMap<String, D>, rel: &str) {
     let prefix = format!("{rel}/");
     let under: Vec<String> = files
         .range(prefix.clone()..)
@@ -519,8 +575,28 @@ mod tests {
         }
     }
 
+    /// Reads the layers into memory and into a spool, and checks both give the same files or
+    /// the same error: every test here covers both stores.
     fn read(layers: Vec<Vec<u8>>) -> Result<BTreeMap<String, Vec<u8>>, LayerError> {
-        read_config_dir(layers.iter().map(|l| l.as_slice()), "/configs")
+        let memory = read_config_dir(layers.iter().map(|l| l.as_slice()), "/configs");
+        let spool = fs_err::File::from_parts(tempfile::tempfile().unwrap(), "spool");
+        let spooled = spool_config_dir(layers.iter().map(|l| l.as_slice()), "/configs", spool);
+        match (&memory, spooled) {
+            (Ok(files), Ok(spooled)) => {
+                let back: BTreeMap<String, Vec<u8>> = spooled
+                    .iter()
+                    .map(|(name, mut r)| {
+                        let mut bytes = Vec::new();
+                        r.read_to_end(&mut bytes).unwrap();
+                        (name.to_string(), bytes)
+                    })
+                    .collect();
+                assert_eq!(&back, files, "the spool holds what memory holds");
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("memory gave {a:?}, the spool {b:?}"),
+        }
+        memory
     }
 
     fn names(files: &BTreeMap<String, Vec<u8>>) -> Vec<&str> {

@@ -16,12 +16,14 @@ mod parse;
 
 pub use parse::parse_file;
 
-use parse::{parse_bundle, parse_channel, parse_package};
-use serde::Deserialize;
+use parse::{for_each_document, parse_bundle, parse_channel, parse_package, properties_of};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::io::Read;
 
 /// Schema of a package document.
 pub const SCHEMA_PACKAGE: &str = "olm.package";
@@ -125,7 +127,8 @@ pub struct Channel {
     pub entries: Vec<ChannelEntry>,
     /// Where it is.
     pub origin: Origin,
-    /// The document as read.
+    /// The document as read, without its `entries` (each is held once, in its
+    /// [`ChannelEntry::raw`]; [`Doc::Channel`] writes them back in place).
     pub raw: Map<String, Value>,
 }
 
@@ -136,7 +139,8 @@ pub struct ChannelEntry {
     pub name: String,
     /// `replaces`: the bundle this one replaces in the channel.
     pub replaces: Option<String>,
-    /// `skips`: bundles this one can be installed over directly.
+    /// `skips`: bundles this one can be installed over directly, those that are entries of the
+    /// same channel (the only ones its graph can use; `raw` keeps every name as read).
     pub skips: Vec<String>,
     /// `skipRange`: versions this one can be installed over (kept, not interpreted).
     pub skip_range: Option<String>,
@@ -155,8 +159,6 @@ pub struct Bundle {
     pub image: String,
     /// The version from the `olm.package` property.
     pub version: semver::Version,
-    /// `properties`.
-    pub properties: Vec<Property>,
     /// `relatedImages`: the images the operator runs (usually including the bundle image).
     pub related_images: Vec<RelatedImage>,
     /// The `olm.package.required` properties.
@@ -213,6 +215,11 @@ pub struct Other {
 }
 
 /// A parsed file-based catalog.
+///
+/// Read with [`Catalog::read`], a catalog can hold some documents whole and others as an
+/// index only: what selection needs (names, default channels, entries' graph, bundles' versions,
+/// images and requirements) with an empty `raw` (see [`Keep`]); [`Package::is_whole`] and its
+/// kin tell them apart.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
     /// Packages by name.
@@ -223,27 +230,134 @@ pub struct Catalog {
     pub bundles: BTreeMap<String, BTreeMap<String, Bundle>>,
     /// Documents of other schemas, in file order.
     pub others: Vec<Other>,
+    /// The versions of the bundles of packages read with [`Rest::Versions`] (their bundles
+    /// are not in `bundles`): what a requirement on such a package is checked against.
+    pub versions: BTreeMap<String, Vec<semver::Version>>,
+    /// For each package of `versions`, its first bundle (name and where), to name it when the
+    /// package has no `olm.package` document.
+    first_versioned: BTreeMap<String, (String, Origin)>,
+}
+
+/// What [`Catalog::read`] keeps of a catalog's documents.
+#[derive(Clone, Copy, Debug)]
+pub enum Keep<'a> {
+    /// Every document whole.
+    All,
+    /// Every document of these packages whole, and documents of other schemas that belong to
+    /// no package; of other packages what the [`Rest`] says.
+    Packages(&'a BTreeSet<String>, Rest),
+    /// These documents whole (and other-schema documents of these packages or of none); of
+    /// everything else what the [`Rest`] says.
+    Documents(&'a Wanted, Rest),
+}
+
+/// What [`Catalog::read`] keeps of the documents it does not keep whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rest {
+    /// Packages, channels and bundles as an index: their typed fields, `raw` empty.
+    Index,
+    /// Packages as an index, bundles' versions only ([`Catalog::versions`]), no channels:
+    /// enough to tell why a requirement on the package is not met.
+    Versions,
+}
+
+/// Documents to keep whole, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// `olm.package` documents (and the other-schema documents of these packages).
+    pub packages: BTreeSet<String>,
+    /// `olm.channel` documents, as (package, channel).
+    pub channels: BTreeSet<(String, String)>,
+    /// `olm.bundle` documents, as (package, bundle).
+    pub bundles: BTreeSet<(String, String)>,
+}
+
+/// What one [`Catalog::read`] saw and kept: what a test of its memory counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Documents read.
+    pub documents: usize,
+    /// Documents kept whole.
+    pub whole: usize,
+    /// Packages, channels and bundles kept as an index.
+    pub indexed: usize,
+    /// Channel entries kept as an index (in channels not kept whole).
+    pub indexed_entries: usize,
+    /// In-channel skips kept as an index.
+    pub indexed_skips: usize,
+    /// Bundle versions kept for [`Rest::Versions`].
+    pub versions: usize,
+}
+
+impl Keep<'_> {
+    fn package(&self, package: &str) -> Option<Rest> {
+        match self {
+            Keep::All => None,
+            Keep::Packages(set, rest) => (!set.contains(package)).then_some(*rest),
+            Keep::Documents(w, rest) => (!w.packages.contains(package)).then_some(*rest),
+        }
+    }
+
+    fn channel(&self, package: &str, name: &str) -> Option<Rest> {
+        match self {
+            Keep::All => None,
+            Keep::Packages(set, rest) => (!set.contains(package)).then_some(*rest),
+            Keep::Documents(w, rest) => {
+                let key = (package.to_string(), name.to_string());
+                (!w.channels.contains(&key)).then_some(*rest)
+            }
+        }
+    }
+
+    fn bundle(&self, package: &str, name: &str) -> Option<Rest> {
+        match self {
+            Keep::All => None,
+            Keep::Packages(set, rest) => (!set.contains(package)).then_some(*rest),
+            Keep::Documents(w, rest) => {
+                let key = (package.to_string(), name.to_string());
+                (!w.bundles.contains(&key)).then_some(*rest)
+            }
+        }
+    }
+
+    /// Whether a document of another schema is kept (always when it names no package).
+    fn other(&self, package: Option<&str>) -> bool {
+        package.is_none_or(|p| self.package(p).is_none())
+    }
 }
 
 impl Catalog {
     /// Parses the files of a config directory (as [`crate::oci::layers::read_config_dir`] returns
     /// them): every `.json`, `.yaml` and `.yml` file; others are skipped.
     pub fn parse(files: &BTreeMap<String, Vec<u8>>) -> Result<Catalog, FbcError> {
+        let files = files
+            .iter()
+            .map(|(name, bytes)| (name.as_str(), &bytes[..]));
+        Catalog::read(files, Keep::All).map(|(c, _)| c)
+    }
+
+    /// Reads `files` (name relative to the config directory, and a reader of its bytes) one
+    /// document at a time, keeping of each what `keep` says; every document is checked as
+    /// [`Catalog::parse`] checks it, kept or not (a duplicate is found only among what is kept,
+    /// whole or as an index).
+    pub fn read<'n, R: Read>(
+        files: impl IntoIterator<Item = (&'n str, R)>,
+        keep: Keep<'_>,
+    ) -> Result<(Catalog, ReadStats), FbcError> {
         let mut catalog = Catalog::default();
-        for (file, bytes) in files {
-            let Some(documents) = parse_file(file, bytes)? else {
-                continue;
-            };
-            for (i, doc) in documents.into_iter().enumerate() {
+        let mut stats = ReadStats::default();
+        for (file, reader) in files {
+            for_each_document(file, reader, |document, doc| {
+                stats.documents += 1;
                 let origin = Origin {
-                    file: file.clone(),
-                    document: i + 1,
+                    file: file.to_string(),
+                    document,
                 };
-                catalog.add(doc, origin)?;
-            }
+                catalog.add(doc, origin, keep, &mut stats)
+            })?;
         }
         catalog.check_packages()?;
-        Ok(catalog)
+        Ok((catalog, stats))
     }
 
     /// The channels of `package`, by name.
@@ -259,7 +373,13 @@ impl Catalog {
         self.bundles.get(package)?.get(name)
     }
 
-    fn add(&mut self, doc: Map<String, Value>, origin: Origin) -> Result<(), FbcError> {
+    fn add(
+        &mut self,
+        doc: Map<String, Value>,
+        origin: Origin,
+        keep: Keep<'_>,
+        stats: &mut ReadStats,
+    ) -> Result<(), FbcError> {
         let schema = match doc.get("schema") {
             Some(Value::String(s)) => s.clone(),
             _ => {
@@ -271,7 +391,14 @@ impl Catalog {
         };
         match schema.as_str() {
             SCHEMA_PACKAGE => {
-                let p = parse_package(doc, origin)?;
+                let mut p = parse_package(doc, origin)?;
+                match keep.package(&p.name) {
+                    None => stats.whole += 1,
+                    Some(_) => {
+                        p.raw = Map::new();
+                        stats.indexed += 1;
+                    }
+                }
                 match self.packages.entry(p.name.clone()) {
                     Entry::Occupied(e) => Err(duplicate(SCHEMA_PACKAGE, &p.name, e.get(), &p)),
                     Entry::Vacant(e) => {
@@ -281,7 +408,20 @@ impl Catalog {
                 }
             }
             SCHEMA_CHANNEL => {
-                let c = parse_channel(doc, origin)?;
+                let mut c = parse_channel(doc, origin)?;
+                match keep.channel(&c.package, &c.name) {
+                    None => stats.whole += 1,
+                    Some(Rest::Versions) => return Ok(()),
+                    Some(Rest::Index) => {
+                        c.raw = Map::new();
+                        for e in &mut c.entries {
+                            e.raw = Map::new();
+                            stats.indexed_skips += e.skips.len();
+                        }
+                        stats.indexed += 1;
+                        stats.indexed_entries += c.entries.len();
+                    }
+                }
                 let map = self.channels.entry(c.package.clone()).or_default();
                 match map.entry(c.name.clone()) {
                     Entry::Occupied(e) => Err(FbcError::Duplicate {
@@ -297,7 +437,23 @@ impl Catalog {
                 }
             }
             SCHEMA_BUNDLE => {
-                let b = parse_bundle(doc, origin)?;
+                let mut b = parse_bundle(doc, origin)?;
+                match keep.bundle(&b.package, &b.name) {
+                    None => stats.whole += 1,
+                    Some(Rest::Versions) => {
+                        stats.versions += 1;
+                        if !self.first_versioned.contains_key(&b.package) {
+                            let first = (b.name, b.origin);
+                            self.first_versioned.insert(b.package.clone(), first);
+                        }
+                        self.versions.entry(b.package).or_default().push(b.version);
+                        return Ok(());
+                    }
+                    Some(Rest::Index) => {
+                        b.raw = Map::new();
+                        stats.indexed += 1;
+                    }
+                }
                 let map = self.bundles.entry(b.package.clone()).or_default();
                 match map.entry(b.name.clone()) {
                     Entry::Occupied(e) => Err(FbcError::Duplicate {
@@ -314,12 +470,15 @@ impl Catalog {
             }
             _ => {
                 let package = doc.get("package").and_then(Value::as_str).map(String::from);
-                self.others.push(Other {
-                    schema,
-                    package,
-                    origin,
-                    raw: doc,
-                });
+                if keep.other(package.as_deref()) {
+                    stats.whole += 1;
+                    self.others.push(Other {
+                        schema,
+                        package,
+                        origin,
+                        raw: doc,
+                    });
+                }
                 Ok(())
             }
         }
@@ -349,7 +508,38 @@ impl Catalog {
                 }
             }
         }
+        for (package, (name, origin)) in &self.first_versioned {
+            if !self.packages.contains_key(package) {
+                return Err(unknown(SCHEMA_BUNDLE, name, package, origin));
+            }
+        }
         Ok(())
+    }
+}
+
+impl Package {
+    /// True when the document is held whole, false for an index entry (see [`Keep`]).
+    pub fn is_whole(&self) -> bool {
+        !self.raw.is_empty()
+    }
+}
+
+impl Channel {
+    /// True when the document is held whole, false for an index entry (see [`Keep`]).
+    pub fn is_whole(&self) -> bool {
+        !self.raw.is_empty()
+    }
+}
+
+impl Bundle {
+    /// True when the document is held whole, false for an index entry (see [`Keep`]).
+    pub fn is_whole(&self) -> bool {
+        !self.raw.is_empty()
+    }
+
+    /// `properties`, as read (none for an index entry).
+    pub fn properties(&self) -> Vec<Property> {
+        properties_of(&self.raw)
     }
 }
 
@@ -362,14 +552,60 @@ fn duplicate(schema: &'static str, name: &str, first: &Package, second: &Package
     }
 }
 
+/// A document to write: an object as read, or a channel (its `raw` with its entries put back
+/// where they sort).
+#[derive(Clone, Copy, Debug)]
+pub enum Doc<'a> {
+    /// Written as it is.
+    Map(&'a Map<String, Value>),
+    /// `raw` with `entries` (each entry's `raw`) in key order, as the document was read.
+    Channel(&'a Channel),
+}
+
+impl Serialize for Doc<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Doc::Map(m) => m.serialize(s),
+            Doc::Channel(c) => {
+                struct Entries<'a>(&'a [ChannelEntry]);
+                impl Serialize for Entries<'_> {
+                    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                        s.collect_seq(self.0.iter().map(|e| &e.raw))
+                    }
+                }
+                let mut map = s.serialize_map(Some(c.raw.len() + 1))?;
+                let mut pending = true;
+                for (k, v) in &c.raw {
+                    if pending && k.as_str() > "entries" {
+                        map.serialize_entry("entries", &Entries(&c.entries))?;
+                        pending = false;
+                    }
+                    if k != "entries" {
+                        map.serialize_entry(k, v)?;
+                    }
+                }
+                if pending {
+                    map.serialize_entry("entries", &Entries(&c.entries))?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
 /// Writes documents as `opm` reads them: a stream of JSON objects, each followed by a newline.
-pub fn to_json_stream<'a>(docs: impl IntoIterator<Item = &'a Map<String, Value>>) -> Vec<u8> {
-    let mut out = Vec::new();
+pub fn write_json_stream<'a>(out: &mut Vec<u8>, docs: impl IntoIterator<Item = Doc<'a>>) {
     for doc in docs {
-        // A map with string keys always serializes; writing to a Vec cannot fail.
-        serde_json::to_writer_pretty(&mut out, doc).expect("a JSON object serializes");
+        // String keys and JSON values always serialize; writing to a Vec cannot fail.
+        serde_json::to_writer_pretty(&mut *out, &doc).expect("a JSON object serializes");
         out.push(b'\n');
     }
+}
+
+/// [`write_json_stream`] of objects as read, into a new buffer.
+pub fn to_json_stream<'a>(docs: impl IntoIterator<Item = &'a Map<String, Value>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    write_json_stream(&mut out, docs.into_iter().map(Doc::Map));
     out
 }
 
@@ -458,7 +694,10 @@ pub(crate) mod tests {
             ch.entries[1].replaces.as_deref(),
             Some("nfd.v4.16.0-202407111006")
         );
-        assert_eq!(ch.entries[1].skips, vec!["nfd.v4.15.9"]);
+        // A skip of a bundle outside the channel cannot be graphed; the entry as read keeps it.
+        assert!(ch.entries[1].skips.is_empty());
+        assert_eq!(ch.entries[1].raw["skips"], json!(["nfd.v4.15.9"]));
+        assert!(!ch.raw.contains_key("entries"));
         assert_eq!(
             ch.entries[1].skip_range.as_deref(),
             Some(">=4.15.0 <4.16.1")

@@ -1,7 +1,8 @@
-//! Reading a catalog's files: `.json` files as streams of concatenated JSON objects,
-//! `.yaml`/`.yml` files as multi-document YAML, and each `olm.package`, `olm.channel` and
-//! `olm.bundle` document into its typed view beside the object as read. Every error names the
-//! file and the document's position in it.
+//! Reading a catalog's files: `.json` files as streams of concatenated JSON objects, read
+//! document by document from a reader (never the whole file at once), `.yaml`/`.yml` files as
+//! multi-document YAML (read whole: the YAML parser needs the text), and each `olm.package`,
+//! `olm.channel` and `olm.bundle` document into its typed view beside the object as read. Every
+//! error names the file and the document's position in it.
 
 use super::{
     Bundle, Channel, ChannelEntry, FbcError, Origin, Package, PackageRequirement, Property,
@@ -10,23 +11,55 @@ use super::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::io::{BufReader, Read};
 
 /// The documents of one file, by its extension: `Ok(None)` for files that are not catalog
 /// content. Every document must be a JSON object (a YAML mapping).
 pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Option<Vec<Map<String, Value>>>, FbcError> {
-    let lower = file.to_ascii_lowercase();
-    if lower.ends_with(".json") {
-        parse_json_stream(file, bytes).map(Some)
-    } else if lower.ends_with(".yaml") || lower.ends_with(".yml") {
-        parse_yaml_documents(file, bytes).map(Some)
-    } else {
-        Ok(None)
-    }
+    let mut out = Vec::new();
+    let content = for_each_document(file, bytes, |_, doc| {
+        out.push(doc);
+        Ok(())
+    })?;
+    Ok(content.then_some(out))
 }
 
-fn parse_json_stream(file: &str, bytes: &[u8]) -> Result<Vec<Map<String, Value>>, FbcError> {
-    let mut out = Vec::new();
-    for (i, item) in serde_json::Deserializer::from_slice(bytes)
+/// Calls `f` with each document of `file` (its position from 1, and the object) as it is
+/// read from `reader`; false, without reading, for files that are not catalog content.
+pub(super) fn for_each_document(
+    file: &str,
+    reader: impl Read,
+    mut f: impl FnMut(usize, Map<String, Value>) -> Result<(), FbcError>,
+) -> Result<bool, FbcError> {
+    let lower = file.to_ascii_lowercase();
+    if lower.ends_with(".json") {
+        json_stream(file, reader, f)?;
+    } else if lower.ends_with(".yaml") || lower.ends_with(".yml") {
+        let mut bytes = Vec::new();
+        BufReader::new(reader)
+            .read_to_end(&mut bytes)
+            .map_err(|e| FbcError::Syntax {
+                file: file.to_string(),
+                message: format!("cannot be read: {e}"),
+            })?;
+        for (i, doc) in parse_yaml_documents(file, &bytes)?.into_iter().enumerate() {
+            f(i + 1, doc)?;
+        }
+    } else {
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// A stream of JSON objects, parsed one at a time from a buffered reader.
+fn json_stream(
+    file: &str,
+    reader: impl Read,
+    mut f: impl FnMut(usize, Map<String, Value>) -> Result<(), FbcError>,
+) -> Result<(), FbcError> {
+    let reader = BufReader::with_capacity(64 * 1024, reader);
+    for (i, item) in serde_json::Deserializer::from_reader(reader)
         .into_iter::<Value>()
         .enumerate()
     {
@@ -35,17 +68,18 @@ fn parse_json_stream(file: &str, bytes: &[u8]) -> Result<Vec<Map<String, Value>>
             message: format!("document {}: {message}", i + 1),
         };
         match item {
-            Ok(Value::Object(map)) => out.push(map),
+            Ok(Value::Object(map)) => f(i + 1, map)?,
             Ok(other) => {
                 return Err(syntax(format!(
                     "expected a JSON object, found {}",
                     kind(&other)
                 )))
             }
+            Err(e) if e.is_io() => return Err(syntax(format!("cannot be read: {e}"))),
             Err(e) => return Err(syntax(format!("not valid JSON: {e}"))),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn parse_yaml_documents(file: &str, bytes: &[u8]) -> Result<Vec<Map<String, Value>>, FbcError> {
@@ -179,8 +213,6 @@ pub(super) fn parse_package(doc: Map<String, Value>, origin: Origin) -> Result<P
 struct ChannelFields {
     package: String,
     name: String,
-    #[serde(default)]
-    entries: Option<Vec<Map<String, Value>>>,
 }
 
 #[derive(Deserialize)]
@@ -195,23 +227,64 @@ struct EntryFields {
     skip_range: Option<String>,
 }
 
-pub(super) fn parse_channel(doc: Map<String, Value>, origin: Origin) -> Result<Channel, FbcError> {
+/// A channel; its `entries` are taken out of the document and held once, each as read in its
+/// [`ChannelEntry::raw`]. An entry's typed `skips` keep only entries of this channel (the
+/// only ones a graph can use; the entry as read keeps every name).
+pub(super) fn parse_channel(
+    mut doc: Map<String, Value>,
+    origin: Origin,
+) -> Result<Channel, FbcError> {
+    let raw_entries = doc.remove("entries");
     let f: ChannelFields = fields(&doc, SCHEMA_CHANNEL, &origin)?;
-    let mut entries = Vec::new();
-    for (i, raw) in f.entries.unwrap_or_default().into_iter().enumerate() {
-        let e: EntryFields =
-            EntryFields::deserialize(MapRef(&raw)).map_err(|e| FbcError::Document {
-                origin: origin.clone(),
-                message: format!("olm.channel '{}': entries[{i}]: {e}", f.name),
-            })?;
-        entries.push(ChannelEntry {
+    let bad = |message: String| FbcError::Document {
+        origin: origin.clone(),
+        message: format!("olm.channel '{}': {message}", f.name),
+    };
+    let raw_entries = match raw_entries {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a,
+        Some(other) => {
+            return Err(bad(format!(
+                "entries: expected a list, found {}",
+                kind(&other)
+            )))
+        }
+    };
+    let mut read = Vec::with_capacity(raw_entries.len());
+    for (i, raw) in raw_entries.into_iter().enumerate() {
+        let Value::Object(raw) = raw else {
+            return Err(bad(format!(
+                "entries[{i}]: expected an object, found {}",
+                kind(&raw)
+            )));
+        };
+        let e = EntryFields::deserialize(MapRef(&raw))
+            .map_err(|e| bad(format!("entries[{i}]: {e}")))?;
+        read.push((e, raw));
+    }
+    let names: HashSet<&str> = read.iter().map(|(e, _)| e.name.as_str()).collect();
+    let in_channel: Vec<Vec<String>> = read
+        .iter()
+        .map(|(e, _)| {
+            e.skips
+                .iter()
+                .flatten()
+                .filter(|s| names.contains(s.as_str()))
+                .cloned()
+                .collect()
+        })
+        .collect();
+    let entries = read
+        .into_iter()
+        .zip(in_channel)
+        .map(|((e, raw), skips)| ChannelEntry {
             name: e.name,
             replaces: e.replaces.filter(|r| !r.is_empty()),
-            skips: e.skips.unwrap_or_default(),
+            skips,
             skip_range: e.skip_range.filter(|r| !r.is_empty()),
             raw,
-        });
-    }
+        })
+        .collect();
     Ok(Channel {
         package: f.package,
         name: f.name,
@@ -229,8 +302,6 @@ struct BundleFields {
     #[serde(default)]
     image: Option<String>,
     #[serde(default)]
-    properties: Option<Vec<Property>>,
-    #[serde(default)]
     related_images: Option<Vec<RelatedImage>>,
 }
 
@@ -240,22 +311,42 @@ struct PackageProperty {
     version: String,
 }
 
+/// A bundle; its properties are read where they are (the largest part of a bundle, e.g.
+/// `olm.bundle.object`, is not copied), and only the version and requirements are kept typed.
 pub(super) fn parse_bundle(doc: Map<String, Value>, origin: Origin) -> Result<Bundle, FbcError> {
     let f: BundleFields = fields(&doc, SCHEMA_BUNDLE, &origin)?;
-    let properties = f.properties.unwrap_or_default();
     let bad = |message: String| FbcError::Document {
         origin: origin.clone(),
         message: format!("olm.bundle '{}': {message}", f.name),
     };
-    let mut versions = properties
-        .iter()
-        .filter(|p| p.property_type == PROPERTY_PACKAGE);
-    let (Some(version_property), None) = (versions.next(), versions.next()) else {
+    let properties = match doc.get("properties") {
+        None | Some(Value::Null) => &[][..],
+        Some(Value::Array(a)) => a.as_slice(),
+        Some(other) => {
+            return Err(bad(format!(
+                "properties: expected a list, found {}",
+                kind(other)
+            )))
+        }
+    };
+    let mut typed = Vec::with_capacity(properties.len());
+    for (i, p) in properties.iter().enumerate() {
+        match p.get("type") {
+            Some(Value::String(t)) => typed.push((t.as_str(), p.get("value"))),
+            _ => {
+                return Err(bad(format!(
+                    "properties[{i}]: needs a 'type' (a string such as olm.package)"
+                )))
+            }
+        }
+    }
+    let mut versions = typed.iter().filter(|(t, _)| *t == PROPERTY_PACKAGE);
+    let (Some((_, version_value)), None) = (versions.next(), versions.next()) else {
         return Err(bad(format!(
             "needs exactly one '{PROPERTY_PACKAGE}' property (it holds the bundle's version)"
         )));
     };
-    let version = PackageProperty::deserialize(&version_property.value)
+    let version = PackageProperty::deserialize(version_value.unwrap_or(&Value::Null))
         .map_err(|e| bad(format!("'{PROPERTY_PACKAGE}' property: {e}")))?
         .version;
     let version = semver::Version::parse(&version).map_err(|e| {
@@ -264,11 +355,11 @@ pub(super) fn parse_bundle(doc: Map<String, Value>, origin: Origin) -> Result<Bu
         ))
     })?;
     let mut dependencies = Vec::new();
-    for p in properties
+    for (_, value) in typed
         .iter()
-        .filter(|p| p.property_type == PROPERTY_PACKAGE_REQUIRED)
+        .filter(|(t, _)| *t == PROPERTY_PACKAGE_REQUIRED)
     {
-        let req = PackageRequirement::deserialize(&p.value)
+        let req = PackageRequirement::deserialize(value.unwrap_or(&Value::Null))
             .map_err(|e| bad(format!("'{PROPERTY_PACKAGE_REQUIRED}' property: {e}")))?;
         dependencies.push(req);
     }
@@ -277,10 +368,21 @@ pub(super) fn parse_bundle(doc: Map<String, Value>, origin: Origin) -> Result<Bu
         package: f.package,
         image: f.image.unwrap_or_default(),
         version,
-        properties,
         related_images: f.related_images.unwrap_or_default(),
         dependencies,
         origin,
         raw: doc,
     })
+}
+
+/// The `properties` of a bundle document as read (none when they are not a list of objects
+/// with a `type`, which [`parse_bundle`] refuses).
+pub(super) fn properties_of(doc: &Map<String, Value>) -> Vec<Property> {
+    match doc.get("properties") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|p| Property::deserialize(p).ok())
+            .collect(),
+        _ => Vec::new(),
+    }
 }

@@ -107,8 +107,8 @@ fn csv_manifest(sub: &Value, bundle: &Bundle) -> Result<Value> {
         .iter()
         .map(crds::owned_entry)
         .collect::<Result<Vec<_>>>()?;
-    let display = bundle
-        .properties
+    let properties = bundle.properties();
+    let display = properties
         .iter()
         .find(|p| p.property_type == "olm.csv.metadata")
         .and_then(|p| p.value["displayName"].as_str())

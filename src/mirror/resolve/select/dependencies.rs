@@ -42,7 +42,11 @@ fn absent_reason(catalog: &Catalog, package: &str, range: &DependencyRange) -> S
     let has = catalog
         .bundles
         .get(package)
-        .is_some_and(|b| b.values().any(|b| range.contains(&b.version)));
+        .is_some_and(|b| b.values().any(|b| range.contains(&b.version)))
+        || catalog
+            .versions
+            .get(package)
+            .is_some_and(|vs| vs.iter().any(|v| range.contains(v)));
     if has {
         format!("the catalog has such a bundle of '{package}', but the selection leaves it out")
     } else {

@@ -2,7 +2,7 @@
 //! the documents of other schemas that still apply, and the files of the rebuilt catalog.
 
 use super::{graph_error, DependencyPick, Kept, SelectError, Selection, UnknownSchemas};
-use crate::openshift::fbc::{self, Bundle, Catalog, Other};
+use crate::openshift::fbc::{self, Bundle, Catalog, Doc, Other};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +30,9 @@ pub(super) fn build(
         let Some(mut package) = catalog.packages.get(name).cloned() else {
             continue;
         };
+        if !package.is_whole() {
+            return Err(SelectError::NotWhole(format!("package '{name}'")));
+        }
         if let Some(default) = defaults.get(name) {
             if *default != package.default_channel {
                 package.default_channel = default.clone();
@@ -48,13 +51,12 @@ pub(super) fn build(
             else {
                 continue;
             };
+            if !channel.is_whole() {
+                return Err(SelectError::NotWhole(format!(
+                    "package '{name}' channel '{cname}'"
+                )));
+            }
             channel.entries.retain(|e| entries.contains(&e.name));
-            let raw: Vec<Value> = channel
-                .entries
-                .iter()
-                .map(|e| Value::Object(e.raw.clone()))
-                .collect();
-            channel.raw.insert("entries".into(), Value::Array(raw));
             for e in entries {
                 let Some(bundle) = catalog.bundle(name, e) else {
                     return Err(graph_error(
@@ -62,6 +64,11 @@ pub(super) fn build(
                         format!("entry '{e}' has no olm.bundle document in the catalog"),
                     ));
                 };
+                if !bundle.is_whole() {
+                    return Err(SelectError::NotWhole(format!(
+                        "package '{name}' bundle '{e}'"
+                    )));
+                }
                 sel.bundles
                     .entry(name.clone())
                     .or_default()
@@ -147,30 +154,32 @@ impl Selection {
         let keep_others = unknown == UnknownSchemas::Keep;
         let mut files = BTreeMap::new();
         for (name, package) in &self.packages {
-            let mut docs: Vec<&Map<String, Value>> = vec![&package.raw];
+            let mut docs = vec![Doc::Map(&package.raw)];
             docs.extend(
                 self.channels
                     .get(name)
                     .into_iter()
                     .flat_map(|c| c.values())
-                    .map(|c| &c.raw),
+                    .map(Doc::Channel),
             );
             docs.extend(
                 self.bundles
                     .get(name)
                     .into_iter()
                     .flat_map(|b| b.values())
-                    .map(|b| &b.raw),
+                    .map(|b| Doc::Map(&b.raw)),
             );
             if keep_others {
                 docs.extend(
                     self.others
                         .iter()
                         .filter(|o| o.package.as_deref() == Some(name))
-                        .map(|o| &o.raw),
+                        .map(|o| Doc::Map(&o.raw)),
                 );
             }
-            files.insert(format!("{name}/catalog.json"), fbc::to_json_stream(docs));
+            let mut out = Vec::new();
+            fbc::write_json_stream(&mut out, docs);
+            files.insert(format!("{name}/catalog.json"), out);
         }
         let unowned: Vec<&Map<String, Value>> = self
             .others

@@ -43,7 +43,8 @@ mod range;
 mod rules;
 
 use crate::mirror::config::Operator;
-use crate::openshift::fbc::{self, Bundle, Catalog, Channel, Other, Package};
+use crate::openshift::fbc::{self, Bundle, Catalog, Channel, FbcError, Keep, Other, Package};
+use crate::openshift::fbc::{Rest, Wanted};
 use channel::ChannelGraph;
 pub use dependencies::Provided;
 use dependencies::{follow_dependencies, unmet};
@@ -78,6 +79,13 @@ pub enum SelectError {
         /// What is wrong.
         message: String,
     },
+    /// The catalog could not be read.
+    #[error(transparent)]
+    Read(#[from] FbcError),
+    /// A document the selection keeps was read as an index only (a fault of the reading
+    /// plan, not of the catalog).
+    #[error("{0} was read as an index only, not whole: bootstrap cannot write it")]
+    NotWhole(String),
 }
 
 /// Whether a selection follows `olm.package.required`.
@@ -163,10 +171,65 @@ pub fn select(
     operator_index: usize,
     dependencies: Dependencies,
 ) -> Result<Selection, SelectError> {
-    let base = format!("mirror.operators[{operator_index}]");
     if operator.packages.is_empty() && operator.full {
         return whole_catalog(catalog);
     }
+    let plan = plan(catalog, operator, operator_index, dependencies)?;
+    plan.build(catalog)
+}
+
+/// [`select`] over a catalog read by `read` as often as needed, keeping whole only what the
+/// selection needs, so memory follows the selection, not the catalog:
+/// - listed packages, dependencies reported: one read, the listed packages whole, of the
+///   others only their bundles' versions;
+/// - listed packages, dependencies followed: one read, the listed packages whole and the rest
+///   as an index; a second read for the documents of the packages the dependencies add;
+/// - no packages (every channel's head): one read of the index, a second for the kept documents;
+/// - `full: true` without packages: the catalog whole (the caller that writes the catalog
+///   streams it instead: see [`stream_whole`]).
+pub fn select_reading(
+    read: &mut dyn FnMut(Keep<'_>) -> Result<Catalog, FbcError>,
+    operator: &Operator,
+    operator_index: usize,
+    dependencies: Dependencies,
+) -> Result<Selection, SelectError> {
+    if operator.packages.is_empty() && operator.full {
+        return whole_catalog(&read(Keep::All)?);
+    }
+    let listed: BTreeSet<String> = operator.packages.iter().map(|p| p.name.clone()).collect();
+    let follow = dependencies == Dependencies::Follow && !operator.skip_dependencies;
+    let rest = if follow || listed.is_empty() {
+        Rest::Index
+    } else {
+        Rest::Versions
+    };
+    let catalog = read(Keep::Packages(&listed, rest))?;
+    let plan = plan(&catalog, operator, operator_index, dependencies)?;
+    if plan.kept.keys().all(|p| listed.contains(p)) {
+        return plan.build(&catalog);
+    }
+    drop(catalog);
+    let wanted = plan.wanted();
+    let catalog = read(Keep::Documents(&wanted, Rest::Versions))?;
+    plan.build(&catalog)
+}
+
+/// What a selection keeps, by name, before any document is copied.
+struct Plan {
+    kept: Kept,
+    defaults: BTreeMap<String, String>,
+    picks: Vec<DependencyPick>,
+    unmet: Vec<UnmetRequirement>,
+}
+
+/// The names [`select`] keeps; `catalog` needs only an index of what is not listed.
+fn plan(
+    catalog: &Catalog,
+    operator: &Operator,
+    operator_index: usize,
+    dependencies: Dependencies,
+) -> Result<Plan, SelectError> {
+    let base = format!("mirror.operators[{operator_index}]");
     let mut kept = Kept::new();
     let mut defaults = BTreeMap::new();
     if operator.packages.is_empty() {
@@ -192,9 +255,35 @@ pub fn select(
         }
         _ => (Vec::new(), unmet(catalog, &kept)),
     };
-    let mut sel = build(catalog, &kept, &defaults, picks)?;
-    sel.unmet = unmet;
-    Ok(sel)
+    Ok(Plan {
+        kept,
+        defaults,
+        picks,
+        unmet,
+    })
+}
+
+impl Plan {
+    /// The documents the plan keeps, to read them whole.
+    fn wanted(&self) -> Wanted {
+        let mut w = Wanted::default();
+        for (package, channels) in self.kept.iter().filter(|(_, c)| !c.is_empty()) {
+            w.packages.insert(package.clone());
+            for (channel, entries) in channels {
+                w.channels.insert((package.clone(), channel.clone()));
+                w.bundles
+                    .extend(entries.iter().map(|e| (package.clone(), e.clone())));
+            }
+        }
+        w
+    }
+
+    /// The selection, from `catalog` holding every kept document whole.
+    fn build(self, catalog: &Catalog) -> Result<Selection, SelectError> {
+        let mut sel = build(catalog, &self.kept, &self.defaults, self.picks)?;
+        sel.unmet = self.unmet;
+        Ok(sel)
+    }
 }
 
 /// The head of `channel` (the one entry nothing replaces or skips), checked as opm checks it:
