@@ -545,26 +545,20 @@ async fn catalog(
         Source::Layout(layout) => BlobOrigin::Layout(layout.clone()),
     };
     let files = spool_image_dir_from(&blobs, &image, &manifest, &config_dir).await?;
-    let operator = op.clone();
-    // Parsing a full-size catalog takes seconds of CPU: off the runtime's threads.
-    let selection = tokio::task::spawn_blocking(move || {
-        let mut read = |keep: fbc::Keep<'_>| {
-            fbc::Catalog::read(files.iter(), keep).map(|(catalog, _)| catalog)
-        };
-        select::select_reading(&mut read, &operator, index, dependencies)
-    })
-    .await
-    .with_context(|| format!("reading catalog {label}: the reading task failed"))?
-    .map_err(|e| match &e {
-        select::SelectError::Config { path, .. } => {
-            anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
-        }
-        select::SelectError::Read(e) => anyhow::anyhow!("reading catalog {label}: {e}"),
-        _ => anyhow::anyhow!("catalog {label}: {e}"),
-    })?;
-    let rendered = selection.render(select::UnknownSchemas::Keep);
     let cache_dir = rebuild::cache_dir_of(&config);
-    let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
+    let (selection, layer) =
+        select_and_layer(files, op, index, dependencies, &config_dir, cache_dir)
+            .await
+            .map_err(|e| match e.downcast_ref::<select::SelectError>() {
+                Some(select::SelectError::Config { path, .. }) => {
+                    anyhow::anyhow!("{}", e.to_string().replacen(path.as_str(), &at(path), 1))
+                }
+                Some(select::SelectError::Read(r)) => {
+                    anyhow::anyhow!("reading catalog {label}: {r}")
+                }
+                Some(_) => anyhow::anyhow!("catalog {label}: {e}"),
+                None => e.context(format!("catalog {label}")),
+            })?;
     let known = (config_digest(&manifest)?, config.clone());
     let mut rebuilt = rebuild_image(
         &source,
@@ -590,6 +584,37 @@ async fn catalog(
     add_selection(&label, &selection, followed, &platforms, content)?;
     content.catalogs.push(rebuilt);
     Ok(())
+}
+
+/// The selection of `op` from a catalog's spooled files, and the rebuilt configs layer. Off the
+/// runtime's threads: parsing a full-size catalog takes seconds of CPU. `full: true` without
+/// packages is written into the layer as it is read ([`select::stream_whole`]); any other
+/// selection is read keeping whole only what it keeps ([`select::select_reading`]).
+async fn select_and_layer(
+    files: layers::SpooledFiles,
+    op: &Operator,
+    index: usize,
+    dependencies: select::Dependencies,
+    config_dir: &str,
+    cache_dir: Option<String>,
+) -> Result<(select::Selection, rebuild::ConfigsLayer)> {
+    let operator = op.clone();
+    let config_dir = config_dir.to_string();
+    tokio::task::spawn_blocking(move || {
+        if operator.packages.is_empty() && operator.full {
+            let keep = select::UnknownSchemas::Keep;
+            return select::stream_whole(&files, keep, &config_dir, cache_dir.as_deref());
+        }
+        let mut read = |keep: fbc::Keep<'_>| {
+            fbc::Catalog::read(files.iter(), keep).map(|(catalog, _)| catalog)
+        };
+        let selection = select::select_reading(&mut read, &operator, index, dependencies)?;
+        let rendered = selection.render(select::UnknownSchemas::Keep);
+        let layer = rebuild::configs_layer(&rendered, &config_dir, cache_dir.as_deref())?;
+        Ok((selection, layer))
+    })
+    .await
+    .context("the catalog reading task failed")?
 }
 
 /// Where a catalog is read from: its registry, or the OCI layout an `oci://` catalog names.

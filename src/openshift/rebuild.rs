@@ -6,7 +6,7 @@
 //! rebuilds the cache at start. Labels, entrypoint and command are kept. Deterministic: the same
 //! source and files give the same digests.
 
-use crate::oci::digest::Digest;
+use crate::oci::digest::{Digest, StreamHasher};
 use crate::oci::manifest::RawManifest;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -93,59 +93,153 @@ pub fn configs_layer(
     config_dir: &str,
     cache_dir: Option<&str>,
 ) -> Result<ConfigsLayer> {
-    let root = components(config_dir)?.join("/");
-    let cache = cache_dir.map(components).transpose()?.map(|c| c.join("/"));
-    let mut dirs = BTreeSet::new();
-    let add_parents = |path: &str, dirs: &mut BTreeSet<String>| {
-        let mut acc = String::new();
-        for part in path.split('/') {
-            if !acc.is_empty() {
-                acc.push('/');
+    let mut w = ConfigsLayerWriter::new(files.keys().cloned(), config_dir, cache_dir)?;
+    for (name, data) in files {
+        w.append(name, data)?;
+    }
+    w.finish()
+}
+
+/// A writer that hashes what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: StreamHasher,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+type LayerStream = Hashing<flate2::write::GzEncoder<Hashing<Vec<u8>>>>;
+
+/// [`configs_layer`] written one file at a time: the tar is compressed and hashed as it is
+/// written, so only the compressed layer is held, never the files or the tar together.
+/// The names are given first (for the directory entries); the files must then come in that
+/// (sorted) order, and all of them.
+pub struct ConfigsLayerWriter {
+    tar: tar::Builder<LayerStream>,
+    root: String,
+    names: Vec<String>,
+    next: usize,
+}
+
+fn entry_header(kind: tar::EntryType, size: u64, mode: u32) -> tar::Header {
+    let mut h = tar::Header::new_ustar();
+    h.set_entry_type(kind);
+    h.set_size(size);
+    h.set_mode(mode);
+    h.set_mtime(0);
+    h.set_uid(0);
+    h.set_gid(0);
+    h
+}
+
+impl ConfigsLayerWriter {
+    /// Starts the layer for files `names` (relative to `config_dir`; sorted here): writes the
+    /// directories and the opaque whiteouts.
+    pub fn new(
+        names: impl IntoIterator<Item = String>,
+        config_dir: &str,
+        cache_dir: Option<&str>,
+    ) -> Result<Self> {
+        let root = components(config_dir)?.join("/");
+        let cache = cache_dir.map(components).transpose()?.map(|c| c.join("/"));
+        let mut dirs = BTreeSet::new();
+        let add_parents = |path: &str, dirs: &mut BTreeSet<String>| {
+            let mut acc = String::new();
+            for part in path.split('/') {
+                if !acc.is_empty() {
+                    acc.push('/');
+                }
+                acc.push_str(part);
+                dirs.insert(acc.clone());
             }
-            acc.push_str(part);
-            dirs.insert(acc.clone());
+        };
+        add_parents(&root, &mut dirs);
+        if let Some(c) = &cache {
+            add_parents(c, &mut dirs);
         }
-    };
-    add_parents(&root, &mut dirs);
-    if let Some(c) = &cache {
-        add_parents(c, &mut dirs);
-    }
-    let mut entries = Vec::new();
-    for name in files.keys() {
-        let rel = components(name).with_context(|| format!("catalog file '{name}'"))?;
-        let path = format!("{root}/{}", rel.join("/"));
-        if let Some((parent, _)) = path.rsplit_once('/') {
-            add_parents(parent, &mut dirs);
+        let names: BTreeSet<String> = names.into_iter().collect();
+        for name in &names {
+            let rel = components(name).with_context(|| format!("catalog file '{name}'"))?;
+            let path = format!("{root}/{}", rel.join("/"));
+            if let Some((parent, _)) = path.rsplit_once('/') {
+                add_parents(parent, &mut dirs);
+            }
         }
-        entries.push((path, name));
+        let gz = flate2::write::GzEncoder::new(
+            Hashing {
+                inner: Vec::new(),
+                hasher: StreamHasher::new(),
+            },
+            flate2::Compression::default(),
+        );
+        let mut tar = tar::Builder::new(Hashing {
+            inner: gz,
+            hasher: StreamHasher::new(),
+        });
+        for dir in &dirs {
+            let mut h = entry_header(tar::EntryType::Directory, 0, 0o755);
+            tar.append_data(&mut h, format!("{dir}/"), std::io::empty())?;
+        }
+        let mut whiteouts = vec![format!("{root}/.wh..wh..opq")];
+        whiteouts.extend(cache.iter().map(|c| format!("{c}/.wh..wh..opq")));
+        for w in whiteouts {
+            let mut h = entry_header(tar::EntryType::Regular, 0, 0o644);
+            tar.append_data(&mut h, w, std::io::empty())?;
+        }
+        Ok(ConfigsLayerWriter {
+            tar,
+            root,
+            names: names.into_iter().collect(),
+            next: 0,
+        })
     }
-    let mut tar = tar::Builder::new(Vec::new());
-    let header = |kind: tar::EntryType, size: u64, mode: u32| {
-        let mut h = tar::Header::new_ustar();
-        h.set_entry_type(kind);
-        h.set_size(size);
-        h.set_mode(mode);
-        h.set_mtime(0);
-        h.set_uid(0);
-        h.set_gid(0);
-        h
-    };
-    for dir in &dirs {
-        let mut h = header(tar::EntryType::Directory, 0, 0o755);
-        tar.append_data(&mut h, format!("{dir}/"), std::io::empty())?;
+
+    /// The name the next [`append`](Self::append) must give, if any is left.
+    pub fn expected(&self) -> Option<&str> {
+        self.names.get(self.next).map(String::as_str)
     }
-    let mut whiteouts = vec![format!("{root}/.wh..wh..opq")];
-    whiteouts.extend(cache.iter().map(|c| format!("{c}/.wh..wh..opq")));
-    for w in whiteouts {
-        let mut h = header(tar::EntryType::Regular, 0, 0o644);
-        tar.append_data(&mut h, w, std::io::empty())?;
+
+    /// Writes file `name`, which must be the next of the names given to [`new`](Self::new).
+    pub fn append(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        if self.expected() != Some(name) {
+            bail!(
+                "catalog layer: file '{name}' written out of order (expected {:?})",
+                self.expected()
+            );
+        }
+        self.next += 1;
+        let rel = components(name)?.join("/");
+        let mut h = entry_header(tar::EntryType::Regular, data.len() as u64, 0o644);
+        self.tar
+            .append_data(&mut h, format!("{}/{rel}", self.root), data)?;
+        Ok(())
     }
-    for (path, name) in entries {
-        let data = &files[name];
-        let mut h = header(tar::EntryType::Regular, data.len() as u64, 0o644);
-        tar.append_data(&mut h, path, data.as_slice())?;
+
+    /// The finished layer; every named file must have been written.
+    pub fn finish(self) -> Result<ConfigsLayer> {
+        if let Some(missing) = self.expected() {
+            bail!("catalog layer: file '{missing}' was never written");
+        }
+        let tar = self.tar.into_inner()?;
+        let (diff_id, _) = tar.hasher.finish();
+        let gz = tar.inner.finish()?;
+        let (digest, _) = gz.hasher.finish();
+        Ok(ConfigsLayer {
+            bytes: Bytes::from(gz.inner),
+            digest,
+            diff_id,
+        })
     }
-    Ok(ConfigsLayer::from_tar(&tar.into_inner()?)?)
 }
 
 /// How a rebuilt image's config changes besides the new layer.
@@ -311,6 +405,33 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read, files());
+    }
+
+    #[test]
+    fn the_streamed_layer_is_the_tar_compressed_in_one_go_and_its_digests_match() {
+        let layer = configs_layer(&files(), "/configs", Some("/tmp/cache")).unwrap();
+        let mut tar = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&layer.bytes[..]),
+            &mut tar,
+        )
+        .unwrap();
+        assert_eq!(layer.diff_id, Digest::of(&tar));
+        assert_eq!(layer.digest, Digest::of(&layer.bytes));
+        let whole = ConfigsLayer::from_tar(&tar).unwrap();
+        assert_eq!(
+            whole.bytes, layer.bytes,
+            "compressing file by file changes no byte"
+        );
+        let mut w = ConfigsLayerWriter::new(files().into_keys(), "/configs", None).unwrap();
+        let e = w.append("nfd/catalog.json", b"{}").unwrap_err().to_string();
+        assert!(
+            e.contains("out of order (expected Some(\"catalog.json\"))"),
+            "{e}"
+        );
+        w.append("catalog.json", b"{}").unwrap();
+        let e = w.finish().unwrap_err().to_string();
+        assert!(e.contains("'nfd/catalog.json' was never written"), "{e}");
     }
 
     #[test]

@@ -346,18 +346,26 @@ impl Catalog {
     ) -> Result<(Catalog, ReadStats), FbcError> {
         let mut catalog = Catalog::default();
         let mut stats = ReadStats::default();
-        for (file, reader) in files {
-            for_each_document(file, reader, |document, doc| {
-                stats.documents += 1;
-                let origin = Origin {
-                    file: file.to_string(),
-                    document,
-                };
-                catalog.add(doc, origin, keep, &mut stats)
-            })?;
-        }
+        visit(files, |_, doc| catalog.insert(doc, keep, &mut stats))?;
         catalog.check_packages()?;
         Ok((catalog, stats))
+    }
+
+    /// Adds one document, keeping of it what `keep` says; refuses a second definition.
+    pub fn insert(
+        &mut self,
+        doc: Parsed,
+        keep: Keep<'_>,
+        stats: &mut ReadStats,
+    ) -> Result<(), FbcError> {
+        stats.documents += 1;
+        self.add(doc, keep, stats)
+    }
+
+    /// What [`Catalog::read`] checks once every document is in: every channel and bundle
+    /// belongs to a package the catalog defines.
+    pub fn check(&self) -> Result<(), FbcError> {
+        self.check_packages()
     }
 
     /// The channels of `package`, by name.
@@ -373,25 +381,9 @@ impl Catalog {
         self.bundles.get(package)?.get(name)
     }
 
-    fn add(
-        &mut self,
-        doc: Map<String, Value>,
-        origin: Origin,
-        keep: Keep<'_>,
-        stats: &mut ReadStats,
-    ) -> Result<(), FbcError> {
-        let schema = match doc.get("schema") {
-            Some(Value::String(s)) => s.clone(),
-            _ => {
-                return Err(FbcError::Document {
-                    origin,
-                    message: "has no 'schema' (a string such as olm.package)".into(),
-                })
-            }
-        };
-        match schema.as_str() {
-            SCHEMA_PACKAGE => {
-                let mut p = parse_package(doc, origin)?;
+    fn add(&mut self, doc: Parsed, keep: Keep<'_>, stats: &mut ReadStats) -> Result<(), FbcError> {
+        match doc {
+            Parsed::Package(mut p) => {
                 match keep.package(&p.name) {
                     None => stats.whole += 1,
                     Some(_) => {
@@ -407,8 +399,7 @@ impl Catalog {
                     }
                 }
             }
-            SCHEMA_CHANNEL => {
-                let mut c = parse_channel(doc, origin)?;
+            Parsed::Channel(mut c) => {
                 match keep.channel(&c.package, &c.name) {
                     None => stats.whole += 1,
                     Some(Rest::Versions) => return Ok(()),
@@ -436,8 +427,7 @@ impl Catalog {
                     }
                 }
             }
-            SCHEMA_BUNDLE => {
-                let mut b = parse_bundle(doc, origin)?;
+            Parsed::Bundle(mut b) => {
                 match keep.bundle(&b.package, &b.name) {
                     None => stats.whole += 1,
                     Some(Rest::Versions) => {
@@ -468,16 +458,10 @@ impl Catalog {
                     }
                 }
             }
-            _ => {
-                let package = doc.get("package").and_then(Value::as_str).map(String::from);
-                if keep.other(package.as_deref()) {
+            Parsed::Other(o) => {
+                if keep.other(o.package.as_deref()) {
                     stats.whole += 1;
-                    self.others.push(Other {
-                        schema,
-                        package,
-                        origin,
-                        raw: doc,
-                    });
+                    self.others.push(o);
                 }
                 Ok(())
             }
@@ -515,6 +499,76 @@ impl Catalog {
         }
         Ok(())
     }
+}
+
+/// One document of a catalog, read and checked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Parsed {
+    /// `olm.package`.
+    Package(Package),
+    /// `olm.channel`.
+    Channel(Channel),
+    /// `olm.bundle`.
+    Bundle(Bundle),
+    /// Any other schema.
+    Other(Other),
+}
+
+impl Parsed {
+    /// The package the document belongs to (its name, for a package).
+    pub fn package(&self) -> Option<&str> {
+        match self {
+            Parsed::Package(p) => Some(&p.name),
+            Parsed::Channel(c) => Some(&c.package),
+            Parsed::Bundle(b) => Some(&b.package),
+            Parsed::Other(o) => o.package.as_deref(),
+        }
+    }
+
+    fn of(doc: Map<String, Value>, origin: Origin) -> Result<Parsed, FbcError> {
+        let schema = match doc.get("schema") {
+            Some(Value::String(s)) => s.clone(),
+            _ => {
+                return Err(FbcError::Document {
+                    origin,
+                    message: "has no 'schema' (a string such as olm.package)".into(),
+                })
+            }
+        };
+        Ok(match schema.as_str() {
+            SCHEMA_PACKAGE => Parsed::Package(parse_package(doc, origin)?),
+            SCHEMA_CHANNEL => Parsed::Channel(parse_channel(doc, origin)?),
+            SCHEMA_BUNDLE => Parsed::Bundle(parse_bundle(doc, origin)?),
+            _ => {
+                let package = doc.get("package").and_then(Value::as_str).map(String::from);
+                Parsed::Other(Other {
+                    schema,
+                    package,
+                    origin,
+                    raw: doc,
+                })
+            }
+        })
+    }
+}
+
+/// Reads `files` (name relative to the config directory, and a reader of its bytes) one
+/// document at a time, calling `f` with the file's position in `files` and the document, read
+/// and checked; files that are not catalog content are skipped.
+pub fn visit<'n, R: Read>(
+    files: impl IntoIterator<Item = (&'n str, R)>,
+    mut f: impl FnMut(usize, Parsed) -> Result<(), FbcError>,
+) -> Result<(), FbcError> {
+    for (index, (file, reader)) in files.into_iter().enumerate() {
+        for_each_document(file, reader, |document, doc| {
+            let origin = Origin {
+                file: file.to_string(),
+                document,
+            };
+            f(index, Parsed::of(doc, origin)?)
+        })?;
+    }
+    Ok(())
 }
 
 impl Package {

@@ -41,6 +41,7 @@ mod dependencies;
 mod filtered;
 mod range;
 mod rules;
+mod whole;
 
 use crate::mirror::config::Operator;
 use crate::openshift::fbc::{self, Bundle, Catalog, Channel, FbcError, Keep, Other, Package};
@@ -51,6 +52,7 @@ use dependencies::{follow_dependencies, unmet};
 use filtered::{build, images_of};
 use rules::select_package;
 use std::collections::{BTreeMap, BTreeSet};
+pub use whole::{stream_whole, CatalogFiles};
 
 /// Why a selection could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +297,11 @@ pub fn channel_head(channel: &Channel) -> Result<&str, String> {
 /// `full: true` without packages: everything, unchanged; a requirement is unmet only when the
 /// catalog has nothing that meets it.
 fn whole_catalog(catalog: &Catalog) -> Result<Selection, SelectError> {
+    Ok(whole_owned(catalog.clone()))
+}
+
+/// [`whole_catalog`] of a catalog it may keep.
+fn whole_owned(catalog: Catalog) -> Selection {
     let images = images_of(catalog.bundles.values().flat_map(|b| b.values()));
     let mut kept = Kept::new();
     for channel in catalog.channels.values().flat_map(|c| c.values()) {
@@ -303,15 +310,16 @@ fn whole_catalog(catalog: &Catalog) -> Result<Selection, SelectError> {
             .or_default()
             .insert(channel.name.clone(), names);
     }
-    Ok(Selection {
-        packages: catalog.packages.clone(),
-        channels: catalog.channels.clone(),
-        bundles: catalog.bundles.clone(),
-        others: catalog.others.clone(),
+    let unmet = unmet(&catalog, &kept);
+    Selection {
+        packages: catalog.packages,
+        channels: catalog.channels,
+        bundles: catalog.bundles,
+        others: catalog.others,
         dependencies: Vec::new(),
-        unmet: unmet(catalog, &kept),
+        unmet,
         images,
-    })
+    }
 }
 
 fn graph_error(channel: &Channel, message: String) -> SelectError {

@@ -5,6 +5,7 @@
 mod dependencies;
 mod filtered;
 mod rules;
+mod whole;
 
 use super::*;
 use crate::mirror::config::{IncludeChannel, IncludePackage};
@@ -48,6 +49,11 @@ const GITOPS: &str = "openshift-gitops-operator";
 /// - an olm.deprecations document for gpu-operator-certified and a document of a schema
 ///   nobody knows, belonging to no package.
 fn catalog() -> Catalog {
+    Catalog::parse(&catalog_files()).unwrap()
+}
+
+/// [`catalog`]'s documents, in one file.
+fn catalog_documents() -> Vec<Value> {
     let gpu_related = &["driver", "toolkit", "device-plugin"][..];
     let docs = vec![
         package(GPU, "stable"),
@@ -118,12 +124,24 @@ fn catalog() -> Catalog {
         bundle("cert-manager", "1.14.0", &[], &[]),
         json!({"schema": "example.com.notes", "text": "kept or dropped as a whole"}),
     ];
+    docs
+}
+
+fn stream(docs: &[Value]) -> Vec<u8> {
     let mut bytes = Vec::new();
     for d in docs {
-        bytes.extend(serde_json::to_vec(&d).unwrap());
+        bytes.extend(serde_json::to_vec(d).unwrap());
         bytes.push(b'\n');
     }
-    Catalog::parse(&BTreeMap::from([("index/catalog.json".to_string(), bytes)])).unwrap()
+    bytes
+}
+
+/// [`catalog`]'s files: all in one.
+fn catalog_files() -> BTreeMap<String, Vec<u8>> {
+    BTreeMap::from([(
+        "index/catalog.json".to_string(),
+        stream(&catalog_documents()),
+    )])
 }
 
 fn operator(packages: Vec<IncludePackage>) -> Operator {
