@@ -470,3 +470,65 @@ async fn the_gpu_playbook_runs_its_expressions() {
     ]);
     assert_eq!(report.recap["gpu-01"], recap(1, 0, 1, 0, 0));
 }
+
+/// A host whose commands take a while, counting how many of the hosts sharing `in_flight` run
+/// a command at once (and the most ever).
+struct Counted {
+    name: String,
+    in_flight: Arc<Mutex<(usize, usize)>>,
+}
+
+impl Remote for Counted {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn exec<'a>(&'a self, _: Exec<'a>) -> BoxFuture<'a, Result<Output, RemoteError>> {
+        Box::pin(async move {
+            {
+                let mut n = self.in_flight.lock().unwrap();
+                n.0 += 1;
+                n.1 = n.1.max(n.0);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            self.in_flight.lock().unwrap().0 -= 1;
+            Ok(Output {
+                status: Some(0),
+                stdout: b"ok\n".to_vec(),
+                stderr: Vec::new(),
+                truncated: false,
+            })
+        })
+    }
+}
+
+/// Site-size prep (issue 31): with more hosts than forks, each task runs on exactly `forks`
+/// hosts at once, never more and never fewer, as Ansible's linear strategy does; with forks at
+/// the host count, on every host at once.
+#[tokio::test]
+async fn a_task_runs_on_exactly_forks_hosts_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_playbook(
+        dir.path(),
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - command: uname\n    - command: uptime\n",
+    );
+    for forks in [1, 3, 24] {
+        let in_flight = Arc::new(Mutex::new((0, 0)));
+        let hosts: Vec<Host> = (0..24)
+            .map(|i| Host {
+                remote: Arc::new(Counted {
+                    name: format!("node-{i}"),
+                    in_flight: in_flight.clone(),
+                }),
+                ..host(&format!("node-{i}"), &[], json!({}))
+            })
+            .collect();
+        let opts = RunOptions {
+            forks,
+            ..RunOptions::default()
+        };
+        let (report, _) = run(&path, &hosts, &opts).await;
+        assert_eq!(report.recap.len(), 24);
+        assert!(report.recap.values().all(|r| r.ok == 2 && r.failed == 0));
+        assert_eq!(in_flight.lock().unwrap().1, forks, "forks {forks}");
+    }
+}

@@ -399,6 +399,37 @@ pub fn count_resets(log: &str) -> u32 {
     n
 }
 
+/// The requests in an emulator's log that asked the BMC to change something: werkzeug's
+/// access lines (`ADDR - - [DATE] "METHOD PATH HTTP/1.1" STATUS -`) whose method is not a read
+/// (`GET`, `HEAD`, `OPTIONS`), answered or not. The BMC watcher reads a machine often only after
+/// one ([`super::watcher`]).
+pub fn count_changes(log: &str) -> u32 {
+    changes(log, |_| true)
+}
+
+/// Those of [`count_changes`] on virtual media (a path with `/VirtualMedia`: insert, eject, a
+/// PATCH of the device): the only ones that change what a CD holds.
+pub fn count_media_changes(log: &str) -> u32 {
+    changes(log, |path| path.contains("/VirtualMedia"))
+}
+
+fn changes(log: &str, on: impl Fn(&str) -> bool) -> u32 {
+    let mut n = 0;
+    for line in log.lines() {
+        let line = strip_ansi(line);
+        let Some((_, request)) = line.split_once("] \"") else {
+            continue;
+        };
+        let mut words = request.split(' ');
+        let method = words.next().unwrap_or_default();
+        let path = words.next().unwrap_or_default();
+        if matches!(method, "POST" | "PATCH" | "PUT" | "DELETE") && on(path) {
+            n += 1;
+        }
+    }
+    n
+}
+
 fn strip_ansi(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
@@ -450,6 +481,12 @@ System \"1111\" power state set to \"On\"
 \x1b[33mSystem \"1111\" power state set to \"ForceRestart\"\x1b[0m
 ";
         assert_eq!(count_resets(log), 3);
+        // The requests that asked for a change: the five POSTs, the refused one too; not the
+        // GET, and not the emulator's own lines.
+        assert_eq!(count_changes(log), 5);
+        let media = "127.0.0.1 - - [03/Dec/2026 14:59:37] \"\x1b[35m\x1b[1mPOST /redfish/v1/Systems/1111/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia HTTP/1.1\x1b[0m\" 204 -\n";
+        assert_eq!(count_media_changes(&format!("{log}{media}")), 1);
+        assert_eq!(count_changes(&format!("{log}{media}")), 6);
     }
 
     /// A derived UUID is stable and shaped as a UUID.

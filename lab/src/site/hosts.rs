@@ -75,8 +75,8 @@ pub fn to_start(
 }
 
 /// Runs the lab's SSH hosts until dropped (the site process ends): every ~0.5 s starts the
-/// sshd of each node [`to_start`] names from `installed()` (the simulator's view), and records
-/// the running ones in `STATE/hosts.json`. A host that fails to start is logged once and not
+/// sshd of each node [`to_start`] names from `installed()` (the simulator's view), side by
+/// side, and records the running ones in `STATE/hosts.json`. A host that fails to start is logged once and not
 /// tried again. A host whose sshd ended (its node went down: `bootstrap-lab repair`) starts
 /// again once its node is no longer marked down ([`DOWN_MARKER`]), with the same host key.
 /// Dropping the future stops every sshd and its sessions.
@@ -115,8 +115,14 @@ pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Res
             .cloned()
             .chain(down)
             .collect();
-        for name in to_start(&nodes, record.simulation.hosts_up, &installed(), &busy) {
-            match start(&record, &inv, &name).await {
+        // Started side by side, as the nodes come up: one after the other, two dozen nodes
+        // that finish installing together waited on each other's daemon and fixture.
+        let names = to_start(&nodes, record.simulation.hosts_up, &installed(), &busy);
+        let started =
+            futures_util::future::join_all(names.iter().map(|name| start(&record, &inv, name)))
+                .await;
+        for (name, result) in names.into_iter().zip(started) {
+            match result {
                 Ok(sshd) => {
                     tracing::info!(
                         "ssh host {name} listening at {} (pid {:?})",
@@ -135,15 +141,20 @@ pub async fn run(record: SiteRecord, installed: impl Fn() -> Vec<String>) -> Res
     }
 }
 
+/// Writes `name`'s fixture when missing and starts its sshd, off the runtime's thread (both
+/// block), so that several start side by side.
 async fn start(record: &SiteRecord, inv: &Inventory, name: &str) -> Result<Sshd> {
-    let node = inv
-        .nodes
-        .nodes
-        .iter()
-        .find(|n| n.hostname == name)
-        .with_context(|| format!("node {name} is no longer in the inventory"))?;
-    let spec = spec(record, inv, node)?;
-    tokio::task::spawn_blocking(move || Sshd::start(&spec)).await?
+    let (record, inv, name) = (record.clone(), inv.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || {
+        let node = inv
+            .nodes
+            .nodes
+            .iter()
+            .find(|n| n.hostname == name)
+            .with_context(|| format!("node {name} is no longer in the inventory"))?;
+        Sshd::start(&spec(&record, &inv, node)?)
+    })
+    .await?
 }
 
 fn write_records(record: &SiteRecord, running: &BTreeMap<String, Sshd>) -> Result<()> {

@@ -1,6 +1,9 @@
 //! The BMC watcher: what the simulator knows of the lab's machines, it learns as a real host's
-//! firmware would act on it: by reading each emulator over Redfish, every ~500 ms per node, with
-//! plain GETs. The system (`PowerState`, `Boot.BootSourceOverrideTarget`/`Enabled`) and its
+//! firmware would act on it: by reading each emulator over Redfish with plain GETs, every ~500 ms
+//! per node while the machine may be changing, else every few seconds. A machine changes only
+//! when its BMC is asked to (a request other than a read in the emulator's log) and then for a
+//! while (sushy-tools applies a reset 1-11 s later), so a quiet machine is read seldom: with
+//! dozens of emulators on two cores, reading every one twice a second took most of a core. The system (`PowerState`, `Boot.BootSourceOverrideTarget`/`Enabled`) and its
 //! CD/DVD virtual media (`Inserted`, `Image`), found by following links (the system's
 //! `VirtualMedia`, else its manager's), become an [`Observation`]. What Redfish cannot show (a
 //! `ForceRestart` leaves `PowerState` On), the machine itself knows: that it started. That is
@@ -46,8 +49,13 @@ pub struct Target {
     pub log: Option<std::path::PathBuf>,
 }
 
-/// How often each node is read.
+/// How often a node that may be changing is read.
 pub const PERIOD: Duration = Duration::from_millis(500);
+/// How often a quiet node is read.
+pub const QUIET_PERIOD: Duration = Duration::from_secs(5);
+/// How long a node may be changing after its BMC was asked to change it, or after a reading
+/// that differed from the one before: longer than sushy-tools' slowest reset (11 s).
+pub const BUSY_FOR: Duration = Duration::from_secs(15);
 
 /// Reads every target every [`PERIOD`] and sends each observation to `tx`, until `tx` closes.
 /// A read that fails is logged once per distinct failure, and retried.
@@ -66,16 +74,27 @@ async fn watch_one(http: &reqwest::Client, t: Target, tx: &mpsc::Sender<Observat
         target: &t,
         system: None,
         cd: None,
+        media: None,
         log: LogCount::default(),
     };
     let mut last_error = String::new();
+    let mut pace = Pace::default();
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match reader.observe().await {
+        let now = tokio::time::Instant::now();
+        let asked = t.log.as_deref().map(|log| reader.log.update(log).1);
+        if !pace.due(now, asked) {
+            continue;
+        }
+        // A reading at the quiet pace reads everything; a busy one the CD only when a media
+        // request came since it was last read (without a log, nothing tells: everything).
+        let everything = !pace.busy(now) || t.log.is_none();
+        match reader.observe(everything).await {
             Ok(obs) => {
                 last_error.clear();
+                pace.seen(now, &obs);
                 if tx.send(obs).await.is_err() {
                     return;
                 }
@@ -87,9 +106,51 @@ async fn watch_one(http: &reqwest::Client, t: Target, tx: &mpsc::Sender<Observat
                     last_error = e;
                 }
                 // Links may have changed (a restarted emulator): find them again.
+                reader.system = None;
                 reader.cd = None;
+                reader.media = None;
             }
         }
+    }
+}
+
+/// When a node is read: at every tick while it may be changing (until [`BUSY_FOR`] after its
+/// BMC was last asked to change it, or after a reading that differed from the one before), else
+/// every [`QUIET_PERIOD`]; at every tick when there is no log to tell (no way to know).
+#[derive(Default)]
+struct Pace {
+    asked: Option<u32>,
+    busy_until: Option<tokio::time::Instant>,
+    last_read: Option<tokio::time::Instant>,
+    last: Option<Observation>,
+}
+
+impl Pace {
+    /// Whether to read now; `asked` is how many changing requests the emulator's log shows in
+    /// all (`None` without a log).
+    fn due(&mut self, now: tokio::time::Instant, asked: Option<u32>) -> bool {
+        let Some(asked) = asked else {
+            return true;
+        };
+        if self.asked != Some(asked) {
+            self.busy_until = Some(now + BUSY_FOR);
+            self.asked = Some(asked);
+        }
+        self.busy(now) || self.last_read.is_none_or(|r| now >= r + QUIET_PERIOD)
+    }
+
+    /// Whether the node may be changing at `now`.
+    fn busy(&self, now: tokio::time::Instant) -> bool {
+        self.busy_until.is_some_and(|b| now < b)
+    }
+
+    /// A reading was made at `now`.
+    fn seen(&mut self, now: tokio::time::Instant, obs: &Observation) {
+        if self.last.as_ref() != Some(obs) {
+            self.busy_until = Some(now + BUSY_FOR);
+        }
+        self.last_read = Some(now);
+        self.last = Some(obs.clone());
     }
 }
 
@@ -100,39 +161,55 @@ struct Reader<'a> {
     system: Option<reqwest::Url>,
     /// The CD/DVD virtual media member's URL once found.
     cd: Option<reqwest::Url>,
+    /// The CD/DVD as last read, and the media requests the log showed then: read again only
+    /// after another one, or when the machine is quiet (the heartbeat reads everything).
+    media: Option<(Value, u32)>,
     /// The boots counted in the emulator's log so far.
     log: LogCount,
 }
 
-/// The starts counted in a growing log: read from where the last read stopped, whole lines only.
+/// The starts and the changing requests counted in a growing log: read from where the last
+/// read stopped, whole lines only.
 #[derive(Default)]
 struct LogCount {
     offset: u64,
     boots: u32,
+    asked: u32,
+    /// Those of `asked` on virtual media.
+    media: u32,
 }
 
 impl LogCount {
-    fn update(&mut self, path: &std::path::Path) -> u32 {
+    /// The machine's starts and the requests that asked its BMC to change it, so far.
+    fn update(&mut self, path: &std::path::Path) -> (u32, u32) {
         use std::io::{Read, Seek};
         let Ok(mut f) = fs_err::File::open(path) else {
-            return self.boots;
+            return (self.boots, self.asked);
         };
         if f.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
-            return self.boots;
+            return (self.boots, self.asked);
         }
         let mut text = Vec::new();
         if f.read_to_end(&mut text).is_err() {
-            return self.boots;
+            return (self.boots, self.asked);
         }
         let whole = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        self.boots += super::bmc::count_resets(&String::from_utf8_lossy(&text[..whole]));
+        let lines = String::from_utf8_lossy(&text[..whole]);
+        self.boots += super::bmc::count_resets(&lines);
+        self.asked += super::bmc::count_changes(&lines);
+        self.media += super::bmc::count_media_changes(&lines);
         self.offset += whole as u64;
-        self.boots
+        (self.boots, self.asked)
     }
 }
 
 impl Reader<'_> {
     async fn get(&self, url: &reqwest::Url) -> Result<Value> {
+        Ok(self.get_at(url).await?.0)
+    }
+
+    /// A GET, and the URL that answered it (after redirects).
+    async fn get_at(&self, url: &reqwest::Url) -> Result<(Value, reqwest::Url)> {
         let mut req = self.http.get(url.clone());
         if let Some((user, password)) = &self.target.credentials {
             req = req.basic_auth(user, Some(password.expose()));
@@ -142,9 +219,12 @@ impl Reader<'_> {
         if !status.is_success() {
             anyhow::bail!("GET {} answered {status}", url.path());
         }
-        resp.json()
+        let at = resp.url().clone();
+        let value = resp
+            .json()
             .await
-            .with_context(|| format!("reading GET {url}"))
+            .with_context(|| format!("reading GET {url}"))?;
+        Ok((value, at))
     }
 
     fn link(base: &reqwest::Url, v: &Value) -> Option<reqwest::Url> {
@@ -194,9 +274,14 @@ impl Reader<'_> {
         anyhow::bail!("no CD/DVD virtual media under {}", collection.path())
     }
 
-    async fn observe(&mut self) -> Result<Observation> {
-        let url = self.system_url().await?;
-        let system = self.get(&url).await?;
+    /// Reads the machine: its system, and its CD when `everything` is asked for, when it was
+    /// never read, or when a media request came since it was.
+    async fn observe(&mut self, everything: bool) -> Result<Observation> {
+        let named = self.system_url().await?;
+        let (system, url) = self.get_at(&named).await?;
+        // A system named in the URL answers 307 to its UUID path: read there from now on, one
+        // request instead of two.
+        self.system = Some(url.clone());
         let cd = match &self.cd {
             Some(u) => u.clone(),
             None => {
@@ -205,11 +290,15 @@ impl Reader<'_> {
                 u
             }
         };
-        let media = self.get(&cd).await?;
+        let boots = self.target.log.as_deref().map(|log| self.log.update(log).0);
+        let asked = self.log.media;
+        let media = match self.media.take() {
+            Some((media, then)) if !everything && then == asked => media,
+            _ => self.get(&cd).await?,
+        };
         let mut o = observation(&self.target.node, &system, &media);
-        if let Some(log) = &self.target.log {
-            o.boots = Some(self.log.update(log));
-        }
+        self.media = Some((media, asked));
+        o.boots = boots;
         Ok(o)
     }
 }
@@ -232,6 +321,45 @@ pub fn observation(node: &str, system: &Value, media: &Value) -> Observation {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A quiet machine was read twice a second like a changing one, which with two dozen
+    /// emulators took most of two cores: it is read every QUIET_PERIOD, and at every tick again
+    /// once its BMC is asked to change it or a reading differs, for BUSY_FOR.
+    #[test]
+    fn a_quiet_machine_is_read_seldom_and_a_changing_one_at_every_tick() {
+        let start = tokio::time::Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let off = observation("m", &json!({"PowerState": "Off"}), &json!({}));
+        let on = observation("m", &json!({"PowerState": "On"}), &json!({}));
+        let mut pace = Pace::default();
+        // Read at every tick from `from` to `to` (ms), each reading `obs`.
+        let busy = |pace: &mut Pace, from: u64, to: u64, asked: u32, obs: &Observation| {
+            for t in (from..=to).step_by(500) {
+                assert!(pace.due(at(t), Some(asked)), "not read at {t} ms");
+                pace.seen(at(t), obs);
+            }
+        };
+        // The first look starts a busy time: every tick until BUSY_FOR after it.
+        let quiet = BUSY_FOR.as_millis() as u64;
+        busy(&mut pace, 0, quiet - 500, 0, &off);
+        // Then quiet: once every QUIET_PERIOD after the last reading.
+        let period = QUIET_PERIOD.as_millis() as u64;
+        assert!(!pace.due(at(quiet), Some(0)));
+        assert!(!pace.due(at(quiet - 500 + period - 100), Some(0)));
+        assert!(pace.due(at(quiet - 500 + period), Some(0)));
+        pace.seen(at(quiet - 500 + period), &off);
+        let t = quiet - 500 + period;
+        assert!(!pace.due(at(t + 500), Some(0)));
+        // Asked to change (a reset in the log): every tick again; a reading that differs (the
+        // machine on) keeps it so for BUSY_FOR after it.
+        busy(&mut pace, t + 1000, t + 1500, 1, &off);
+        busy(&mut pace, t + 2000, t + 2000 + quiet - 500, 1, &on);
+        assert!(!pace.due(at(t + 2000 + quiet), Some(1)));
+        // Without a log nothing tells when it changes: every tick.
+        let mut blind = Pace::default();
+        blind.seen(at(0), &off);
+        assert!(blind.due(at(500), None) && blind.due(at(1000), None));
+    }
 
     /// sushy-tools' shapes: power, the Cd override (always Continuous there), an inserted image;
     /// an ejected device (Inserted false, Image "") is no media.
