@@ -4,12 +4,14 @@
 //! [`crate::mirror::archive::writer`]).
 //!
 //! Every byte is hashed as it is written. Every [`CHECKPOINT_BYTES`] the file is synced and the
-//! length and hash state are saved beside it (`{"offset":N,"state":"BASE64"}`, written
-//! atomically), so a write interrupted by a dropped connection, kill -9 or a full disk resumes
-//! from its last checkpoint: the bytes after it were never synced and are written again. A
-//! source that sends more than the blob's size, or bytes that do not hash to its digest, is
-//! refused and what the write left is discarded. Nothing is visible before it matched: the
-//! caller publishes the blob (a rename, a line in the archive's done file) only after
+//! length and hash state are saved beside it (`{"offset":N,"state":"BASE64"}`, replaced
+//! atomically but not synced: the blob's bytes up to it are, so a checkpoint a power cut took
+//! back is an older one or none, and the write starts further back), so a write interrupted by
+//! a dropped connection, kill -9 or a full disk resumes from its last checkpoint: the bytes
+//! after it were never synced and are written again. A source that sends more than the blob's
+//! size, or bytes that do not hash to its digest, is refused and what the write left is
+//! discarded. Nothing is visible before it matched: the caller publishes the blob (a rename, a
+//! line in the archive's done file) only after
 //! [`CheckpointedWrite::write`] returned, then calls [`CheckpointedWrite::finished`].
 
 use super::digest::{Digest, DigestMismatch, StreamHasher};
@@ -217,7 +219,7 @@ impl Checkpoint {
     }
 
     fn save(&self, path: &Path) -> Result<()> {
-        crate::fs::write_atomic(path, &serde_json::to_vec(self)?)
+        crate::fs::replace_atomic(path, &serde_json::to_vec(self)?)
     }
 }
 
