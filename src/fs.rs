@@ -12,6 +12,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, bytes, None, Place::Replace)
 }
 
+/// Replaces `path` atomically but without an fsync: a temp file beside it renamed over the
+/// name. A reader (this run, or the next one after a kill -9) sees the old file or the new one,
+/// never half of either; after a power cut it may find the old one, or none. Only for records
+/// whose loss costs work, never correctness, and which a transfer writes often: an upload's
+/// journal entry or a partial blob's checkpoint (an older one, or none, means starting further
+/// back). An fsync there waits for the filesystem journal's commit, which waits for the
+/// write-back of every other file's dirty data (the registries' on a loopback run): that wait
+/// was a slow round's stall (docs/bench.md, issue 31, point 6).
+pub fn replace_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, bytes, None, Place::Unsynced)
+}
+
 /// [`write_atomic`] with the file created with exactly `mode` (so a secret is never readable
 /// by others, not even for a moment).
 pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
@@ -93,10 +105,12 @@ fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// How the temp file takes its final name.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
     /// Over whatever file has the name.
     Replace,
+    /// Over whatever file has the name, with neither the file nor the directory synced.
+    Unsynced,
     /// Only if no file has the name (an `AlreadyExists` error otherwise).
     New,
 }
@@ -142,10 +156,13 @@ fn write_atomic_with(path: &Path, bytes: &[u8], mode: Option<u32>, place: Place)
         }
         f.write_all(bytes)
             .with_context(|| format!("writing {}", tmp.display()))?;
+        if place == Place::Unsynced {
+            return Ok(fs_err::rename(&tmp, path)?);
+        }
         f.sync_all()
             .with_context(|| format!("syncing {}", tmp.display()))?;
         match place {
-            Place::Replace => fs_err::rename(&tmp, path)?,
+            Place::Replace | Place::Unsynced => fs_err::rename(&tmp, path)?,
             Place::New => place_new(&tmp, path)?,
         }
         if let Ok(d) = fs_err::File::open(dir) {
@@ -179,25 +196,33 @@ mod tests {
 
     /// Regression: the temp name was `.<name>.tmp.<pid>`, so two tasks of one process writing
     /// the same file at once removed each other's temp file mid-write.
+    /// The same for the unsynced replacement (upload journal, checkpoints), whose readers run
+    /// beside its writers: every read finds one writer's whole file.
     #[test]
     fn concurrent_writers_of_one_file_never_share_a_temp_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        std::thread::scope(|s| {
-            for i in 0..8u8 {
-                let path = &path;
-                s.spawn(move || {
-                    for _ in 0..50 {
-                        write_atomic(path, &[i; 4096]).unwrap();
-                    }
-                });
-            }
-        });
-        let bytes = fs_err::read(&path).unwrap();
-        assert_eq!(bytes.len(), 4096);
-        assert!(bytes.iter().all(|b| *b == bytes[0]), "a torn file");
-        let left: Vec<_> = fs_err::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(left.len(), 1, "temp files left behind");
+        type Write = fn(&Path, &[u8]) -> Result<()>;
+        for write in [write_atomic as Write, replace_atomic] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("state.json");
+            write(&path, &[9; 4096]).unwrap();
+            std::thread::scope(|s| {
+                for i in 0..8u8 {
+                    let path = &path;
+                    s.spawn(move || {
+                        for _ in 0..50 {
+                            write(path, &[i; 4096]).unwrap();
+                            let bytes = fs_err::read(path).unwrap();
+                            assert_eq!(bytes.len(), 4096, "a torn file");
+                            assert!(bytes.iter().all(|b| *b == bytes[0]), "a torn file");
+                        }
+                    });
+                }
+            });
+            let bytes = fs_err::read(&path).unwrap();
+            assert!(bytes[0] < 8, "the last write did not replace the first");
+            let left: Vec<_> = fs_err::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(left.len(), 1, "temp files left behind");
+        }
     }
 
     /// Regression: audit records were written with a rename that replaced an earlier run's

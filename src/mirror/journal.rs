@@ -2,13 +2,17 @@
 //! continues a blob where the registry's upload session stands instead of sending it again.
 //!
 //! One small JSON file per blob and destination repository, replaced atomically (temp file,
-//! fsync, rename) when the session opens and after every chunk the registry accepted: the session's location, the bytes it
-//! holds, and our hash state at that offset. What is committed needs no journal: a registry
+//! rename) when the session opens and after every chunk the registry accepted: the session's
+//! location, the bytes it holds, and our hash state at that offset. Not synced: after a power
+//! cut an entry may be an older one or none, and either is safe (the registry's own status of
+//! the session decides where a push continues, and bytes it holds beyond our entry are hashed
+//! again, not trusted), while an fsync after every chunk stalled the transfer behind the
+//! write-back of the registries' data (docs/bench.md, issue 31, point 6). What is committed needs no journal: a registry
 //! answers HEAD for it and a layout has it under its digest. Partial blobs of a disk mirror
 //! keep their own checkpoints beside them (see `OciLayout::write_blob_from`).
 
+use crate::fs::replace_atomic;
 use crate::oci::digest::{Digest, StreamHasher};
-use crate::oci::layout::write_atomic;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 
@@ -74,10 +78,10 @@ impl Journal {
             .then_some(entry)
     }
 
-    /// Records an upload's progress (atomically, durably).
+    /// Records an upload's progress (atomically, not durably: see the module's doc).
     pub fn save(&self, entry: &UploadEntry) -> Result<()> {
         let path = self.path(&entry.registry, &entry.repository, &entry.digest);
-        write_atomic(&path, &serde_json::to_vec_pretty(entry)?)
+        replace_atomic(&path, &serde_json::to_vec_pretty(entry)?)
             .with_context(|| format!("writing upload journal {}", path.display()))
     }
 

@@ -4,12 +4,14 @@
 //! [`crate::mirror::archive::writer`]).
 //!
 //! Every byte is hashed as it is written. Every [`CHECKPOINT_BYTES`] the file is synced and the
-//! length and hash state are saved beside it (`{"offset":N,"state":"BASE64"}`, written
-//! atomically), so a write interrupted by a dropped connection, kill -9 or a full disk resumes
-//! from its last checkpoint: the bytes after it were never synced and are written again. A
-//! source that sends more than the blob's size, or bytes that do not hash to its digest, is
-//! refused and what the write left is discarded. Nothing is visible before it matched: the
-//! caller publishes the blob (a rename, a line in the archive's done file) only after
+//! length and hash state are saved beside it (`{"offset":N,"state":"BASE64"}`, replaced
+//! atomically but not synced: the blob's bytes up to it are, so a checkpoint a power cut took
+//! back is an older one or none, and the write starts further back), so a write interrupted by
+//! a dropped connection, kill -9 or a full disk resumes from its last checkpoint: the bytes
+//! after it were never synced and are written again. A source that sends more than the blob's
+//! size, or bytes that do not hash to its digest, is refused and what the write left is
+//! discarded. Nothing is visible before it matched: the caller publishes the blob (a rename, a
+//! line in the archive's done file) only after
 //! [`CheckpointedWrite::write`] returned, then calls [`CheckpointedWrite::finished`].
 
 use super::digest::{Digest, DigestMismatch, StreamHasher};
@@ -21,6 +23,11 @@ use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 /// Bytes written between two checkpoints of a partial blob: what an interruption can cost.
 pub const CHECKPOINT_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Bytes gathered before one write into the file. tokio's `File` hands every write to its
+/// blocking pool, and a network read is tens of KiB: one thread hand-off per read was most of a
+/// mirror to disk's scheduling cost (docs/bench.md, issue 31, point 7).
+const WRITE_BUF: usize = 256 * 1024;
 
 /// Where one blob's bytes go and where its progress is saved.
 #[derive(Clone, Debug)]
@@ -95,7 +102,8 @@ impl CheckpointedWrite {
         Fut: std::future::Future<Output = Result<ByteStream>>,
     {
         let what = format!("blob {digest}");
-        let (mut file, mut hasher) = self.resume(size).await?;
+        let (file, mut hasher) = self.resume(size).await?;
+        let mut file = tokio::io::BufWriter::with_capacity(WRITE_BUF, file);
         let mut saved = hasher.len();
         if saved > 0 {
             tracing::info!("resuming {what} at byte {saved} of {size}");
@@ -113,12 +121,12 @@ impl CheckpointedWrite {
                 .with_context(|| format!("writing {}", self.file.display()))?;
             on_bytes(piece.len() as u64);
             if hasher.len() - saved >= self.every {
-                flush_and_sync(&mut file, &self.file).await?;
+                self.sync(&mut file).await?;
                 Checkpoint::of(&hasher).save(&self.checkpoint)?;
                 saved = hasher.len();
             }
         }
-        flush_and_sync(&mut file, &self.file).await?;
+        self.sync(&mut file).await?;
         drop(file);
         self.check_written(hasher.len()).await?;
         if let Err(e) = hasher.verify(&what, digest, size) {
@@ -126,6 +134,14 @@ impl CheckpointedWrite {
             return Err(e.into());
         }
         Ok(())
+    }
+
+    /// Writes out what the buffer holds, then [`flush_and_sync`].
+    async fn sync(&self, file: &mut tokio::io::BufWriter<fs_err::tokio::File>) -> Result<()> {
+        file.flush()
+            .await
+            .with_context(|| format!("writing {}", self.file.display()))?;
+        flush_and_sync(file.get_mut(), &self.file).await
     }
 
     /// Removes the checkpoint once the blob was made visible: nothing is left to resume.
@@ -217,7 +233,7 @@ impl Checkpoint {
     }
 
     fn save(&self, path: &Path) -> Result<()> {
-        crate::fs::write_atomic(path, &serde_json::to_vec(self)?)
+        crate::fs::replace_atomic(path, &serde_json::to_vec(self)?)
     }
 }
 
@@ -352,6 +368,71 @@ mod tests {
         interrupted(&w).await;
         assert!(write(&w, &wrong, false).await.is_err());
         assert!(chunk.exists() && !w.checkpoint_path().exists());
+    }
+
+    /// Writes are gathered into [`WRITE_BUF`] before they reach the file: a checkpoint taken
+    /// in the middle of a gathered buffer must still cover exactly the bytes hashed, and a
+    /// resumed write must leave the file byte for byte the blob.
+    #[tokio::test]
+    async fn gathered_writes_checkpoint_and_resume_exactly() {
+        let blob: Vec<u8> = (0..WRITE_BUF * 3 + 4321)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let digest = Digest::of(&blob);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("blob");
+        let every = (WRITE_BUF + 1000) as u64;
+        let w = CheckpointedWrite::own_file(file.clone()).every(every);
+        let pieces = |from: usize, cut_at: Option<usize>| -> ByteStream {
+            let end = cut_at.unwrap_or(blob.len());
+            let mut v: Vec<std::io::Result<Bytes>> = blob[from..end]
+                .chunks(4093)
+                .map(|p| Ok(Bytes::copy_from_slice(p)))
+                .collect();
+            if cut_at.is_some() {
+                v.push(Err(std::io::Error::other("connection reset")));
+            }
+            Box::pin(futures_util::stream::iter(v))
+        };
+        let size = blob.len() as u64;
+        let cut = WRITE_BUF * 2 + 777;
+        let e = w
+            .write(
+                &digest,
+                size,
+                |_| async { Ok(pieces(0, Some(cut))) },
+                Arc::new(|_| {}),
+            )
+            .await
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("connection reset"), "{e:#}");
+        // Checkpoints fall on the first piece boundary at least `every` past the last one.
+        let mut expected = 0u64;
+        for end in (4093..cut).step_by(4093) {
+            if end as u64 - expected >= every {
+                expected = end as u64;
+            }
+        }
+        let resumed = w.resumable_len(size);
+        assert!(expected > every, "the cut comes after a second checkpoint");
+        assert_eq!(resumed, expected, "the last checkpoint");
+        let on_disk = fs_err::read(&file).unwrap();
+        assert_eq!(&on_disk[..resumed as usize], &blob[..resumed as usize]);
+        let from = std::sync::Mutex::new(None);
+        w.write(
+            &digest,
+            size,
+            |offset| {
+                *from.lock().unwrap() = Some(offset);
+                let stream = pieces(offset as usize, None);
+                async move { Ok(stream) }
+            },
+            Arc::new(|_| {}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(from.into_inner().unwrap(), Some(resumed));
+        assert_eq!(fs_err::read(&file).unwrap(), blob);
     }
 
     #[tokio::test]

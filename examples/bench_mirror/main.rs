@@ -3,14 +3,16 @@
 //! none profits from blobs another pushed. Run through `bench/mirror.sh`.
 //!
 //! One run prints, side by side:
-//! - loopback mirror to mirror: bootstrap, `skopeo sync`, and the ceiling: the same blobs moved
+//! - loopback mirror to mirror: bootstrap and `skopeo sync` over alternating rounds (issue 31,
+//!   point 6: see `rounds.rs`), and once the ceiling: the same blobs moved
 //!   source to destination by plain parallel `curl` (each distinct blob GET from the source and
 //!   piped into one monolithic upload at the destination, then mounted into the other
 //!   repositories that use it, then the manifests PUT), no client work at all;
 //! - WAN mirror to mirror: the source behind the fault proxy shaped as a pull across an ocean
 //!   (a round trip per request, handshake round trips per connection, a per-connection
 //!   bandwidth cap), bootstrap against `skopeo sync`;
-//! - mirror to disk: bootstrap against `skopeo copy` of each image into one OCI layout;
+//! - mirror to disk and to an archive: bootstrap against `skopeo copy` of each image into one OCI
+//!   layout, over alternating rounds;
 //! - a wide set (many small images) and its rerun with nothing to do;
 //! - then a Markdown table of every comparison with the issue's goals, met or not.
 //!
@@ -27,14 +29,18 @@
 //! BENCH_WAN_BASE_MIB, BENCH_WAN_LAYER_MIB, BENCH_WAN_BIG_MIB (the WAN set); BENCH_WAN_RTT_MS,
 //! BENCH_WAN_HANDSHAKE_RTTS, BENCH_WAN_MIBPS (the link); BENCH_WIDE (wide set size, 0 skips it);
 //! BENCH_CEILING_PARALLEL (curl transfers at once, default 8 as bootstrap's
-//! `--max-concurrent-blobs`); BENCH_PARTS (a comma-separated subset of loopback,wan,disk,wide);
+//! `--max-concurrent-blobs`); BENCH_ROUNDS (alternating rounds of the loopback, disk and
+//! archive comparisons, default 5); BENCH_PARTS (a comma-separated subset of
+//! loopback,wan,disk,archive,wide);
 //! BENCH_CHUNKS (MiB list, e.g. `16,64,256`) also times bootstrap's loopback mirror to mirror
 //! once per upload chunk size, each into a fresh registry; BENCH_BOOTSTRAP_ARGS adds arguments
 //! to every bootstrap mirror run (e.g. `--range-parts 1`).
 
-#[path = "../tests/it/support/mod.rs"]
+#[path = "../../tests/it/support/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod support;
+
+mod rounds;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -186,6 +192,7 @@ impl Measured {
 /// the bench with the command's stderr if it fails.
 fn measure(label: &str, program: &str, args: &[String]) -> Measured {
     let report = tempfile::NamedTempFile::new().expect("creating a temporary file");
+    let machine = rounds::Machine::now();
     let start = Instant::now();
     let out = Command::new("/usr/bin/time")
         .arg("-f")
@@ -220,6 +227,7 @@ fn measure(label: &str, program: &str, args: &[String]) -> Measured {
     };
     let m = Measured { wall, cpu, rss_kib };
     eprintln!("  {label}: {}", m.cell());
+    eprintln!("    {}", machine.since(&rounds::Machine::now()));
     m
 }
 
@@ -482,81 +490,144 @@ impl Row {
 
 /// Loopback mirror to mirror (bootstrap, skopeo sync, the ceiling), the chunk sweep, and mirror
 /// to disk when `disk` is set; all from one seeded source.
-fn loopback(bench: &Bench, shape: Shape, parts: &[String], rows: &mut Vec<Row>) {
+fn loopback(
+    bench: &Bench,
+    shape: Shape,
+    parts: &[String],
+    rows: &mut Vec<Row>,
+    notes: &mut String,
+) {
     let src = registry(bench.tls);
     eprintln!("seeding {} into {}", shape.describe(), src.url());
     let pushed = shape.set(7, "big").push_to(&src, "");
     let cfg = bench.path("big.yaml");
     write_isc(&src.host(), &pushed, &cfg);
     if parts.iter().any(|p| p == "loopback") {
-        eprintln!("loopback mirror to mirror");
+        let n = rounds::count();
+        eprintln!("loopback mirror to mirror, {n} alternating rounds");
         let yaml = bench.path("big-sync.yaml");
         write_sync_yaml(&src.host(), bench.tls.then_some(&src), &pushed, &yaml);
-        let dst = registry(bench.tls);
-        let access = bench.access("big", &[&src, &dst], &[]);
-        let dest = format!("docker://{}/{PREFIX}", dst.host());
-        let ours = measure(
-            "bootstrap",
-            &bench.bin,
-            &bench.mirror_args("big", "big", &cfg, dest, &access),
+        let r = rounds::alternate(
+            n,
+            |i| {
+                let dst = registry(bench.tls);
+                let name = format!("big-{i}");
+                let access = bench.access(&name, &[&src, &dst], &[]);
+                let dest = format!("docker://{}/{PREFIX}", dst.host());
+                let args = bench.mirror_args(&name, &name, &cfg, dest, &access);
+                let m = measure("bootstrap", &bench.bin, &args);
+                eprintln!("    {}", moved(&dst));
+                m
+            },
+            |_| {
+                let dst = registry(bench.tls);
+                let m = measure("skopeo sync", "skopeo", &sync_args(&yaml, &dst));
+                eprintln!("    {}", moved(&dst));
+                m
+            },
         );
-        eprintln!("    {}", moved(&dst));
-        let dst = registry(bench.tls);
-        let sync = measure("skopeo sync", "skopeo", &sync_args(&yaml, &dst));
-        eprintln!("    {}", moved(&dst));
+        notes.push_str(&r.report(
+            "Loopback mirror to mirror",
+            "bootstrap",
+            "skopeo sync",
+            GOAL_SYNC,
+        ));
+        let (ours, sync) = r.medians();
         let dst = registry(bench.tls);
         let ceiling = ceiling(bench, &src, &dst, &pushed);
         eprintln!("    {}", moved(&dst));
+        let what = format!("loopback mirror to mirror (median of {n})");
         let row = |theirs_label: &str, theirs, goal| Row {
-            what: "loopback mirror to mirror".into(),
+            what: what.clone(),
             ours_label: "bootstrap".into(),
             ours,
             theirs_label: theirs_label.into(),
             theirs,
             goal,
         };
-        rows.push(row("ceiling (parallel curl)", ceiling, Some(GOAL_CEILING)));
-        rows.push(row("skopeo sync", sync, Some(GOAL_SYNC)));
+        rows.push(row(
+            "ceiling (parallel curl, one run)",
+            ceiling,
+            Some(GOAL_CEILING),
+        ));
+        rows.push(row("skopeo sync", sync, None));
         rows.push(Row {
-            what: "loopback mirror to mirror".into(),
+            what: what.clone(),
             ours_label: "skopeo sync".into(),
             ours: sync,
-            theirs_label: "ceiling (parallel curl)".into(),
+            theirs_label: "ceiling (parallel curl, one run)".into(),
             theirs: ceiling,
             goal: None,
         });
         chunk_sweep(bench, &cfg, &src);
     }
-    if parts.iter().any(|p| p == "disk") {
-        eprintln!("mirror to disk");
-        let access = bench.access("disk", &[&src], &[]);
-        let mut args = vec![
-            "mirror".into(),
-            "-c".into(),
-            cfg.display().to_string(),
-            format!("file://{}", bench.path("disk-ours").display()),
-        ];
-        args.extend(access);
-        args.extend(bootstrap_extra_args());
-        let ours = measure("bootstrap", &bench.bin, &args);
-        let layout = bench.path("disk-skopeo");
-        let mut theirs = Measured::default();
-        for p in &pushed {
-            let mut args = vec!["copy".to_string()];
-            args.extend(src.skopeo_src_args());
-            args.push(format!("docker://{}/{}:{}", src.host(), p.repo, p.tag));
-            args.push(format!("oci:{}:{}", layout.display(), p.repo));
-            theirs = theirs.then(measure(&format!("skopeo copy {}", p.repo), "skopeo", &args));
+    for (part, scheme, what) in [
+        ("disk", "file", "mirror to disk"),
+        ("archive", "archive", "mirror to an archive"),
+    ] {
+        if !parts.iter().any(|p| p == part) {
+            continue;
         }
+        let n = rounds::count();
+        eprintln!("{what}, {n} alternating rounds");
+        let r = to_disk(bench, &src, &cfg, &pushed, scheme, n);
+        let theirs_label = format!("skopeo copy ({} runs into one OCI layout)", pushed.len());
+        notes.push_str(&r.report(what, "bootstrap", &theirs_label, GOAL_DISK));
+        let (ours, theirs) = r.medians();
         rows.push(Row {
-            what: "mirror to disk".into(),
+            what: format!("{what} (median of {n})"),
             ours_label: "bootstrap".into(),
             ours,
-            theirs_label: format!("skopeo copy ({} runs)", pushed.len()),
+            theirs_label,
             theirs,
             goal: Some(GOAL_DISK),
         });
     }
+}
+
+/// `n` alternating rounds of bootstrap mirroring `cfg` to `scheme://DIR` (file or archive)
+/// against `skopeo copy` of each image in turn into one OCI layout, each run into a fresh
+/// directory removed after it.
+fn to_disk(
+    bench: &Bench,
+    src: &Registry,
+    cfg: &Path,
+    pushed: &[PushedImage],
+    scheme: &str,
+    n: usize,
+) -> rounds::Rounds {
+    let access = bench.access("disk", &[src], &[]);
+    rounds::alternate(
+        n,
+        |i| {
+            let dir = bench.path(&format!("{scheme}-ours-{i}"));
+            let mut args = vec![
+                "mirror".into(),
+                "-c".into(),
+                cfg.display().to_string(),
+                format!("{scheme}://{}", dir.display()),
+            ];
+            args.extend(access.iter().cloned());
+            args.extend(bootstrap_extra_args());
+            args.extend(["--workdir".into(), format!("{}-state", dir.display())]);
+            let m = measure("bootstrap", &bench.bin, &args);
+            let _ = fs_err::remove_dir_all(&dir);
+            m
+        },
+        |i| {
+            let layout = bench.path(&format!("{scheme}-skopeo-{i}"));
+            let mut theirs = Measured::default();
+            for p in pushed {
+                let mut args = vec!["copy".to_string()];
+                args.extend(src.skopeo_src_args());
+                args.push(format!("docker://{}/{}:{}", src.host(), p.repo, p.tag));
+                args.push(format!("oci:{}:{}", layout.display(), p.repo));
+                theirs = theirs.then(measure(&format!("skopeo copy {}", p.repo), "skopeo", &args));
+            }
+            let _ = fs_err::remove_dir_all(&layout);
+            theirs
+        },
+    )
 }
 
 /// Times bootstrap's loopback mirror to mirror once per chunk size in BENCH_CHUNKS, each into a
@@ -769,7 +840,7 @@ fn main() {
     let wide_n = env_u64("BENCH_WIDE", wide_n);
     let link = wan_link();
     let parts: Vec<String> = std::env::var("BENCH_PARTS")
-        .unwrap_or_else(|_| "loopback,wan,disk,wide".into())
+        .unwrap_or_else(|_| "loopback,wan,disk,archive,wide".into())
         .split(',')
         .map(|p| p.trim().to_string())
         .collect();
@@ -781,8 +852,12 @@ fn main() {
     };
     let started = Instant::now();
     let mut rows = Vec::new();
-    if parts.iter().any(|p| p == "loopback" || p == "disk") {
-        loopback(&bench, big, &parts, &mut rows);
+    let mut notes = String::new();
+    if parts
+        .iter()
+        .any(|p| ["loopback", "disk", "archive"].contains(&p.as_str()))
+    {
+        loopback(&bench, big, &parts, &mut rows, &mut notes);
     }
     if parts.iter().any(|p| p == "wan") {
         wan(&bench, wan_shape, link, &mut rows);
@@ -805,5 +880,5 @@ fn main() {
         describe_link(&link),
         started.elapsed().as_secs_f64()
     );
-    println!("{}", summary(&rows, &method));
+    println!("{}{notes}", summary(&rows, &method));
 }
