@@ -59,17 +59,28 @@ fn seed(registry: &Registry, shape: &Shape) {
     .unwrap();
     let client = registries.client(&host).unwrap();
     let pusher = Pusher::new(&client);
-    let refs: Vec<_> = images.iter().collect();
+    // A repository's images share their layer and config: push one per repository first, so
+    // the others find the blobs there rather than uploading them at the same time.
+    let mut seen = std::collections::BTreeSet::new();
+    let (first, rest): (Vec<_>, Vec<_>) = images
+        .iter()
+        .partition(|i| seen.insert(i.repository.clone()));
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(async {
-            pusher.push_all(&refs).await?;
+            pusher.push_all(&first).await?;
+            pusher.push_all(&rest).await?;
             pusher.push(&catalog).await
         })
         .unwrap();
+    let json: usize = bigcatalog::config_files(shape, &host, &digests)
+        .values()
+        .map(Vec::len)
+        .sum();
     eprintln!(
-        "seeded {} images and a catalog of {} MiB of JSON in {:.0} s",
+        "seeded {} images and a catalog of {} MiB of JSON ({} MiB compressed) in {:.0} s",
         images.len(),
+        json / (1024 * 1024),
         catalog.size() / (1024 * 1024),
         started.elapsed().as_secs_f64()
     );
@@ -158,7 +169,17 @@ fn main() {
         .map(|i| shape.package(i * 37 % shape.packages))
         .collect();
     let dry = |name: &str, cfg: &str| {
-        let d = format!("docker://{}/dry-{name}", dest.host());
+        let slug: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let d = format!("docker://{}/dry-{}", dest.host(), slug.trim_matches('-'));
         let r = run(
             &bin,
             dir,

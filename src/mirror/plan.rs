@@ -186,6 +186,30 @@ impl Source {
         }
     }
 
+    /// The platform an image config names, read once per digest in a run: a config is the same
+    /// bytes wherever it is (verified on its first read), so images sharing one cost one
+    /// request. None when the config cannot be read or names none.
+    pub(crate) async fn config_platform(
+        &self,
+        image: &ImageRef,
+        digest: &Digest,
+    ) -> Option<String> {
+        if let Source::Registry(regs) = self {
+            if let Some(known) = regs.config_platform(digest) {
+                return known;
+            }
+        }
+        let platform = match self.small_blob(image, digest).await {
+            Ok(bytes) => platform_from_config(&bytes),
+            // Not remembered: a failed read may succeed for the next image.
+            Err(_) => return None,
+        };
+        if let Source::Registry(regs) = self {
+            regs.remember_config_platform(digest, platform.clone());
+        }
+        platform
+    }
+
     /// Reads a small blob (an image config) whole, verified.
     pub(crate) async fn small_blob(&self, image: &ImageRef, digest: &Digest) -> Result<Bytes> {
         match self {
@@ -215,18 +239,19 @@ pub async fn resolve(
     platforms: &PlatformFilter,
     cache: Option<&ResolveCache>,
 ) -> Result<ResolvedImage> {
-    let (Source::Registry(regs), Some(cache)) = (source, cache) else {
+    let (Source::Registry(_), Some(cache)) = (source, cache) else {
         return resolve_fetching(source, image, layout_digest, platforms).await;
     };
-    // One HEAD tells whether an earlier run already resolved this very manifest.
-    let client = regs.client(&image.registry)?;
-    let head = client
-        .head_manifest(&image.repository, &image.reference())
-        .await?;
-    if let Some(hit) = head.and_then(|d| cache.load(image, &d, platforms)) {
+    // The top manifest is read either way: its digest tells whether an earlier run already
+    // resolved this very manifest (one request, where a HEAD first made it two on a miss).
+    let root = source
+        .manifest(image, &image.reference())
+        .await?
+        .with_context(|| format!("manifest {} of {image} is missing", image.reference()))?;
+    if let Some(hit) = cache.load(image, &root.digest, platforms) {
         return Ok(hit);
     }
-    let resolved = resolve_fetching(source, image, layout_digest, platforms).await?;
+    let resolved = resolve_root(source, image, root, platforms).await?;
     cache.save(&resolved, platforms);
     Ok(resolved)
 }
@@ -303,9 +328,9 @@ async fn add_single(
             .with_context(|| format!("reading {image}"))?,
         media_type: m.config.media_type.clone(),
     };
-    if let Ok(bytes) = source.small_blob(image, &config.digest).await {
-        resolved.platforms.extend(platform_from_config(&bytes));
-    }
+    resolved
+        .platforms
+        .extend(source.config_platform(image, &config.digest).await);
     add_image_blobs(&mut resolved.blobs, &mut BTreeSet::new(), m)
         .with_context(|| format!("reading {image}"))
 }

@@ -26,6 +26,7 @@ pub use transport::authority;
 pub use upload::UploadStatus;
 
 use super::auth::AuthFile;
+use super::digest::Digest;
 use super::retry::RetryPolicy;
 use reqwest::header::HeaderMap;
 use std::collections::HashMap;
@@ -60,6 +61,8 @@ pub struct Registries {
     /// Plain web downloads beside the registries (verified, and for `insecure_tls` hosts not).
     web: (reqwest::Client, reqwest::Client),
     clients: std::sync::Mutex<HashMap<String, Arc<RegistryClient>>>,
+    /// The platform each image config read so far names (`None`: it names none), by digest.
+    config_platforms: std::sync::Mutex<HashMap<Digest, Option<String>>>,
 }
 
 impl Registries {
@@ -112,7 +115,21 @@ impl Registries {
             transports,
             web,
             clients: Default::default(),
+            config_platforms: Default::default(),
         })
+    }
+
+    /// The platform of the image config `digest`, when one was read before in this run
+    /// (`Some(None)`: it names none).
+    pub fn config_platform(&self, digest: &Digest) -> Option<Option<String>> {
+        let known = self.config_platforms.lock().expect("config map poisoned");
+        known.get(digest).cloned()
+    }
+
+    /// Remembers the platform a verified image config `digest` names.
+    pub fn remember_config_platform(&self, digest: &Digest, platform: Option<String>) {
+        let mut known = self.config_platforms.lock().expect("config map poisoned");
+        known.insert(digest.clone(), platform);
     }
 
     /// The client for a plain web download a run makes beside the registries (a Helm chart
