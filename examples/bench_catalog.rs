@@ -46,11 +46,12 @@ struct Run {
 }
 
 /// Seeds `registry` with the catalog of `shape` (as `bench/catalog:v1`) and the images of
-/// its bundles.
-fn seed(registry: &Registry, shape: &Shape) {
+/// the bundles of `only` (package indexes; every package when `None`). Bundles of other
+/// packages name their images by tag, not pushed.
+fn seed(registry: &Registry, shape: &Shape, only: Option<&[usize]>) {
     let host = registry.host();
     let started = Instant::now();
-    let (images, digests) = bigcatalog::related_images(shape, &host, None).unwrap();
+    let (images, digests) = bigcatalog::related_images(shape, &host, only).unwrap();
     let catalog = bigcatalog::catalog_image(shape, &host, "bench/catalog", "v1", &digests).unwrap();
     let registries = Registries::new(RegistryOptions {
         plain_http: vec![host.clone()],
@@ -163,11 +164,10 @@ fn main() {
     let dir = work.path();
     let source = Registry::plain();
     let dest = Registry::plain();
-    seed(&source, &shape);
+    seed(&source, &shape, None);
     let src = source.host();
-    let five: Vec<String> = (1..=5)
-        .map(|i| shape.package(i * 37 % shape.packages))
-        .collect();
+    let five_ix: Vec<usize> = (1..=5).map(|i| i * 37 % shape.packages).collect();
+    let five: Vec<String> = five_ix.iter().map(|&i| shape.package(i)).collect();
     let dry = |name: &str, cfg: &str| {
         let slug: String = name
             .chars()
@@ -240,7 +240,7 @@ fn main() {
     if want("large") {
         let large = Registry::plain();
         let big = shape.scaled(factor);
-        seed(&large, &big);
+        seed(&large, &big, Some(&five_ix));
         let cfg = config(dir, "large", &large.host(), &five, false);
         let d = format!("docker://{}/dry-large", dest.host());
         let r = run(
