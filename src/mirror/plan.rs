@@ -194,20 +194,21 @@ impl Source {
         image: &ImageRef,
         digest: &Digest,
     ) -> Option<String> {
-        if let Source::Registry(regs) = self {
-            if let Some(known) = regs.config_platform(digest) {
-                return known;
-            }
-        }
-        let platform = match self.small_blob(image, digest).await {
-            Ok(bytes) => platform_from_config(&bytes),
-            // Not remembered: a failed read may succeed for the next image.
-            Err(_) => return None,
+        let read = || async {
+            let bytes = self.small_blob(image, digest).await?;
+            anyhow::Ok(platform_from_config(&bytes))
         };
-        if let Source::Registry(regs) = self {
-            regs.remember_config_platform(digest, platform.clone());
+        match self {
+            // A failed read is not kept: the next image sharing the config tries again.
+            Source::Registry(regs) => regs
+                .config_platform(digest)
+                .get_or_try_init(read)
+                .await
+                .ok()
+                .cloned()
+                .flatten(),
+            Source::Layout(_) => read().await.ok().flatten(),
         }
-        platform
     }
 
     /// Reads a small blob (an image config) whole, verified.

@@ -54,6 +54,9 @@ pub struct RegistryOptions {
 
 type Result<T> = std::result::Result<T, RegistryError>;
 
+/// The platform an image config names, once read (see [`Registries::config_platform`]).
+pub type ConfigPlatform = Arc<tokio::sync::OnceCell<Option<String>>>;
+
 /// Clients for every registry a run talks to, one per host, sharing options and connections.
 pub struct Registries {
     options: RegistryOptions,
@@ -61,8 +64,9 @@ pub struct Registries {
     /// Plain web downloads beside the registries (verified, and for `insecure_tls` hosts not).
     web: (reqwest::Client, reqwest::Client),
     clients: std::sync::Mutex<HashMap<String, Arc<RegistryClient>>>,
-    /// The platform each image config read so far names (`None`: it names none), by digest.
-    config_platforms: std::sync::Mutex<HashMap<Digest, Option<String>>>,
+    /// The platform each image config names (`None`: it names none), by digest: set once its
+    /// first read succeeds; reads of one digest at the same time wait for that one.
+    config_platforms: std::sync::Mutex<HashMap<Digest, ConfigPlatform>>,
 }
 
 impl Registries {
@@ -119,17 +123,11 @@ impl Registries {
         })
     }
 
-    /// The platform of the image config `digest`, when one was read before in this run
-    /// (`Some(None)`: it names none).
-    pub fn config_platform(&self, digest: &Digest) -> Option<Option<String>> {
-        let known = self.config_platforms.lock().expect("config map poisoned");
-        known.get(digest).cloned()
-    }
-
-    /// Remembers the platform a verified image config `digest` names.
-    pub fn remember_config_platform(&self, digest: &Digest, platform: Option<String>) {
+    /// Where the platform of image config `digest` is kept for this run: read it through
+    /// the cell (`get_or_try_init`), so one read serves every image sharing the config.
+    pub fn config_platform(&self, digest: &Digest) -> ConfigPlatform {
         let mut known = self.config_platforms.lock().expect("config map poisoned");
-        known.insert(digest.clone(), platform);
+        known.entry(digest.clone()).or_default().clone()
     }
 
     /// The client for a plain web download a run makes beside the registries (a Helm chart

@@ -2,6 +2,7 @@
 //! everything; `mirror.blockedImages` leaves images out and says so.
 
 use super::*;
+use crate::support::images::PushedImage;
 
 /// `--dry-run` resolves everything and lists each image with its size and the totals, as text
 /// and as a JSON plan file, and creates nothing: no disk mirror, no upload at a registry. After
@@ -254,4 +255,46 @@ fn target_repo_and_target_tag_place_additional_images_as_oc_mirror_does() {
     assert!(dst2
         .skopeo_inspect(&format!("n/{}:pinned", b.repo), true)
         .is_ok());
+}
+
+/// An image config is read once per run however many repositories hold it: the same set pushed
+/// under two prefixes costs the configs of one (point 3 of issue 31: a full catalog's plan asked
+/// the registry for every image's config).
+#[test]
+fn a_config_shared_by_repositories_is_read_once_per_run() {
+    let src = Registry::plain();
+    let set = SyntheticSet::standard(7);
+    let a = set.push_to(&src, "a");
+    let b = set.push_to(&src, "b");
+    let work = tempfile::tempdir().unwrap();
+    let (src_host, dst) = (src.host(), Registry::plain());
+    let dry = |images: &[PushedImage]| {
+        let cfg = write_config(work.path(), images, &src_host, &["multi"]);
+        let before = src.requests_matching("GET", "/blobs/");
+        let dest = format!("docker://{}/m", dst.host());
+        let args = [
+            "mirror",
+            "-c",
+            cfg.to_str().unwrap(),
+            &dest,
+            "--dry-run",
+            "--plain-http",
+            &src_host,
+            "--plain-http",
+            &dst.host(),
+        ];
+        ok(&support::run::command(&args)
+            .current_dir(work.path())
+            .output()
+            .unwrap());
+        src.requests_matching("GET", "/blobs/") - before
+    };
+    let one = dry(&a);
+    assert!(one > 0, "the configs of one set are read");
+    let both: Vec<PushedImage> = a.iter().chain(&b).cloned().collect();
+    assert_eq!(
+        dry(&both),
+        one,
+        "the second set's identical configs are not read again"
+    );
 }
