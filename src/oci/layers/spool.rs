@@ -66,21 +66,6 @@ impl SpooledFiles {
         SpooledFiles { file, files }
     }
 
-    /// The files' paths (relative to the config directory), sorted.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.files.keys().map(String::as_str)
-    }
-
-    /// How many files there are.
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
-    /// True when the directory held no file.
-    pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
-    }
-
     /// Every file, sorted by path, with a reader of its bytes.
     pub fn iter(&self) -> impl Iterator<Item = (&str, SpanReader)> {
         self.files.iter().map(|(name, span)| {

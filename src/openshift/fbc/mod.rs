@@ -299,23 +299,27 @@ impl Keep<'_> {
     }
 
     fn channel(&self, package: &str, name: &str) -> Option<Rest> {
-        match self {
-            Keep::All => None,
-            Keep::Packages(set, rest) => (!set.contains(package)).then_some(*rest),
-            Keep::Documents(w, rest) => {
-                let key = (package.to_string(), name.to_string());
-                (!w.channels.contains(&key)).then_some(*rest)
-            }
-        }
+        self.named(package, name, |w| &w.channels)
     }
 
     fn bundle(&self, package: &str, name: &str) -> Option<Rest> {
+        self.named(package, name, |w| &w.bundles)
+    }
+
+    /// A channel or bundle (`set` picks which of [`Wanted`]'s): whole with its package, or
+    /// when named in `set`.
+    fn named(
+        &self,
+        package: &str,
+        name: &str,
+        set: fn(&Wanted) -> &BTreeSet<(String, String)>,
+    ) -> Option<Rest> {
         match self {
             Keep::All => None,
-            Keep::Packages(set, rest) => (!set.contains(package)).then_some(*rest),
+            Keep::Packages(packages, rest) => (!packages.contains(package)).then_some(*rest),
             Keep::Documents(w, rest) => {
                 let key = (package.to_string(), name.to_string());
-                (!w.bundles.contains(&key)).then_some(*rest)
+                (!set(w).contains(&key)).then_some(*rest)
             }
         }
     }
