@@ -10,13 +10,5 @@
 # measure other binaries. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v /usr/bin/time >/dev/null || { apt-get install -y -qq time >/dev/null; }
-if [ -z "${BOOTSTRAP_BIN:-}" ]; then
-    cargo build --locked --release --bin bootstrap --bin bootstrap-lab
-    BOOTSTRAP_BIN="${CARGO_TARGET_DIR:-$PWD/target}/release/bootstrap"
-fi
-export BOOTSTRAP_BIN
-export BOOTSTRAP_LAB_BIN="${BOOTSTRAP_LAB_BIN:-$(dirname "$BOOTSTRAP_BIN")/bootstrap-lab}"
-export BOOTSTRAP_LAB_VENV="${BOOTSTRAP_LAB_VENV:-$HOME/.cache/bootstrap/lab-venv}"
-uptime
+. bench/lab-env.sh
 cargo run --locked --release --quiet --example bench_prep
