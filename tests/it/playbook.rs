@@ -451,6 +451,17 @@ async fn the_gpu_playbook_runs_its_expressions() {
         }
         std::os::unix::fs::symlink(format!("/drivers/{driver}"), d.join("driver")).unwrap();
     }
+    // A GPU with no driver bound and no link width read (a file without its newline, as a
+    // driver's attribute may be): "none" and "?", not an error.
+    let unbound = sys.join("0000:9c:00.0");
+    fs_err::create_dir_all(&unbound).unwrap();
+    fs_err::write(unbound.join("vendor"), "0x10de\n").unwrap();
+    fs_err::write(unbound.join("device"), "0x2335").unwrap();
+    // Another device on the bus: skipped.
+    let nic = sys.join("0000:18:00.0");
+    fs_err::create_dir_all(&nic).unwrap();
+    fs_err::write(nic.join("vendor"), "0x15b3\n").unwrap();
+    fs_err::write(nic.join("device"), "0x1021\n").unwrap();
     let path = write_playbook(
         dir.path(),
         &text.replace("/sys/bus/pci/devices", &sys.display().to_string()),
@@ -467,6 +478,7 @@ async fn the_gpu_playbook_runs_its_expressions() {
     assert_eq!(msgs, [
         ("0000:9a:00.0 nvidia 16 16", Status::Ok, Some("All assertions passed")),
         ("0000:9b:00.0 vfio-pci 8 16", Status::Failed, Some("GPU 0000:9b:00.0 is driven by 'vfio-pci', not nvidia; the GPU Operator's driver is not loaded there")),
+        ("0000:9c:00.0 none ? ?", Status::Failed, Some("GPU 0000:9c:00.0 is driven by 'none', not nvidia; the GPU Operator's driver is not loaded there")),
     ]);
     assert_eq!(report.recap["gpu-01"], recap(1, 0, 1, 0, 0));
 }
