@@ -413,6 +413,14 @@ pub fn count_media_changes(log: &str) -> u32 {
     changes(log, |path| path.contains("/VirtualMedia"))
 }
 
+/// Those of [`count_changes`] on power (a path with `ComputerSystem.Reset`): the only ones
+/// sushy-tools carries out later (its fake driver's `set_power_state`: "hardware actions are
+/// not immediate", 1-11 s); a boot override or a virtual media request is applied before its
+/// answer.
+pub fn count_power_changes(log: &str) -> u32 {
+    changes(log, |path| path.contains("ComputerSystem.Reset"))
+}
+
 fn changes(log: &str, on: impl Fn(&str) -> bool) -> u32 {
     let mut n = 0;
     for line in log.lines() {
@@ -484,9 +492,11 @@ System \"1111\" power state set to \"On\"
         // The requests that asked for a change: the five POSTs, the refused one too; not the
         // GET, and not the emulator's own lines.
         assert_eq!(count_changes(log), 5);
+        assert_eq!(count_power_changes(log), 5);
         let media = "127.0.0.1 - - [03/Dec/2026 14:59:37] \"\x1b[35m\x1b[1mPOST /redfish/v1/Systems/1111/VirtualMedia/Cd/Actions/VirtualMedia.InsertMedia HTTP/1.1\x1b[0m\" 204 -\n";
         assert_eq!(count_media_changes(&format!("{log}{media}")), 1);
         assert_eq!(count_changes(&format!("{log}{media}")), 6);
+        assert_eq!(count_power_changes(&format!("{log}{media}")), 5);
     }
 
     /// A derived UUID is stable and shaped as a UUID.

@@ -17,11 +17,19 @@ for arg in "$@"; do
   esac
 done
 first=${SOURCES%% *}
-# chrony's reference ID for an IPv4 source is its address in hex.
-refid=$(echo "$first" | awk -F. 'NF == 4 { printf "%02X%02X%02X%02X", $1, $2, $3, $4; exit } { print "7F7F0101" }')
-now=$(date +%s)
 case "$cmd" in
   tracking)
+    # chrony's reference ID for an IPv4 source is its address in hex (in the shell itself:
+    # host prep asks every node twice, and a lab's nodes share the machine's cores).
+    refid=7F7F0101
+    saved_ifs=$IFS; IFS=.; set -f; set -- $first; set +f; IFS=$saved_ifs
+    if [ $# -eq 4 ]; then
+      case "$1$2$3$4" in
+        *[!0-9]*) ;;
+        *) refid=$(printf '%02X%02X%02X%02X' "$1" "$2" "$3" "$4") ;;
+      esac
+    fi
+    now=$(date +%s)
     if [ "$csv" = 1 ]; then
       echo "$refid,$first,3,$now.104728370,-0.000012402,0.000003115,0.000021874,-11.482,0.002,0.038,0.000412851,0.000193622,64.4,Normal"
     else
