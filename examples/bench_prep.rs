@@ -58,9 +58,8 @@ impl Runs {
 }
 
 fn main() {
-    let bin = std::env::var("BOOTSTRAP_BIN").unwrap_or_else(|_| "target/release/bootstrap".into());
-    let lab = std::env::var("BOOTSTRAP_LAB_BIN")
-        .unwrap_or_else(|_| "target/release/bootstrap-lab".into());
+    let bin = bench_lab::binary("BOOTSTRAP_BIN", "target/release/bootstrap");
+    let lab = bench_lab::binary("BOOTSTRAP_LAB_BIN", "target/release/bootstrap-lab");
     let venv = std::env::var("BOOTSTRAP_LAB_VENV").unwrap_or_else(|_| {
         format!(
             "{}/.cache/bootstrap/lab-venv",

@@ -170,6 +170,16 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The binary the variable `var` names (else `default`), as an absolute path: the benches run
+/// some commands in another directory.
+pub fn binary(var: &str, default: &str) -> String {
+    let path = std::env::var(var).unwrap_or_else(|_| default.into());
+    fs_err::canonicalize(&path)
+        .unwrap_or_else(|e| panic!("{var}: {e} (build it, or name a binary)"))
+        .display()
+        .to_string()
+}
+
 /// Runs `cmd`; panics naming `what` with its output unless it succeeds.
 pub fn checked(cmd: &mut Command, what: &str) -> Output {
     let out = cmd
@@ -194,6 +204,25 @@ pub struct Timed {
     pub rss_mib: f64,
     /// User + system CPU seconds.
     pub cpu: f64,
+    /// CPU seconds the whole machine was busy while it ran (every process: the lab's emulators,
+    /// sshds and the nodes' commands as well as the tool), from `/proc/stat`.
+    pub machine_cpu: f64,
+}
+
+/// CPU seconds this machine has been busy since boot (`/proc/stat`: user, nice, system, irq,
+/// softirq and steal; not idle or I/O wait), in the kernel's 1/100 s ticks.
+pub fn machine_busy() -> f64 {
+    let stat = fs_err::read_to_string("/proc/stat").expect("reading /proc/stat");
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .expect("/proc/stat starts with the cpu line")
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0.0);
+    (at(0) + at(1) + at(2) + at(5) + at(6) + at(7)) / 100.0
 }
 
 /// Runs `program ARGS` under `/usr/bin/time -v` (its report in `report`); the measurements and
@@ -204,6 +233,7 @@ pub fn timed(
     env: &[(&str, &str)],
     report: &Path,
 ) -> (Timed, Output) {
+    let busy = machine_busy();
     let out = Command::new("/usr/bin/time")
         .arg("-v")
         .arg("-o")
@@ -213,6 +243,7 @@ pub fn timed(
         .envs(env.iter().copied())
         .output()
         .expect("running /usr/bin/time (apt-get install time)");
+    let machine_cpu = machine_busy() - busy;
     let text = fs_err::read_to_string(report).expect("reading GNU time's report");
     let field = |name: &str| {
         text.lines()
@@ -229,6 +260,7 @@ pub fn timed(
         wall: Duration::from_secs_f64(secs),
         rss_mib: num("Maximum resident set size (kbytes):") / 1024.0,
         cpu: num("User time (seconds):") + num("System time (seconds):"),
+        machine_cpu,
     };
     (t, out)
 }
