@@ -22,6 +22,7 @@ use crate::oci::blob_read::{read_image_dir, spool_image_dir_from, BlobOrigin};
 use crate::oci::digest::Digest;
 use crate::oci::layers;
 use crate::oci::layout::OciLayout;
+use crate::oci::made::MadeBlob;
 use crate::oci::manifest::{OciImageManifest, Parsed, RawManifest};
 use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
@@ -825,8 +826,10 @@ pub(super) async fn rebuild_image(
                 });
             }
         }
-        out.generated
-            .push((new.config_digest.clone(), new.config.clone()));
+        out.generated.push((
+            new.config_digest.clone(),
+            MadeBlob::Memory(new.config.clone()),
+        ));
         replaced.insert(raw.digest.to_string(), new.manifest.clone());
         out.children.push(Child {
             manifest: new.manifest,

@@ -16,6 +16,7 @@
 use super::content::WantedImage;
 use super::plan::{self, BlobDesc, Placement, ResolvedImage, Source};
 use crate::oci::digest::Digest;
+use crate::oci::made::MadeBlob;
 use crate::oci::manifest::Parsed;
 use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
@@ -432,7 +433,9 @@ fn add_packed(
             size: bytes.len() as u64,
             media_type: media_type.to_string(),
         });
-        resolved.generated.push((digest.clone(), bytes.clone()));
+        resolved
+            .generated
+            .push((digest.clone(), MadeBlob::Memory(bytes.clone())));
     }
     resolved.placement = Placement {
         repository: Some(packed.repository.clone()),

@@ -5,6 +5,7 @@
 use super::cache::ResolveCache;
 use crate::oci::digest::Digest;
 use crate::oci::layout::OciLayout;
+use crate::oci::made::MadeBlob;
 use crate::oci::manifest::{platform_of, Parsed, RawManifest};
 use crate::oci::platform::PlatformFilter;
 use crate::oci::reference::ImageRef;
@@ -63,9 +64,9 @@ pub struct ResolvedImage {
     pub blobs: Vec<BlobDesc>,
     /// Where it goes and what kind of content it is.
     pub placement: Placement,
-    /// Blobs this run made (a rebuilt catalog's configs layer and config), with their bytes:
-    /// they exist at no source.
-    pub generated: Vec<(Digest, Bytes)>,
+    /// Blobs this run made (a rebuilt catalog's configs layer and config), with their bytes
+    /// (a layer in a temporary file): they exist at no source.
+    pub generated: Vec<(Digest, MadeBlob)>,
     /// For an image this run rebuilt (a filtered catalog), the source's digest.
     pub rebuilt_from: Option<Digest>,
     /// For a signature, attestation or referrer: the image it belongs to
@@ -466,7 +467,7 @@ pub struct BlobNode {
     /// Destination repositories (paths under the prefix) that need it.
     pub repositories: BTreeSet<String>,
     /// Its bytes, when this run made it (no source holds it).
-    pub generated: Option<Bytes>,
+    pub generated: Option<MadeBlob>,
     /// The OCI layout it is read from, when that is not the run's source (an `oci://`
     /// catalog's blobs).
     pub layout: Option<OciLayout>,

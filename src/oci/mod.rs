@@ -9,6 +9,7 @@ pub(crate) mod layer_walk;
 pub mod layerfile;
 pub mod layers;
 pub mod layout;
+pub mod made;
 pub mod manifest;
 pub mod platform;
 pub mod ranged;

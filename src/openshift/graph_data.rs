@@ -154,8 +154,9 @@ mod tests {
             "name: stable-4.18\n",
         )]))
         .unwrap();
-        assert_eq!(layer.digest, Digest::of(&layer.bytes));
-        let mut a = tar::Archive::new(flate2::read::GzDecoder::new(&layer.bytes[..]));
+        let bytes = layer.bytes.to_bytes().unwrap();
+        assert_eq!(layer.digest, Digest::of(&bytes));
+        let mut a = tar::Archive::new(flate2::read::GzDecoder::new(&bytes[..]));
         let entries: Vec<(String, u64, u32)> = a
             .entries()
             .unwrap()

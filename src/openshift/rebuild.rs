@@ -7,6 +7,7 @@
 //! source and files give the same digests.
 
 use crate::oci::digest::{Digest, StreamHasher};
+use crate::oci::made::{MadeBlob, SpoolWriter};
 use crate::oci::manifest::RawManifest;
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -17,8 +18,9 @@ use std::io::Write;
 /// The new layer: gzip-compressed tar and the digest of its uncompressed tar (its diff_id).
 #[derive(Clone, Debug)]
 pub struct ConfigsLayer {
-    /// The compressed layer, as pushed.
-    pub bytes: Bytes,
+    /// The compressed layer, as pushed (spooled to a temporary file when written by
+    /// [`ConfigsLayerWriter`]).
+    pub bytes: MadeBlob,
     /// The layer's digest.
     pub digest: Digest,
     /// The uncompressed tar's digest, for the config's `rootfs.diff_ids`.
@@ -34,7 +36,7 @@ impl ConfigsLayer {
         let bytes = Bytes::from(gz.finish()?);
         Ok(ConfigsLayer {
             digest: Digest::of(&bytes),
-            bytes,
+            bytes: MadeBlob::Memory(bytes),
             diff_id,
         })
     }
@@ -118,10 +120,11 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
-type LayerStream = Hashing<flate2::write::GzEncoder<Hashing<Vec<u8>>>>;
+type LayerStream = Hashing<flate2::write::GzEncoder<Hashing<SpoolWriter>>>;
 
 /// [`configs_layer`] written one file at a time: the tar is compressed and hashed as it is
-/// written, so only the compressed layer is held, never the files or the tar together.
+/// written, and the compressed layer goes to an unlinked temporary file (TMPDIR): neither the
+/// files, the tar nor the layer are held in memory.
 /// The names are given first (for the directory entries); the files must then come in that
 /// (sorted) order, and all of them.
 pub struct ConfigsLayerWriter {
@@ -177,7 +180,7 @@ impl ConfigsLayerWriter {
         }
         let gz = flate2::write::GzEncoder::new(
             Hashing {
-                inner: Vec::new(),
+                inner: SpoolWriter::new("the rebuilt catalog layer")?,
                 hasher: StreamHasher::new(),
             },
             flate2::Compression::default(),
@@ -235,7 +238,7 @@ impl ConfigsLayerWriter {
         let gz = tar.inner.finish()?;
         let (digest, _) = gz.hasher.finish();
         Ok(ConfigsLayer {
-            bytes: Bytes::from(gz.inner),
+            bytes: gz.inner.finish()?,
             digest,
             diff_id,
         })
@@ -327,7 +330,7 @@ pub fn rebuild_manifest_with(
     layers.push(serde_json::json!({
         "mediaType": layer_type,
         "digest": layer.digest.to_string(),
-        "size": layer.bytes.len() as u64,
+        "size": layer.bytes.len(),
     }));
     let bytes = Bytes::from(serde_json::to_vec(&m)?);
     Ok(RebuiltManifest {
@@ -397,10 +400,9 @@ mod tests {
         let layer = configs_layer(&files(), "/configs", Some("/tmp/cache")).unwrap();
         let again = configs_layer(&files(), "/configs", Some("/tmp/cache")).unwrap();
         assert_eq!(layer.digest, again.digest);
+        let new = layer.bytes.to_bytes().unwrap();
         let read = read_config_dir(
-            [&old[..], &layer.bytes[..]]
-                .into_iter()
-                .map(std::io::Cursor::new),
+            [&old[..], &new[..]].into_iter().map(std::io::Cursor::new),
             "/configs",
         )
         .unwrap();
@@ -410,17 +412,16 @@ mod tests {
     #[test]
     fn the_streamed_layer_is_the_tar_compressed_in_one_go_and_its_digests_match() {
         let layer = configs_layer(&files(), "/configs", Some("/tmp/cache")).unwrap();
+        let bytes = layer.bytes.to_bytes().unwrap();
         let mut tar = Vec::new();
-        std::io::Read::read_to_end(
-            &mut flate2::read::GzDecoder::new(&layer.bytes[..]),
-            &mut tar,
-        )
-        .unwrap();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut tar)
+            .unwrap();
         assert_eq!(layer.diff_id, Digest::of(&tar));
-        assert_eq!(layer.digest, Digest::of(&layer.bytes));
+        assert_eq!(layer.digest, Digest::of(&bytes));
         let whole = ConfigsLayer::from_tar(&tar).unwrap();
         assert_eq!(
-            whole.bytes, layer.bytes,
+            whole.bytes.to_bytes().unwrap(),
+            bytes,
             "compressing file by file changes no byte"
         );
         let mut w = ConfigsLayerWriter::new(files().into_keys(), "/configs", None).unwrap();

@@ -25,11 +25,8 @@ impl Transfer {
     /// The blob's bytes from `offset`, unverified (the consumer hashes them).
     async fn open(&self, node: &BlobNode, offset: u64) -> Result<ByteStream> {
         let d = &node.blob.digest;
-        if let Some(bytes) = &node.generated {
-            let rest = bytes.slice((offset as usize).min(bytes.len())..);
-            return Ok(Box::pin(futures_util::stream::once(async move {
-                Ok::<_, std::io::Error>(rest)
-            })));
+        if let Some(made) = &node.generated {
+            return Ok(made.stream_from(offset));
         }
         if let Some(layout) = &node.layout {
             return Ok(layout.blob_stream(d, offset, node.blob.size).await?);
