@@ -216,14 +216,17 @@ pub fn run_site(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// Three free ports on 127.0.0.1 (free when this returns: each test binds them soon after).
+/// Three different free ports on 127.0.0.1 (free when this returns: each test binds them soon
+/// after), from below the kernel's ephemeral range ([`super::registry::free_port`]).
 pub fn free_ports() -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    let mut ports = Vec::new();
+    while ports.len() < 3 {
+        let port = super::registry::free_port().expect("a free port on 127.0.0.1");
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    ports
 }
 
 /// The lab inventory's prep as a rehearsal runs it: the shipped playbooks (by their paths in

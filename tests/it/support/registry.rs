@@ -573,8 +573,29 @@ pub fn http_client(pki: Option<&TestPki>) -> Result<reqwest::Client> {
     Ok(builder.build()?)
 }
 
-/// A port that was free on 127.0.0.1 a moment ago (bound to :0, then released).
+/// A port that was free on 127.0.0.1 a moment ago, for a server the test starts later. It is
+/// taken below the kernel's ephemeral range (`ip_local_port_range`), at random: a port the
+/// kernel handed out for `:0` would be handed out again to the next server or outgoing
+/// connection of any test running beside this one before ours binds it (a lab's BMC emulator
+/// once found its port taken that way). Falls back to `:0` when there is no room below.
 pub fn free_port() -> Result<u16> {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let low = fs_err::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const FLOOR: u16 = 10_000;
+    if low > FLOOR + 1000 {
+        for attempt in 0..64u64 {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(attempt);
+            h.write_u32(std::process::id());
+            let port = FLOOR + (h.finish() % u64::from(low - FLOOR)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
