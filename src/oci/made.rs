@@ -4,6 +4,7 @@
 //! written to an unlinked temporary file (in TMPDIR) as it is made and read back as a stream,
 //! so a run holds no layer in memory whatever the catalog's size.
 
+use crate::oci::layers::SpanReader;
 use crate::oci::stream::{ByteStream, CHUNK};
 use bytes::Bytes;
 use std::io::{self, Read, Write};
@@ -74,11 +75,7 @@ impl MadeBlob {
     pub fn reader(&self) -> Box<dyn Read + Send> {
         match self {
             MadeBlob::Memory(b) => Box::new(io::Cursor::new(b.clone())),
-            MadeBlob::Spooled { file, len } => Box::new(SpooledReader {
-                file: file.clone(),
-                at: 0,
-                len: *len,
-            }),
+            MadeBlob::Spooled { file, len } => Box::new(SpanReader::new(file.clone(), 0, *len)),
         }
     }
 
@@ -98,32 +95,6 @@ impl MadeBlob {
 impl From<Bytes> for MadeBlob {
     fn from(b: Bytes) -> Self {
         MadeBlob::Memory(b)
-    }
-}
-
-struct SpooledReader {
-    file: Arc<fs_err::File>,
-    at: u64,
-    len: u64,
-}
-
-impl Read for SpooledReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let want = buf
-            .len()
-            .min(usize::try_from(self.len - self.at).unwrap_or(usize::MAX));
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = self.file.file().read_at(&mut buf[..want], self.at)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{}: the spool ends early", self.file.path().display()),
-            ));
-        }
-        self.at += n as u64;
-        Ok(n)
     }
 }
 

@@ -87,6 +87,13 @@ pub struct SpanReader {
     end: u64,
 }
 
+impl SpanReader {
+    /// Reads `file` from `at` to `end`.
+    pub(crate) fn new(file: Arc<fs_err::File>, at: u64, end: u64) -> Self {
+        SpanReader { file, at, end }
+    }
+}
+
 impl Read for SpanReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let left = usize::try_from(self.end - self.at).unwrap_or(usize::MAX);
