@@ -105,14 +105,31 @@ fn config(dir: &Path, name: &str, source: &str, packages: &[String], full: bool)
     path.display().to_string()
 }
 
-/// Runs bootstrap with `args` in `dir`, measured; counts the source's requests during it.
-fn run(bin: &str, dir: &Path, source: &Registry, args: &[&str]) -> Run {
+/// Runs `bootstrap mirror -c CFG` from `source` (plain HTTP) to `to`, a path on the plain-HTTP
+/// registry `dest` (a dry run when `dry_run`), in `dir`, measured; counts the source's requests
+/// during it.
+fn run(
+    bin: &str,
+    dir: &Path,
+    source: &Registry,
+    cfg: &str,
+    dest: &Registry,
+    to: &str,
+    dry_run: bool,
+) -> Run {
+    let (src, dst) = (source.host(), dest.host());
+    let to = format!("docker://{dst}/{to}");
+    let mut args = vec!["mirror", "-c", cfg];
+    if dry_run {
+        args.push("--dry-run");
+    }
+    args.extend(["--plain-http", &src, "--plain-http", &dst, &to]);
     let before = source.requests().len();
     let started = Instant::now();
     let out = Command::new("/usr/bin/time")
         .arg("-v")
         .arg(bin)
-        .args(args)
+        .args(&args)
         .args(["--output", "json"])
         .current_dir(dir)
         .output()
@@ -179,23 +196,8 @@ fn main() {
                 }
             })
             .collect();
-        let d = format!("docker://{}/dry-{}", dest.host(), slug.trim_matches('-'));
-        let r = run(
-            &bin,
-            dir,
-            &source,
-            &[
-                "mirror",
-                "-c",
-                cfg,
-                "--dry-run",
-                "--plain-http",
-                &src,
-                "--plain-http",
-                &dest.host(),
-                &d,
-            ],
-        );
+        let to = format!("dry-{}", slug.trim_matches('-'));
+        let r = run(&bin, dir, &source, cfg, &dest, &to, true);
         eprintln!(
             "{name}: {:.2} s, {:.0} MiB peak RSS, {} requests of the source for {} images",
             r.wall, r.rss_mib, r.requests, r.images
@@ -242,23 +244,7 @@ fn main() {
         let big = shape.scaled(factor);
         seed(&large, &big, Some(&five_ix));
         let cfg = config(dir, "large", &large.host(), &five, false);
-        let d = format!("docker://{}/dry-large", dest.host());
-        let r = run(
-            &bin,
-            dir,
-            &large,
-            &[
-                "mirror",
-                "-c",
-                &cfg,
-                "--dry-run",
-                "--plain-http",
-                &large.host(),
-                "--plain-http",
-                &dest.host(),
-                &d,
-            ],
-        );
+        let r = run(&bin, dir, &large, &cfg, &dest, "dry-large", true);
         let base = five_run.as_ref().map_or(f64::NAN, |f| f.rss_mib);
         let ratio = r.rss_mib / base;
         eprintln!(
@@ -274,22 +260,7 @@ fn main() {
     }
     if want("mirror") {
         let cfg = config(dir, "mirror", &src, &five, false);
-        let d = format!("docker://{}/real", dest.host());
-        let r = run(
-            &bin,
-            dir,
-            &source,
-            &[
-                "mirror",
-                "-c",
-                &cfg,
-                "--plain-http",
-                &src,
-                "--plain-http",
-                &dest.host(),
-                &d,
-            ],
-        );
+        let r = run(&bin, dir, &source, &cfg, &dest, "real", false);
         eprintln!(
             "mirror of 5 packages: {:.2} s, {:.0} MiB",
             r.wall, r.rss_mib
