@@ -301,6 +301,10 @@ async fn the_watcher_follows_the_lab_install_to_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rendezvous_refuses_other_tokens_and_endpoints() {
     let lab = LabInstall::start(None, STEP).await;
+    // Another install's token: a JWT of the same shape, signed by another key. Made before the
+    // first lab's install starts: made after, it took long enough on a loaded machine for that
+    // install to reach the point where its rendezvous API goes away (a reset, not a 401).
+    let other = LabInstall::start(None, STEP).await;
     lab.boot_all().await;
     let authority = lab.rendezvous.to_string();
     let good = assisted::Client::new(&authority, lab.token(), Duration::from_secs(5)).unwrap();
@@ -318,8 +322,6 @@ async fn the_rendezvous_refuses_other_tokens_and_endpoints() {
         .iter()
         .any(|e| e.message.contains("Successfully registered")));
 
-    // Another install's token: a JWT of the same shape, signed by another key.
-    let other = LabInstall::start(None, STEP).await;
     let forged = assisted::Client::new(&authority, other.token(), Duration::from_secs(5)).unwrap();
     match forged.clusters().await {
         Err(ApiError::Refused { code: 401, .. }) => {}
